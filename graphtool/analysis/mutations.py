@@ -1,0 +1,233 @@
+"""Which inputs a model mutates, and which outputs alias inputs or each other.
+
+The source of truth is AOT autograd's ViewAndMutationMeta (``fw_metadata``): a scan of graph nodes
+misses user-input mutations, which AOT moves out of the graph. Metadata and storage mutations that
+dynamo applies outside the graph (``t_()``, ``set_()`` on an input) never reach AOT; the tracer
+witnesses those by comparing each input's shape, strides, offset and storage before and after.
+
+Example::
+
+    >>> rep = analyze_mutations(capture)               # doctest: +SKIP
+    >>> [(m.name, m.mutates_data) for m in rep.mutated]
+    [('bn.running_mean', True), ('bn.running_var', True), ('bn.num_batches_tracked', True)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphtool.analysis.graphs import Source, user_source
+from graphtool.capture import compat
+
+
+@dataclass(frozen=True)
+class InputMutation:
+    name: str
+    kind: str  # parameter | buffer | user_input | other
+    mutates_data: bool
+    mutates_metadata: bool
+    mutates_storage: bool
+    under_no_grad: bool
+    source: Source | None
+    regions: tuple[int, ...]
+    note: str | None = None
+
+    @property
+    def mutated(self) -> bool:
+        return self.mutates_data or self.mutates_metadata or self.mutates_storage
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "mutates_data": self.mutates_data,
+            "mutates_metadata": self.mutates_metadata,
+            "mutates_storage": self.mutates_storage,
+            "under_no_grad": self.under_no_grad,
+            "source": self.source.to_dict() if self.source else None,
+            "regions": list(self.regions),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class OutputAlias:
+    region: int
+    index: int
+    is_view: bool
+    alias_type: str  # AOT's OutputType name: non_alias, alias_of_input, is_input, ...
+    alias_of: dict | None  # {"kind": input|output|intermediate, "name", "index"}
+
+    def to_dict(self) -> dict:
+        return {
+            "region": self.region,
+            "index": self.index,
+            "is_view": self.is_view,
+            "alias_type": self.alias_type,
+            "alias_of": self.alias_of,
+        }
+
+
+@dataclass(frozen=True)
+class InputAlias:
+    """Two inputs that share storage: the same tensor passed twice, or a view of another."""
+
+    names: tuple[str, ...]
+    relation: str  # same_tensor | shared_storage
+
+    def to_dict(self) -> dict:
+        return {"names": list(self.names), "relation": self.relation}
+
+
+@dataclass(frozen=True)
+class MutationReport:
+    inputs: tuple[InputMutation, ...]
+    outputs: tuple[OutputAlias, ...]
+    input_aliases: tuple[InputAlias, ...]
+
+    @property
+    def mutated(self) -> list[InputMutation]:
+        return [m for m in self.inputs if m.mutated]
+
+    @property
+    def aliased_outputs(self) -> list[OutputAlias]:
+        return [o for o in self.outputs if o.alias_of is not None]
+
+    def verdict(self) -> str:
+        """One line: ``3 buffers mutated in place; output 1 is a view of input x``."""
+        parts = []
+        by_kind: dict[str, int] = {}
+        for m in self.mutated:
+            by_kind[m.kind] = by_kind.get(m.kind, 0) + 1
+        for kind, n in by_kind.items():
+            noun = kind.replace("user_input", "user input")
+            parts.append(f"{n} {noun}{'s' if n != 1 else ''} mutated")
+        for o in self.aliased_outputs:
+            what = "a view of" if o.is_view else "the same tensor as" if o.alias_type == "is_input" else "an alias of"
+            of = o.alias_of
+            parts.append(f"output {o.index} (region {o.region}) is {what} {of['kind']} {of['name']}")
+        for a in self.input_aliases:
+            parts.append(f"inputs {' and '.join(a.names)} share storage")
+        return "; ".join(parts) if parts else "no input is mutated and no output aliases an input"
+
+    def to_dict(self) -> dict:
+        return {
+            "mutations": {"inputs": [m.to_dict() for m in self.inputs]},
+            "aliasing": {
+                "outputs": [o.to_dict() for o in self.outputs],
+                "inputs": [a.to_dict() for a in self.input_aliases],
+            },
+            "verdict": self.verdict(),
+        }
+
+
+def _forward_refs(region) -> list:
+    """For each forward placeholder: the region InputRef it stands for (or None)."""
+    from graphtool.analysis.graphs import placeholder_roles
+
+    refs = []
+    by_name = {r.name: r for r in region.inputs}
+    for p in placeholder_roles(region.forward, region, "forward"):
+        refs.append(by_name.get(p.name[len("base of "):] if p.name.startswith("base of ") else p.name))
+    return refs
+
+
+def _mutation_sources(region) -> dict[int, Source | None]:
+    """dynamo input index -> the user's line of the op whose result AOT writes back."""
+    out_node = next(iter(region.forward.graph.find_nodes(op="output")))
+    descs = compat.output_descriptors(region.forward.graph) or []
+    values = out_node.args[0] if out_node.args else ()
+    sources: dict[int, Source | None] = {}
+    for value, desc in zip(values, descs):
+        role, idx = compat.describe_aot_output(desc)
+        if role == "mutated_input" and idx is not None and hasattr(value, "meta"):
+            sources[idx] = user_source(value.meta.get("stack_trace"))
+    return sources
+
+
+def analyze_mutations(capture) -> MutationReport:
+    merged: dict[str, dict] = {}
+    outputs: list[OutputAlias] = []
+    for region in capture.regions:
+        if region.forward is None:
+            continue
+        meta = region.fw_metadata
+        refs = _forward_refs(region)
+        index_of = {id(r): i for i, r in enumerate(region.inputs)}
+        sources = _mutation_sources(region)
+        infos = list(meta.input_info) if meta is not None else []
+        for ref in region.inputs:
+            _merge(merged, ref, region.index)
+        for ref, info in zip(refs, infos):
+            if ref is None:
+                continue
+            entry = _merge(merged, ref, region.index)
+            data, md, st = bool(info.mutates_data), bool(info.mutates_metadata), bool(info.mutates_storage_metadata)
+            if data or md or st:
+                entry["mutates_data"] |= data
+                entry["mutates_metadata"] |= md
+                entry["mutates_storage"] |= st
+                entry["under_no_grad"] |= bool(info.mutations_under_no_grad_or_inference_mode)
+                entry["source"] = entry["source"] or sources.get(index_of.get(id(ref)))
+        if meta is not None:
+            outputs.extend(_output_aliases(region, meta, refs))
+    for name, how in capture.metadata_changes.items():
+        entry = merged.setdefault(name, _blank(name, "user_input"))
+        entry["mutates_metadata"] = True
+        entry["mutates_storage"] |= how == "storage"
+        entry["note"] = "applied by dynamo outside the compiled graph"
+    inputs = tuple(
+        InputMutation(
+            name=e["name"], kind=e["kind"], mutates_data=e["mutates_data"], mutates_metadata=e["mutates_metadata"],
+            mutates_storage=e["mutates_storage"], under_no_grad=e["under_no_grad"], source=e["source"],
+            regions=tuple(sorted(e["regions"])), note=e["note"],
+        )
+        for e in merged.values()
+    )
+    return MutationReport(inputs=inputs, outputs=tuple(outputs), input_aliases=tuple(input_aliases(capture)))
+
+
+def _blank(name: str, kind: str) -> dict:
+    return {
+        "name": name, "kind": kind, "mutates_data": False, "mutates_metadata": False, "mutates_storage": False,
+        "under_no_grad": False, "source": None, "regions": set(), "note": None,
+    }
+
+
+def _merge(merged: dict, ref, region_index: int) -> dict:
+    entry = merged.setdefault(ref.name, _blank(ref.name, ref.kind))
+    entry["regions"].add(region_index)
+    return entry
+
+
+def _output_aliases(region, meta, refs) -> list[OutputAlias]:
+    result = []
+    for i, info in enumerate(meta.output_info):
+        kind = info.output_type.name
+        base = info.base_idx
+        alias_of = None
+        if kind in ("alias_of_input", "is_input") and base is not None and base < len(refs) and refs[base]:
+            alias_of = {"kind": "input", "name": refs[base].name, "index": base}
+        elif kind == "alias_of_intermediate_base_is_user_output" and base is not None:
+            alias_of = {"kind": "output", "name": f"output {base}", "index": base}
+        elif kind.startswith("alias_of_intermediate"):
+            alias_of = {"kind": "intermediate", "name": "an intermediate", "index": base}
+        is_view = kind not in ("non_alias", "is_input", "unsafe_view_alias")
+        result.append(OutputAlias(region.index, i, is_view, kind, alias_of))
+    return result
+
+
+def input_aliases(capture) -> list[InputAlias]:
+    """Groups of user inputs (by argument name) that share storage."""
+    from graphtool.capture.loader import all_named_inputs
+
+    groups: dict = {}
+    for name, t in all_named_inputs(capture.spec):
+        groups.setdefault(compat.storage_key(t), []).append((name, t))
+    result = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        same = all(t is members[0][1] for _, t in members)
+        result.append(InputAlias(tuple(n for n, _ in members), "same_tensor" if same else "shared_storage"))
+    return result

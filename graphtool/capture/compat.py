@@ -1,0 +1,233 @@
+"""The one place graphtool reaches into torch's private modules.
+
+Every private symbol is looked up here, by feature detection (``getattr``), never by comparing
+version strings. ``tests/capture/test_compat.py`` checks each symbol so a torch release that
+removes one fails loudly in CI instead of silently changing a report.
+
+Supported: torch 2.11 to 2.13 (``graphtool.SUPPORTED_TORCH``). Outside that range graphtool
+refuses to run unless GRAPHTOOL_ALLOW_UNTESTED_TORCH=1, because its facts are only checked there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from typing import Any
+
+from graphtool import SUPPORTED_TORCH
+from graphtool.errors import UnsupportedTorch
+
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)")
+
+
+def parse_torch_version(version: str) -> tuple[int, int]:
+    """``"2.13.0+cpu"`` -> ``(2, 13)``; compares as numbers, so (2, 10) > (2, 2)."""
+    m = _VERSION_RE.match(version)
+    if not m:
+        raise UnsupportedTorch(f"cannot read the torch version {version!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def check_torch_version(version: str, *, allow_untested: bool | None = None) -> None:
+    """Raise :class:`UnsupportedTorch` when ``version`` is outside ``SUPPORTED_TORCH``."""
+    if allow_untested is None:
+        allow_untested = os.environ.get("GRAPHTOOL_ALLOW_UNTESTED_TORCH") == "1"
+    lo, hi = SUPPORTED_TORCH
+    got = parse_torch_version(version)
+    if lo <= got <= hi or allow_untested:
+        return
+    raise UnsupportedTorch(
+        f"torch {version} is not supported: graphtool is tested with torch "
+        f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}",
+        hint="install a supported torch (pip install -c constraints.txt torch), or set "
+        "GRAPHTOOL_ALLOW_UNTESTED_TORCH=1 to try anyway",
+    )
+
+
+def import_torch():
+    """Import torch, checking the version once; the error names what is wrong."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise UnsupportedTorch(
+            "torch is not installed",
+            hint="pip install -c constraints.txt torch  (see the README)",
+        ) from exc
+    check_torch_version(torch.__version__)
+    return torch
+
+
+def _require(module: str, attr: str) -> Any:
+    """Fetch ``module.attr`` or raise UnsupportedTorch naming the torch version and the symbol."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise _missing(f"{module}") from exc
+    obj = getattr(mod, attr, None)
+    if obj is None:
+        raise _missing(f"{module}.{attr}")
+    return obj
+
+
+def _missing(symbol: str) -> UnsupportedTorch:
+    import torch
+
+    return UnsupportedTorch(
+        f"torch {torch.__version__} has no {symbol}, which graphtool needs",
+        hint="use a torch version graphtool supports (see `graphtool --version`)",
+    )
+
+
+# -- dynamo + AOT autograd ---------------------------------------------------------------------
+
+
+def dynamo_reset() -> None:
+    """Forget every compiled frame so a trace starts clean."""
+    _require("torch._dynamo", "reset")()
+
+
+def aot_autograd_backend(**kwargs: Any):
+    """``torch._dynamo.backends.common.aot_autograd``: how torch's own cudagraphs backend is built."""
+    return _require("torch._dynamo.backends.common", "aot_autograd")(**kwargs)
+
+
+def boxed(gm: Any):
+    """Wrap a GraphModule so AOT autograd calls it with boxed (list) arguments, unchanged."""
+    return _require("torch._functorch.aot_autograd", "make_boxed_func")(gm.forward)
+
+
+def current_fw_metadata():
+    """The ViewAndMutationMeta of the graph being compiled (call inside a forward compiler)."""
+    ctx_cls = _require("torch._guards", "TracingContext")
+    ctx = ctx_cls.try_get()
+    return getattr(ctx, "fw_metadata", None) if ctx is not None else None
+
+
+def node_descriptor(node: Any) -> Any:
+    """AOT autograd's descriptor of a placeholder (``PlainAOTInput(idx=0)``) or None."""
+    return node.meta.get("desc")
+
+
+def output_descriptors(graph: Any) -> list[Any] | None:
+    """AOT's per-output descriptors of a graph (``InputMutationAOTOutput``, ``GradAOTOutput``...)."""
+    out = next(iter(graph.find_nodes(op="output")), None)
+    if out is None:
+        return None
+    desc = out.meta.get("desc")
+    return list(desc) if desc is not None else None
+
+
+def describe_aot_input(desc: Any) -> tuple[str, int | None]:
+    """Map an AOT input descriptor to ``(role, dynamo_input_index)``.
+
+    Roles: ``plain`` (a dynamo graph input), ``view_base`` (a synthetic base AOT made for inputs
+    that alias each other), ``tangent``, ``unknown``. Works on the dataclasses in
+    ``torch._functorch._aot_autograd.descriptors`` by their names and fields.
+    """
+    seen = 0
+    while desc is not None and seen < 8:
+        seen += 1
+        name = type(desc).__name__
+        if name == "TangentAOTInput":
+            return "tangent", None
+        if name in ("PlainAOTInput", "ParamAOTInput", "BufferAOTInput") and hasattr(desc, "idx"):
+            return "plain", desc.idx
+        if hasattr(desc, "base_of"):
+            role, idx = describe_aot_input(desc.base_of)
+            return ("view_base" if role == "plain" else role), idx
+        desc = getattr(desc, "base", None)
+    return "unknown", None
+
+
+def describe_aot_output(desc: Any) -> tuple[str, Any]:
+    """Map an AOT output descriptor to ``(role, detail)``.
+
+    Roles: ``mutated_input`` (detail: dynamo input index), ``user_output`` (output index),
+    ``saved_for_backward``, ``intermediate_base``, ``gradient`` (input index), ``none``.
+    """
+    if desc is None:
+        return "none", None
+    name = type(desc).__name__
+    if name == "InputMutationAOTOutput":
+        return "mutated_input", describe_aot_input(desc.mutated_input)[1]
+    if name == "PlainAOTOutput":
+        return "user_output", desc.idx
+    if name.startswith("SavedForBackwards"):
+        return "saved_for_backward", getattr(desc, "idx", None)
+    if name == "IntermediateBaseAOTOutput":
+        return "intermediate_base", None
+    if name == "GradAOTOutput":
+        return "gradient", describe_aot_input(desc.grad_of)[1]
+    return "other", name
+
+
+# -- structured trace (graph breaks) -----------------------------------------------------------
+
+#: the logger TORCH_TRACE and tlparse read; graph-break artifacts arrive here.
+STRUCTURED_TRACE_LOGGER = "torch.__trace"
+
+
+# -- CUDA-graph checks -------------------------------------------------------------------------
+
+
+def cudagraph_skip_message(reason: str) -> str:
+    """torch's own wording: ``skipping cudagraphs due to <reason>``."""
+    return _require("torch._inductor.cudagraph_utils", "format_default_skip_message")(reason)
+
+
+def device_node_mapping(gm: Any) -> dict:
+    """device -> first node on it, as the cudagraphs backend computes it."""
+    return dict(_require("torch._dynamo.backends.cudagraphs", "get_device_node_mapping")(gm))
+
+
+def check_devices(mapping: dict) -> str | None:
+    """torch's ``check_multiple_devices_or_any_cpu_nodes`` (reads inductor's partition config)."""
+    return _require("torch._inductor.cudagraph_utils", "check_multiple_devices_or_any_cpu_nodes")(
+        dict(mapping)
+    )
+
+
+def first_incompatible_cudagraph_node(gm: Any):
+    return _require("torch._inductor.utils", "get_first_incompatible_cudagraph_node")(gm)
+
+
+def graph_input_mutations(graph: Any) -> set[int]:
+    """Placeholder indices that a node of ``graph`` writes to (the cudagraphs backend's scan)."""
+    return set(_require("torch._dynamo.backends.cudagraphs", "find_input_mutations")(graph))
+
+
+def num_fw_fixed_arguments(dynamo_inputs: int, aot_inputs: int) -> int:
+    return _require("torch._inductor.utils", "num_fw_fixed_arguments")(dynamo_inputs, aot_inputs)
+
+
+def count_tangents(gm: Any) -> int:
+    return _require("torch._inductor.utils", "count_tangents")(gm)
+
+
+def inductor_flag(name: str) -> Any:
+    """Read an inductor config flag such as ``graph_partition`` or ``triton.cudagraph_trees``."""
+    obj: Any = _require("torch._inductor", "config")
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise _missing(f"torch._inductor.config.{name}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def dynamo_flag(name: str) -> Any:
+    cfg = _require("torch._dynamo", "config")
+    if not hasattr(cfg, name):
+        raise _missing(f"torch._dynamo.config.{name}")
+    return getattr(cfg, name)
+
+
+def storage_key(t: Any) -> Any:
+    """A key equal for two tensors exactly when they share storage (also for fake/meta tensors)."""
+    weak_ref = _require("torch.multiprocessing.reductions", "StorageWeakRef")
+    return weak_ref(t.untyped_storage())
+
+
+def is_fake_tensor(t: Any) -> bool:
+    fake = _require("torch._subclasses.fake_tensor", "FakeTensor")
+    return isinstance(t, fake)

@@ -1,0 +1,71 @@
+"""Options and steps shared by the commands: loading with progress, output, --check."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from graphtool.errors import UsageError
+
+FORMATS = ("table", "json", "yaml")
+
+ModelArg = typer.Argument(None, help="Model script (path.py or path.py:FACTORY). Default: the bundled example.", show_default=False)
+EntryOpt = typer.Option(None, "--entry", help="Factory function returning (model, inputs[, kwargs]).")
+DeviceOpt = typer.Option(None, "--device", help="Build the model and inputs under this device (e.g. meta, for models too big for memory).")
+FormatOpt = typer.Option("table", "--format", "-f", help="table (rich, default), json or yaml: one document on stdout.")
+InferenceOpt = typer.Option(False, "--inference", help="Trace the forward only (no backward graph).")
+CheckOpt = typer.Option(False, "--check", help="Exit 1 when anything is found (for CI).")
+
+
+def bundled_example() -> Path:
+    return Path(__file__).resolve().parents[1] / "bundled" / "example_model.py"
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def stdout_console():
+    from rich.console import Console
+
+    return Console()
+
+
+def load_and_trace(model: Optional[str], entry: Optional[str], device: Optional[str], inference: bool, *, record_breaks: bool = True):
+    """Import torch, load the script and trace it, with progress on stderr."""
+    err = stderr_console()
+    target = model or str(bundled_example())
+    with err.status("importing torch...") as status:
+        from graphtool.capture import compat
+
+        compat.import_torch()
+        from graphtool.capture.loader import load_model
+        from graphtool.capture.tracer import trace_model
+
+        status.update(f"loading {Path(target.split(':')[0]).name}...")
+        spec = load_model(target, entry=entry, device=device)
+        status.update("tracing with dynamo + AOT autograd...")
+        capture = trace_model(
+            spec,
+            inference=inference,
+            record_breaks=record_breaks,
+            on_region=lambda i: status.update(f"tracing region {i}..."),
+        )
+    return capture
+
+
+def emit(data: dict, fmt: str) -> None:
+    from graphtool.render.serialize import format_data
+
+    sys.stdout.write(format_data(data, fmt))

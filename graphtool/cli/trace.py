@@ -1,0 +1,61 @@
+"""``graphtool trace``: forward and backward graphs of every compiled region, every input named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from graphtool.cli import common
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "trace",
+        help=(
+            "Trace a model through dynamo and AOT autograd and report its graphs.\n\n"
+            "Examples:\n\n"
+            "  graphtool trace                       # the bundled example\n\n"
+            "  graphtool trace model.py --format json > report.json\n\n"
+            "  graphtool trace model.py:build --device meta --out traced/"
+        ),
+    )(trace)
+
+
+def trace(
+    model: Optional[str] = common.ModelArg,
+    entry: Optional[str] = common.EntryOpt,
+    device: Optional[str] = common.DeviceOpt,
+    inference: bool = common.InferenceOpt,
+    fmt: str = common.FormatOpt,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write forward.py, backward.py and report.json into this folder."),
+) -> int:
+    common.check_format(fmt)
+    capture = common.load_and_trace(model, entry, device, inference)
+    from graphtool.analysis.report import build_trace_report
+
+    report = build_trace_report(capture)
+    data = report.to_dict()
+    if out is not None:
+        from graphtool.render.graph_code import graph_files
+
+        files = graph_files(capture, Path(out))
+        files[Path(out) / "report.json"] = _json(data)
+        from graphtool.render.serialize import write_all
+
+        write_all(files)
+        common.stderr_console().print(f"wrote {len(files)} files to {out}")
+    if fmt == "table":
+        from graphtool.render.trace import trace_view
+
+        common.stdout_console().print(trace_view(report))
+    else:
+        common.emit(data, fmt)
+    return 0
+
+
+def _json(data: dict) -> str:
+    from graphtool.render.serialize import format_json
+
+    return format_json(data)

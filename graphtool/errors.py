@@ -1,0 +1,86 @@
+"""Every error graphtool reports, with its exit code.
+
+    GraphtoolError                 (exit 3 unless a subclass says otherwise)
+     +-- UsageError                exit 2: bad arguments, bad config, unreadable output path
+     |    +-- ConfigError          exit 2: graphtool.yaml / pyproject.toml is wrong (file, key, line)
+     +-- UserScriptError           exit 2: the user's script could not be loaded or run
+     |    +-- ScriptNotFound       exit 2
+     |    +-- ModelNotFound        exit 2: no factory / model+example_inputs in the script
+     |    +-- BadModelSpec         exit 2: the factory returned the wrong shape or types
+     |    +-- UserCodeFailed       exit 2: the user's code raised (with the user's frames)
+     +-- TraceFailed               exit 2: torch.compile / AOT autograd could not trace the model
+     +-- UnsupportedTorch          exit 2: torch is missing, too old, or lacks an API graphtool needs
+     +-- RendererMissing           exit 2: no Graphviz layout program could be found
+     +-- NoCudaDevice              exit 2: a CUDA-only step was asked for on a machine without CUDA
+     +-- InternalError             exit 3: a bug in graphtool
+
+Exceptions become messages in exactly one place: ``graphtool.cli.main``.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_BUG = 3
+EXIT_INTERRUPTED = 130
+
+
+class GraphtoolError(Exception):
+    """Base class. ``hint`` says what to do next; ``detail`` holds extra lines (user traceback)."""
+
+    exit_code = EXIT_BUG
+
+    def __init__(self, message: str, *, hint: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.detail = detail
+
+
+class UsageError(GraphtoolError):
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(UsageError):
+    pass
+
+
+class UserScriptError(GraphtoolError):
+    exit_code = EXIT_USAGE
+
+
+class ScriptNotFound(UserScriptError):
+    pass
+
+
+class ModelNotFound(UserScriptError):
+    pass
+
+
+class BadModelSpec(UserScriptError):
+    pass
+
+
+class UserCodeFailed(UserScriptError):
+    pass
+
+
+class TraceFailed(GraphtoolError):
+    exit_code = EXIT_USAGE
+
+
+class UnsupportedTorch(GraphtoolError):
+    exit_code = EXIT_USAGE
+
+
+class RendererMissing(GraphtoolError):
+    exit_code = EXIT_USAGE
+
+
+class NoCudaDevice(GraphtoolError):
+    exit_code = EXIT_USAGE
+
+
+class InternalError(GraphtoolError):
+    exit_code = EXIT_BUG

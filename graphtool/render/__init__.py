@@ -1,0 +1,1 @@
+"""Presentation: turns analysis dataclasses into text, tables and files. Computes nothing."""

@@ -1,0 +1,43 @@
+"""JSON and YAML text for report dicts, and whole-or-nothing file writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def format_json(data: dict) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+
+
+def format_yaml(data: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def format_data(data: dict, fmt: str) -> str:
+    return format_yaml(data) if fmt == "yaml" else format_json(data)
+
+
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write ``path`` whole or not at all: a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_all(files: dict[Path, str | bytes]) -> None:
+    """Write several files, each atomically; all contents are computed before the first write."""
+    for path, text in files.items():
+        write_atomic(path, text)
