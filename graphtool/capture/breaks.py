@@ -17,6 +17,8 @@ from graphtool.capture.compat import STRUCTURED_TRACE_LOGGER
 
 _BREAK_AT = re.compile(r"Graph break in user code at (?P<file>.+?):(?P<line>\d+)")
 _REASON = re.compile(r"Graph Break Reason:\s*(?P<reason>.*)")
+_GB_CODE = re.compile(r"/gb/(?P<code>gb\d+)")
+_HINT = re.compile(r"^\s*Hint:\s*(?P<hint>.+)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,8 @@ class GraphBreak:
     file: str | None
     line: int | None
     reason: str
-    frame: str | None = None
+    code: str | None = None  # torch's graph-break id (gb0124), stable across wording changes
+    hint: str | None = None
 
 
 @dataclass
@@ -97,12 +100,26 @@ class BreakRecorder(logging.Handler):
 def parse_break(payload: str) -> GraphBreak:
     """Parse one ``dynamo_graph_break_reason`` payload.
 
-    >>> parse_break("Graph break in user code at /m.py:8\\nGraph Break Reason: print").line
-    8
+    >>> b = parse_break("Graph break in user code at /m.py:8\\nGraph Break Reason: print")
+    >>> (b.file, b.line, b.reason)
+    ('/m.py', 8, 'print')
     """
     at = _BREAK_AT.search(payload)
     reason_m = _REASON.search(payload)
-    reason = reason_m.group("reason").strip() if reason_m else payload.strip().splitlines()[0] if payload.strip() else ""
-    if at:
-        return GraphBreak(file=at.group("file"), line=int(at.group("line")), reason=reason)
-    return GraphBreak(file=None, line=None, reason=reason)
+    if reason_m:
+        reason = reason_m.group("reason").strip()
+        if reason.endswith(":"):  # "Encountered graph break when attempting to trace CALL: ...:"
+            after = payload[reason_m.end():].splitlines()
+            detail = next((ln.strip() for ln in after if ln.strip()), "")
+            reason = detail or reason.rstrip(":")
+    else:
+        reason = (payload.strip().splitlines() or [""])[0]
+    code = _GB_CODE.search(payload)
+    hint = _HINT.search(payload)
+    return GraphBreak(
+        file=at.group("file") if at else None,
+        line=int(at.group("line")) if at else None,
+        reason=reason,
+        code=code.group("code") if code else None,
+        hint=hint.group("hint").strip() if hint else None,
+    )

@@ -97,6 +97,11 @@ def boxed(gm: Any):
     return _require("torch._functorch.aot_autograd", "make_boxed_func")(gm.forward)
 
 
+def boxed_fn(fn: Any):
+    """Mark a plain function as taking AOT's boxed (list) arguments, like ``boxed``."""
+    return _require("torch._functorch.aot_autograd", "make_boxed_func")(fn)
+
+
 def current_fw_metadata():
     """The ViewAndMutationMeta of the graph being compiled (call inside a forward compiler)."""
     ctx_cls = _require("torch._guards", "TracingContext")
@@ -231,3 +236,49 @@ def storage_key(t: Any) -> Any:
 def is_fake_tensor(t: Any) -> bool:
     fake = _require("torch._subclasses.fake_tensor", "FakeTensor")
     return isinstance(t, fake)
+
+
+def mutation_skip_message(gm: Any, indices) -> str:
+    """torch's ``skipping cudagraphs due to mutated inputs (N instances). Found from : ...``."""
+    info = _require("torch._inductor.cudagraph_utils", "get_placeholder_info")(gm.graph)
+    return _require("torch._inductor.cudagraph_utils", "get_mutation_stack_trace")(info, sorted(indices))
+
+
+def input_storage_mutation_reason(gm: Any) -> str | None:
+    """inductor's ``input storage mutation (N instances)`` check (``set_`` on a graph input)."""
+    get_info = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "get_input_storage_mutation_info", None)
+    if get_info is None:  # torch 2.11 has no storage-mutation check: nothing to report
+        return None
+    return _require("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason")(get_info(gm))
+
+
+def caching_allocator_reason() -> str | None:
+    """The allocator check inductor runs first; on a machine without CUDA, read the env bypass."""
+    import torch
+
+    if torch.cuda.is_available():
+        check = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "check_caching_allocator_for_cudagraphs", None)
+        return check() if check else None
+    if any(os.environ.get(v) == "1" for v in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING")):
+        return cudagraph_skip_message(
+            "cudagraph capture requires the caching allocator; current allocator is uncached"
+        )
+    return None
+
+
+def inductor_config_patch(changes: dict[str, Any]):
+    """A context manager that sets inductor config flags (``triton.cudagraphs``) and restores them."""
+    return _require("torch._inductor", "config").patch(changes)
+
+
+def using_cudagraph_partition() -> bool:
+    return bool(_require("torch._inductor.utils", "is_using_cudagraph_partition")())
+
+
+def has_unbacked_symbols(val: Any) -> bool:
+    return bool(_require("torch.fx.experimental.symbolic_shapes", "free_unbacked_symbols")(val))
+
+
+def dispatch_mode_base():
+    """``TorchDispatchMode``, the base of the stand-in's data-faking mode."""
+    return _require("torch.utils._python_dispatch", "TorchDispatchMode")

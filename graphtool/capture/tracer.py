@@ -46,6 +46,7 @@ class Region:
     num_aot_inputs: int = 0
     inference: bool = False
     example_inputs: list = field(default_factory=list)
+    aot_input_types: list = field(default_factory=list)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Capture:
     breaks: list[GraphBreak]
     outputs: Any = None
     metadata_changes: dict[str, str] = field(default_factory=dict)
+    stopped: str | None = None  # why a stand-in trace ended early, with the user's line
 
 
 def wants_training(spec: ModelSpec, inference: bool) -> bool:
@@ -81,6 +83,8 @@ def trace_model(
     *,
     inference: bool = False,
     record_breaks: bool = True,
+    keep_inference_input_mutations: bool = False,
+    standin: bool = False,
     on_region: Callable[[int], None] | None = None,
 ) -> Capture:
     """Compile and run ``spec`` once (forward, and backward in training) and keep every graph."""
@@ -89,6 +93,17 @@ def trace_model(
     training = wants_training(spec, inference)
     regions: list[Region] = []
     names = _tensor_names(spec)
+
+    def _runner(aot_gm):
+        if not standin:
+            return compat.boxed(aot_gm)
+        from graphtool.capture.standin import standin_mode
+
+        def run_on_standin(*args):
+            with standin_mode():
+                return aot_gm(*args)
+
+        return compat.boxed_fn(run_on_standin)
 
     def backend(gm, example_inputs):
         region = Region(
@@ -105,7 +120,8 @@ def trace_model(
             region.forward = aot_gm
             region.fw_metadata = compat.current_fw_metadata()
             region.num_aot_inputs = len(aot_inputs)
-            return compat.boxed(aot_gm)
+            region.aot_input_types = [type(x).__name__ for x in aot_inputs]
+            return _runner(aot_gm)
 
         def infer(aot_gm, aot_inputs):
             region.inference = True
@@ -113,23 +129,31 @@ def trace_model(
 
         def bw(aot_gm, aot_inputs):
             region.backward = aot_gm
-            return compat.boxed(aot_gm)
+            return _runner(aot_gm)
 
-        return compat.aot_autograd_backend(fw_compiler=fw, bw_compiler=bw, inference_compiler=infer)(
-            gm, example_inputs
-        )
+        return compat.aot_autograd_backend(
+            fw_compiler=fw,
+            bw_compiler=bw,
+            inference_compiler=infer,
+            keep_inference_input_mutations=keep_inference_input_mutations,
+        )(gm, example_inputs)
 
     before = _metadata_snapshot(spec)
     recorder = BreakRecorder() if record_breaks else contextlib.nullcontext()
     grad_mode = contextlib.nullcontext() if training else torch.no_grad()
     with recorder, grad_mode:
+        out, stopped = None, None
         try:
             compiled = torch.compile(spec.model, backend=backend)
             out = compiled(*spec.args, **spec.kwargs)
+            if training:
+                _run_backward(torch, out)
         except Exception as exc:  # noqa: BLE001 - decide below whose fault it is
-            raise _explain_failure(spec, exc) from None
-        if training:
-            _run_backward(torch, out)
+            if not (standin and regions):
+                raise _explain_failure(spec, exc) from None
+            # On the stand-in, eager code between graphs can need real data (.item() on meta):
+            # keep the regions traced so far and say where the trace stopped.
+            stopped = _stop_note(exc)
     breaks = recorder.breaks if record_breaks else []
     changes = _metadata_changes(spec, before, names)
     return Capture(
@@ -140,6 +164,7 @@ def trace_model(
         breaks=breaks,
         outputs=out,
         metadata_changes=changes,
+        stopped=stopped,
     )
 
 
@@ -196,6 +221,15 @@ def _metadata_changes(spec: ModelSpec, before: dict[int, tuple], names) -> dict[
         elif old[:3] != new[:3]:
             changes[name] = "metadata"
     return changes
+
+
+def _stop_note(exc: BaseException) -> str:
+    from graphtool.capture.loader import user_frames
+
+    frames = user_frames(exc)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{where}the stand-in trace stopped ({type(exc).__name__}: {first}); later regions were not analysed"
 
 
 def _explain_failure(spec: ModelSpec, exc: BaseException) -> Exception:

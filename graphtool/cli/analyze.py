@@ -21,6 +21,26 @@ def register(app: typer.Typer) -> None:
             "  graphtool mutations model.py --check    # exit 1 if anything is mutated or aliased"
         ),
     )(mutations)
+    app.command(
+        "devices",
+        help=(
+            "Which device every node would run on, on a GPU: nodes off the main device and every\n"
+            "cross-device copy, with the user's file and line. Without a GPU the meta device stands in.\n\n"
+            "Examples:\n\n"
+            "  graphtool devices model.py\n\n"
+            "  graphtool devices model.py --format json --check"
+        ),
+    )(devices)
+    app.command(
+        "cudagraphs",
+        help=(
+            "Would CUDA graphs be applied, region by region, and if not, why (torch's own checks,\n"
+            "run on a stand-in trace: no GPU needed).\n\n"
+            "Examples:\n\n"
+            "  graphtool cudagraphs model.py                      # mode=\"reduce-overhead\"\n\n"
+            "  graphtool cudagraphs model.py --backend cudagraphs --check"
+        ),
+    )(cudagraphs)
 
 
 def mutations(
@@ -42,6 +62,59 @@ def mutations(
 
         common.stdout_console().print(mutations_view(report, show_all=show_all))
     else:
-        common.emit(report.to_dict(), fmt)
+        common.emit({"model": common.model_header(capture), **report.to_dict()}, fmt)
     found = bool(report.mutated or report.aliased_outputs or report.input_aliases)
     return EXIT_FINDINGS if check and found else EXIT_OK
+
+
+def devices(
+    model: Optional[str] = common.ModelArg,
+    entry: Optional[str] = common.EntryOpt,
+    device: Optional[str] = common.DeviceOpt,
+    inference: bool = common.InferenceOpt,
+    fmt: str = common.FormatOpt,
+    check: bool = common.CheckOpt,
+) -> int:
+    common.check_format(fmt)
+    capture, accel = common.load_and_trace_standin(model, entry, device, inference)
+    from graphtool.analysis.devices import device_report
+
+    report = device_report(
+        capture,
+        main_device=accel,
+        stand_in="meta stands for cuda:0" if accel == "meta" else None,
+    )
+    if fmt == "table":
+        from graphtool.render.analyses import devices_view
+
+        common.stdout_console().print(devices_view(report))
+    else:
+        common.emit({"model": common.model_header(capture), "devices": report.to_dict()}, fmt)
+    return EXIT_FINDINGS if check and report.found else EXIT_OK
+
+
+def cudagraphs(
+    model: Optional[str] = common.ModelArg,
+    entry: Optional[str] = common.EntryOpt,
+    device: Optional[str] = common.DeviceOpt,
+    inference: bool = common.InferenceOpt,
+    backend: str = typer.Option("inductor", "--backend", help='inductor (mode="reduce-overhead") or cudagraphs (backend="cudagraphs").'),
+    fmt: str = common.FormatOpt,
+    check: bool = common.CheckOpt,
+) -> int:
+    common.check_format(fmt)
+    from graphtool.analysis.cudagraphs import BACKENDS, cudagraph_verdict
+
+    if backend not in BACKENDS:
+        from graphtool.errors import UsageError
+
+        raise UsageError(f"--backend {backend!r} is not one of {', '.join(BACKENDS)}")
+    capture, accel = common.load_and_trace_standin(model, entry, device, inference, backend=backend)
+    verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta")
+    if fmt == "table":
+        from graphtool.render.analyses import cudagraphs_view
+
+        common.stdout_console().print(cudagraphs_view(verdict, capture.stopped))
+    else:
+        common.emit({"model": common.model_header(capture), "cudagraphs": verdict.to_dict()}, fmt)
+    return EXIT_FINDINGS if check and any(r.skips for r in verdict.reasons) else EXIT_OK

@@ -69,3 +69,45 @@ def emit(data: dict, fmt: str) -> None:
     from graphtool.render.serialize import format_data
 
     sys.stdout.write(format_data(data, fmt))
+
+
+def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: Optional[str], inference: bool, *, backend: str = "inductor"):
+    """The accelerator view: trace on the model's GPU, or on meta standing for one."""
+    err = stderr_console()
+    target = model or str(bundled_example())
+    with err.status("importing torch...") as status:
+        from graphtool.capture import compat
+
+        compat.import_torch()
+        from graphtool.analysis.cudagraphs import keep_input_mutations_for
+        from graphtool.capture.loader import load_model
+        from graphtool.capture.standin import accelerator_of, to_meta
+        from graphtool.capture.tracer import trace_model
+
+        status.update(f"loading {Path(target.split(':')[0]).name}...")
+        spec = load_model(target, entry=entry, device=device)
+        accel = accelerator_of(spec)
+        if accel == "meta":
+            status.update("moving the model to the meta device (the accelerator stand-in)...")
+            spec = to_meta(spec)
+        status.update("tracing on the accelerator stand-in..." if accel == "meta" else "tracing on the GPU...")
+        capture = trace_model(
+            spec,
+            inference=inference,
+            keep_inference_input_mutations=keep_input_mutations_for(backend),
+            standin=accel == "meta",
+            on_region=lambda i: status.update(f"tracing region {i}..."),
+        )
+    if capture.stopped:
+        err.print(f"[yellow]note:[/] {capture.stopped}", highlight=False)
+    return capture, accel
+
+
+def model_header(capture) -> dict:
+    return {
+        "path": str(capture.spec.path),
+        "entry": capture.spec.entry,
+        "device": capture.device,
+        "training": capture.training,
+        "stopped": capture.stopped,
+    }

@@ -30,6 +30,9 @@ def trace(
     inference: bool = common.InferenceOpt,
     fmt: str = common.FormatOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write forward.py, backward.py and report.json into this folder."),
+    with_cudagraphs: Optional[str] = typer.Option(
+        None, "--cudagraphs", help="Add the CUDA-graph verdict for this backend (inductor or cudagraphs); costs a second, stand-in trace."
+    ),
 ) -> int:
     common.check_format(fmt)
     capture = common.load_and_trace(model, entry, device, inference)
@@ -37,6 +40,13 @@ def trace(
 
     report = build_trace_report(capture)
     data = report.to_dict()
+    verdict = None
+    if with_cudagraphs:
+        from graphtool.analysis.cudagraphs import cudagraph_verdict
+
+        standin, accel = common.load_and_trace_standin(model, entry, device, inference, backend=with_cudagraphs)
+        verdict = cudagraph_verdict(standin, backend=with_cudagraphs, predicted=accel == "meta")
+        data["cudagraphs"] = verdict.to_dict()
     if out is not None:
         from graphtool.render.graph_code import graph_files
 
@@ -50,6 +60,10 @@ def trace(
         from graphtool.render.trace import trace_view
 
         common.stdout_console().print(trace_view(report))
+        if verdict is not None:
+            from graphtool.render.analyses import cudagraphs_view
+
+            common.stdout_console().print(cudagraphs_view(verdict))
     else:
         common.emit(data, fmt)
     return 0

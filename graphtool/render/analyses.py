@@ -8,7 +8,15 @@ from rich.text import Text
 
 
 def _src(source) -> str:
-    return f"{source.file}:{source.line}" if source else "-"
+    if not source:
+        return "-"
+    import os
+
+    try:
+        rel = os.path.relpath(source.file)
+    except ValueError:
+        rel = source.file
+    return f"{rel if not rel.startswith('..') else source.file}:{source.line}"
 
 
 def _flags(m) -> str:
@@ -41,4 +49,55 @@ def mutations_view(report, *, show_all: bool = False) -> Group:
         parts.append(table)
     for a in report.input_aliases:
         parts.append(Text(f"inputs {', '.join(a.names)}: {a.relation.replace('_', ' ')}"))
+    return Group(*parts)
+
+
+def devices_view(report) -> Group:
+    parts = [Text(report.verdict(), style="bold")]
+    table = Table(title="nodes per device", title_justify="left")
+    for col in ("region", "graph", "devices"):
+        table.add_column(col)
+    for g in report.graphs:
+        table.add_row(str(g.region), g.graph, ", ".join(f"{d}: {n}" for d, n in g.counts.items()))
+    parts.append(table)
+    off = [(g, n) for g in report.graphs for n in g.off_device]
+    if off:
+        t = Table(title=f"nodes off {report.main_device}", title_justify="left")
+        for col in ("region", "graph", "node", "op", "device", "where"):
+            t.add_column(col)
+        for g, n in off:
+            t.add_row(str(g.region), g.graph, n.name, n.op, n.device, _src(n.source))
+        parts.append(t)
+    copies = [(g, c) for g in report.graphs for c in g.copies]
+    if copies:
+        t = Table(title="cross-device copies", title_justify="left")
+        for col in ("region", "graph", "node", "from", "to", "where"):
+            t.add_column(col)
+        for g, c in copies:
+            t.add_row(str(g.region), g.graph, c.name, c.src_device, c.dst_device, _src(c.source))
+        parts.append(t)
+    return Group(*parts)
+
+
+def cudagraphs_view(verdict, stopped: str | None = None) -> Group:
+    style = "bold green" if verdict.eligible else "bold red"
+    label = " (predicted from a stand-in trace; not yet confirmed on a GPU)" if verdict.predicted else ""
+    parts = [Text(verdict.summary() + label, style=style)]
+    if stopped:
+        parts.append(Text(f"note: {stopped}", style="yellow"))
+    if verdict.reasons:
+        table = Table(title="findings", title_justify="left")
+        for col in ("code", "region", "graph", "skips", "where", "message", "fix"):
+            table.add_column(col, overflow="fold")
+        for r in verdict.reasons:
+            table.add_row(
+                r.code,
+                "-" if r.region is None else str(r.region),
+                r.graph or "-",
+                "yes" if r.skips else "no",
+                _src(r.source),
+                r.message,
+                r.fix,
+            )
+        parts.append(table)
     return Group(*parts)

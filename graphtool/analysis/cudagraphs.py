@@ -1,0 +1,304 @@
+"""Would CUDA graphs be applied, region by region, forward and backward, and if not, why.
+
+Two backends are modelled, each by running torch's own check functions on the traced graphs, in
+the order torch runs them (see ``torch/_dynamo/backends/cudagraphs.py`` and
+``torch/_inductor/output_code.py``):
+
+* ``cudagraphs`` (``torch.compile(backend="cudagraphs")``): mutated inputs, any CPU node or several
+  devices, then the first incompatible op each skip the whole graph; a skipped forward leaves the
+  backward uncaptured too.
+* ``inductor`` (``mode="reduce-overhead"``): the caching allocator, several devices (CPU nodes only
+  without graph partitioning), input storage mutation, mutated inputs (with
+  ``cudagraph_support_input_mutation`` the check moves to run time and spares parameters and
+  buffers), non-tensor inputs. With ``graph_partition`` CPU nodes and incompatible ops split the
+  graph instead of skipping it.
+
+Graphs come from the accelerator stand-in trace (meta stands for cuda:0; see
+``graphtool.capture.standin``). Config flags are read from the installed torch at run time.
+
+Example::
+
+    >>> v = cudagraph_verdict(capture, backend="cudagraphs")   # doctest: +SKIP
+    >>> v.eligible, [r.code for r in v.reasons]
+    (False, ['cpu-node'])
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from graphtool.analysis.graphs import Source, placeholder_roles, user_source
+from graphtool.capture import compat
+
+BACKENDS = ("inductor", "cudagraphs")
+
+FIXES = {
+    "mutated-input": "clone the input before mutating it, or mutate a buffer registered on the module",
+    "input-storage-mutation": "avoid set_()/resize_() on inputs; return a new tensor instead",
+    "cpu-node": "create tensors on the input's device (device=x.device) and avoid .cpu()/.item() in forward",
+    "multiple-devices": "keep the whole model and its inputs on one CUDA device",
+    "incompatible-op": "move the op out of the compiled region, or replace it with a device-side equivalent",
+    "non-tensor-input": "pass tensors (or ints) to the compiled function; close over other values",
+    "caching-allocator": "unset PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "forward-skipped": "fix the forward's reason; the backward follows it",
+    "partition-split": "each split is a separate CUDA graph with a host round trip between them",
+    "graph-break": "each region is captured separately; remove the break to get one graph",
+    "host-sync": "a host sync between graphs (.item(), data-dependent shape): keep the value on the device",
+    "dynamic-shape": "one CUDA graph is recorded per distinct size; pad to a few fixed sizes",
+    "rng-generator": "register custom torch.Generator objects with the CUDA graph",
+}
+
+_HOST_SYNC = re.compile(r"item\(\)|_local_scalar_dense|data[- ]dependent|dynamic shape operator|nonzero|DynamicOutputShape", re.I)
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    message: str
+    region: int | None
+    graph: str | None  # forward | backward | None (a break between regions)
+    skips: bool
+    source: Source | None
+    fix: str
+
+    def to_dict(self) -> dict:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "region": self.region,
+            "graph": self.graph,
+            "skips": self.skips,
+            "source": self.source.to_dict() if self.source else None,
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    backend: str
+    eligible: bool
+    predicted: bool  # True: from a stand-in trace, not a GPU run
+    regions: int
+    reasons: tuple[Reason, ...]
+    config: dict
+
+    def summary(self) -> str:
+        skips = [r for r in self.reasons if r.skips]
+        if not skips:
+            splits = sum(r.code == "partition-split" for r in self.reasons)
+            extra = f", split into more graphs at {splits} place{'s' if splits != 1 else ''}" if splits else ""
+            return f"CUDA graphs would be applied to all {self.regions} region(s) with backend {self.backend}{extra}"
+        where = sorted({(r.region, r.graph) for r in skips})
+        parts = ", ".join(f"region {reg} {g}" for reg, g in where)
+        return f"CUDA graphs would be skipped with backend {self.backend}: {parts}"
+
+    def to_dict(self) -> dict:
+        return {
+            "backend": self.backend,
+            "eligible": self.eligible,
+            "predicted": self.predicted,
+            "regions": self.regions,
+            "config": dict(self.config),
+            "reasons": [r.to_dict() for r in self.reasons],
+            "summary": self.summary(),
+        }
+
+
+def _reason(code: str, message: str, region, graph, skips: bool, source=None) -> Reason:
+    return Reason(code, message, region, graph, skips, source, FIXES.get(code, ""))
+
+
+def _accelerator_mapping(gm):
+    """torch's device->node mapping with the meta stand-in renamed to cuda:0."""
+    import torch
+
+    mapping = compat.device_node_mapping(gm)
+    meta = torch.device("meta")
+    if meta in mapping:
+        node = mapping.pop(meta)
+        mapping.setdefault(torch.device("cuda", 0), node)
+    return mapping
+
+
+def _device_reason(gm, region: int, graph: str) -> Reason | None:
+    import torch
+
+    mapping = _accelerator_mapping(gm)
+    msg = compat.check_devices(mapping)
+    if msg is None:
+        return None
+    cpu = mapping.get(torch.device("cpu"))
+    code = "cpu-node" if msg.startswith(compat.cudagraph_skip_message("cpu device")) else "multiple-devices"
+    node = cpu if code == "cpu-node" else None
+    return _reason(code, _first_line(msg), region, graph, True, _src(node))
+
+
+def _src(node) -> Source | None:
+    return user_source(node.meta.get("stack_trace")) if node is not None else None
+
+
+def _first_line(msg: str) -> str:
+    return msg.split(". Found from")[0].strip()
+
+
+def _incompatible(gm, region, graph, *, skips: bool) -> list[Reason]:
+    node = compat.first_incompatible_cudagraph_node(gm)
+    if node is None:
+        return []
+    msg = compat.cudagraph_skip_message(f"incompatible op ({node.name})")
+    if not skips:
+        msg = f"graph split around incompatible op {node.name} ({node.target})"
+    return [_reason("incompatible-op" if skips else "partition-split", msg, region, graph, skips, _src(node))]
+
+
+def _partition_splits(gm, region, graph) -> list[Reason]:
+    """With graph partitioning, every CPU op (grouped by user line) splits the CUDA graph."""
+    import torch
+
+    seen: dict = {}
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "call_function" and isinstance(val, torch.Tensor) and val.device.type == "cpu":
+            src = _src(node)
+            seen.setdefault(src, node)
+    return [
+        _reason("partition-split", f"graph split around CPU op {node.name} ({node.target})", region, graph, False, src)
+        for src, node in seen.items()
+    ]
+
+
+def _static_indices(gm, region) -> set[int]:
+    roles = placeholder_roles(gm, region, "forward")
+    return {i for i, p in enumerate(roles) if p.kind in ("parameter", "buffer")}
+
+
+def _mutation_source(gm, indices) -> Source | None:
+    msg = compat.mutation_skip_message(gm, indices)
+    return user_source(msg)
+
+
+def _dynamic(gm, region, graph) -> list[Reason]:
+    for node in gm.graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        shape = getattr(val, "shape", ())
+        if any(not str(s).lstrip("-").isdigit() for s in shape):
+            return [_reason("dynamic-shape", "dynamic shapes: one CUDA graph is recorded per distinct size", region, graph, False)]
+    return []
+
+
+def _cudagraphs_backend(region) -> list[Reason]:
+    reasons: list[Reason] = []
+    forward_skipped = False
+    for graph, gm in (("forward", region.forward), ("backward", region.backward)):
+        if gm is None:
+            continue
+        if graph == "backward" and forward_skipped:
+            reasons.append(_reason("forward-skipped", "backward not captured: the forward of this region skipped cudagraphs", region.index, graph, True))
+            continue
+        fixed = (
+            compat.num_fw_fixed_arguments(len(region.inputs), region.num_aot_inputs)
+            if graph == "forward"
+            else compat.count_tangents(gm)
+        )
+        found: list[Reason] = []
+        if not compat.dynamo_flag("cudagraph_backend_support_input_mutation"):
+            idxs = compat.graph_input_mutations(gm.graph) - set(range(fixed))
+            if idxs:
+                msg = compat.mutation_skip_message(gm, idxs)
+                found.append(_reason("mutated-input", _first_line(msg), region.index, graph, True, user_source(msg)))
+        dev = _device_reason(gm, region.index, graph)
+        if dev:
+            found.append(dev)
+        found += _incompatible(gm, region.index, graph, skips=True)
+        found += _dynamic(gm, region.index, graph)
+        forward_skipped = forward_skipped or any(r.skips for r in found)
+        reasons += found
+    return reasons
+
+
+def _inductor_backend(region) -> list[Reason]:
+    reasons: list[Reason] = []
+    partition = compat.using_cudagraph_partition()
+    for graph, gm in (("forward", region.forward), ("backward", region.backward)):
+        if gm is None:
+            continue
+        allocator = compat.caching_allocator_reason()
+        if allocator:
+            reasons.append(_reason("caching-allocator", allocator, region.index, graph, True))
+        dev = _device_reason(gm, region.index, graph)
+        if dev:
+            reasons.append(dev)
+        if partition:
+            reasons += _partition_splits(gm, region.index, graph)
+            reasons += _incompatible(gm, region.index, graph, skips=False)
+        else:
+            reasons += _incompatible(gm, region.index, graph, skips=True)
+        storage = compat.input_storage_mutation_reason(gm)
+        if storage:
+            reasons.append(
+                _reason("input-storage-mutation", compat.cudagraph_skip_message(_first_line(storage)), region.index, graph, True, user_source(storage))
+            )
+        if graph == "forward":
+            reasons += _inductor_mutations(gm, region)
+            bad = [t for t in region.aot_input_types if t not in ("FakeTensor", "Tensor", "Parameter", "SymInt", "Generator", "FunctionalTensor")]
+            if bad:
+                reasons.append(_reason("non-tensor-input", compat.cudagraph_skip_message("non-Tensor inputs"), region.index, graph, True))
+            if "Generator" in region.aot_input_types:
+                reasons.append(_reason("rng-generator", "a torch.Generator is a graph input: register it with the CUDA graph", region.index, graph, False))
+        reasons += _dynamic(gm, region.index, graph)
+    return reasons
+
+
+def _inductor_mutations(gm, region) -> list[Reason]:
+    idxs = compat.graph_input_mutations(gm.graph)
+    if not idxs:
+        return []
+    static = _static_indices(gm, region)
+    if compat.inductor_flag("triton.cudagraph_support_input_mutation") and compat.inductor_flag("triton.cudagraph_trees"):
+        idxs = idxs - static  # parameters and buffers may be mutated; fresh user tensors may not
+        if not idxs:
+            return []
+        msg = compat.mutation_skip_message(gm, idxs)
+        return [_reason("mutated-input", _first_line(msg) + " (checked at run time)", region.index, "forward", True, user_source(msg))]
+    msg = compat.mutation_skip_message(gm, idxs)
+    return [_reason("mutated-input", _first_line(msg), region.index, "forward", True, user_source(msg))]
+
+
+def _break_reasons(breaks) -> list[Reason]:
+    out = []
+    for b in breaks:
+        src = Source(b.file, b.line) if b.file and b.line else None
+        code = "host-sync" if _HOST_SYNC.search(b.reason) else "graph-break"
+        out.append(_reason(code, f"graph break: {b.reason}", None, None, False, src))
+    return out
+
+
+def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = True) -> Verdict:
+    """Run torch's CUDA-graph checks on every region of ``capture`` (a stand-in trace)."""
+    from graphtool.analysis.report import dedupe_breaks
+
+    if backend not in BACKENDS:
+        from graphtool.errors import UsageError
+
+        raise UsageError(f"--backend {backend!r} is not one of {', '.join(BACKENDS)}")
+    reasons: list[Reason] = []
+    patch = {"triton.cudagraphs": True} if backend == "inductor" else {}
+    with compat.inductor_config_patch(patch):
+        config = {
+            "graph_partition": bool(compat.inductor_flag("graph_partition")),
+            "cudagraph_support_input_mutation": bool(compat.inductor_flag("triton.cudagraph_support_input_mutation")),
+            "cudagraph_backend_support_input_mutation": bool(compat.dynamo_flag("cudagraph_backend_support_input_mutation")),
+        }
+        for region in capture.regions:
+            reasons += _inductor_backend(region) if backend == "inductor" else _cudagraphs_backend(region)
+    reasons += _break_reasons(dedupe_breaks(capture.breaks))
+    eligible = bool(capture.regions) and not any(r.skips for r in reasons)
+    return Verdict(backend, eligible, predicted, len(capture.regions), tuple(reasons), config)
+
+
+def keep_input_mutations_for(backend: str) -> bool:
+    """AOT config the backend traces with: inductor keeps input mutations in the graph."""
+    if backend == "inductor":
+        return True
+    return bool(compat.dynamo_flag("cudagraph_backend_keep_input_mutation"))

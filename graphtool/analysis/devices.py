@@ -1,0 +1,126 @@
+"""Which device every node runs on, and every copy between devices, tied to the user's line.
+
+Run on the accelerator stand-in trace (meta stands for the GPU) this shows what a GPU run would
+keep on the CPU: ``.cpu()`` round trips, tensors created on the CPU in forward, ``.item()``.
+
+Example::
+
+    >>> rep = device_report(capture)                    # doctest: +SKIP
+    >>> rep.graphs[0].counts
+    {'meta': 11, 'cpu': 2}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphtool.analysis.graphs import Source, node_device, op_name, user_source
+
+_COPY_OPS = ("aten._to_copy", "aten.copy_", "aten.copy", "aten.to", "aten._device_put", "aten.lift_fresh_copy")
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    name: str
+    op: str
+    device: str
+    source: Source | None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "op": self.op, "device": self.device, "source": self.source.to_dict() if self.source else None}
+
+
+@dataclass(frozen=True)
+class DeviceCopy:
+    name: str
+    op: str
+    src_device: str
+    dst_device: str
+    source: Source | None
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "op": self.op, "from": self.src_device, "to": self.dst_device,
+            "source": self.source.to_dict() if self.source else None,
+        }
+
+
+@dataclass(frozen=True)
+class GraphDevices:
+    region: int
+    graph: str
+    counts: dict[str, int]
+    off_device: tuple[DeviceNode, ...]
+    copies: tuple[DeviceCopy, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "region": self.region, "graph": self.graph, "counts": dict(self.counts),
+            "off_device": [n.to_dict() for n in self.off_device], "copies": [c.to_dict() for c in self.copies],
+        }
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    main_device: str
+    stand_in: str | None  # "meta stands for cuda:0" when traced on the stand-in
+    graphs: tuple[GraphDevices, ...]
+
+    @property
+    def found(self) -> bool:
+        return any(g.off_device or g.copies for g in self.graphs)
+
+    def verdict(self) -> str:
+        off = sum(len(g.off_device) for g in self.graphs)
+        copies = sum(len(g.copies) for g in self.graphs)
+        label = self.main_device + (f" ({self.stand_in})" if self.stand_in else "")
+        if not off and not copies:
+            return f"every node runs on {label}"
+        return f"{off} node(s) off {label}, {copies} cross-device cop{'y' if copies == 1 else 'ies'}"
+
+    def to_dict(self) -> dict:
+        return {
+            "main_device": self.main_device,
+            "stand_in": self.stand_in,
+            "graphs": [g.to_dict() for g in self.graphs],
+            "verdict": self.verdict(),
+        }
+
+
+def _input_device(node) -> str | None:
+    arg = node.args[0] if node.args else None
+    return node_device(arg) if hasattr(arg, "meta") else None
+
+
+def graph_devices(gm, region: int, graph: str, main: str) -> GraphDevices:
+    counts: dict[str, int] = {}
+    off, copies = [], []
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "placeholder"):
+            continue
+        dev = node_device(node)
+        if dev is None:
+            continue
+        counts[dev] = counts.get(dev, 0) + 1
+        if node.op != "call_function":
+            continue
+        name = op_name(node)
+        src = user_source(node.meta.get("stack_trace"))
+        dev_type = dev.split(":")[0]
+        if dev_type != main:
+            off.append(DeviceNode(node.name, name, dev, src))
+        if name.startswith(_COPY_OPS):
+            before = _input_device(node)
+            if before and before != dev:
+                copies.append(DeviceCopy(node.name, name, before, dev, src))
+    return GraphDevices(region, graph, dict(sorted(counts.items())), tuple(off), tuple(copies))
+
+
+def device_report(capture, *, main_device: str | None = None, stand_in: str | None = None) -> DeviceReport:
+    main = main_device or capture.device
+    graphs = []
+    for region in capture.regions:
+        for graph, gm in (("forward", region.forward), ("backward", region.backward)):
+            if gm is not None:
+                graphs.append(graph_devices(gm, region.index, graph, main))
+    return DeviceReport(main, stand_in, tuple(graphs))
