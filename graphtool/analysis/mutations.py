@@ -80,18 +80,31 @@ class InputAlias:
 
 
 @dataclass(frozen=True)
+class ModelOutputAlias:
+    """One tensor the compiled model returned, and what it shares storage with."""
+
+    index: int
+    is_view: bool
+    alias_of: dict | None  # {"kind": input|output|intermediate, "name", "index"}
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "is_view": self.is_view, "alias_of": self.alias_of}
+
+
+@dataclass(frozen=True)
 class MutationReport:
     inputs: tuple[InputMutation, ...]
     outputs: tuple[OutputAlias, ...]
     input_aliases: tuple[InputAlias, ...]
+    model_outputs: tuple[ModelOutputAlias, ...] = ()
 
     @property
     def mutated(self) -> list[InputMutation]:
         return [m for m in self.inputs if m.mutated]
 
     @property
-    def aliased_outputs(self) -> list[OutputAlias]:
-        return [o for o in self.outputs if o.alias_of is not None]
+    def aliased_outputs(self) -> list[ModelOutputAlias]:
+        return [o for o in self.model_outputs if o.alias_of is not None]
 
     def verdict(self) -> str:
         """One line: ``3 buffers mutated in place; output 1 is a view of input x``."""
@@ -103,9 +116,10 @@ class MutationReport:
             noun = kind.replace("user_input", "user input")
             parts.append(f"{n} {noun}{'s' if n != 1 else ''} mutated")
         for o in self.aliased_outputs:
-            what = "a view of" if o.is_view else "the same tensor as" if o.alias_type == "is_input" else "an alias of"
+            what = "a view of" if o.is_view else "shares storage with"
             of = o.alias_of
-            parts.append(f"output {o.index} (region {o.region}) is {what} {of['kind']} {of['name']}")
+            name = {"input": of["name"], "output": str(of["index"])}.get(of["kind"], "")
+            parts.append(f"output {o.index} is {what} {of['kind']} {name}".rstrip())
         for a in self.input_aliases:
             parts.append(f"inputs {' and '.join(a.names)} share storage")
         return "; ".join(parts) if parts else "no input is mutated and no output aliases an input"
@@ -114,8 +128,9 @@ class MutationReport:
         return {
             "mutations": {"inputs": [m.to_dict() for m in self.inputs]},
             "aliasing": {
-                "outputs": [o.to_dict() for o in self.outputs],
+                "outputs": [o.to_dict() for o in self.model_outputs],
                 "inputs": [a.to_dict() for a in self.input_aliases],
+                "regions": [o.to_dict() for o in self.outputs],
             },
             "verdict": self.verdict(),
         }
@@ -167,7 +182,8 @@ def analyze_mutations(capture) -> MutationReport:
                 entry["mutates_data"] |= data
                 entry["mutates_metadata"] |= md
                 entry["mutates_storage"] |= st
-                entry["under_no_grad"] |= bool(info.mutations_under_no_grad_or_inference_mode)
+                # an inference trace runs everything without grad: only meaningful in training
+                entry["under_no_grad"] |= bool(info.mutations_under_no_grad_or_inference_mode) and capture.training
                 entry["source"] = entry["source"] or sources.get(index_of.get(id(ref)))
         if meta is not None:
             outputs.extend(_output_aliases(region, meta, refs))
@@ -184,7 +200,37 @@ def analyze_mutations(capture) -> MutationReport:
         )
         for e in merged.values()
     )
-    return MutationReport(inputs=inputs, outputs=tuple(outputs), input_aliases=tuple(input_aliases(capture)))
+    return MutationReport(
+        inputs=inputs,
+        outputs=tuple(outputs),
+        input_aliases=tuple(input_aliases(capture)),
+        model_outputs=tuple(model_output_aliases(capture)),
+    )
+
+
+def model_output_aliases(capture) -> list[ModelOutputAlias]:
+    """Storage sharing among the tensors the compiled model really returned, and with its inputs."""
+    from graphtool.capture.loader import all_named_inputs, iter_tensors
+
+    inputs = {}
+    for i, (name, t) in enumerate(all_named_inputs(capture.spec)):
+        inputs.setdefault(compat.storage_key(t), (name, i))
+    seen: dict = {}
+    result = []
+    for i, t in enumerate(iter_tensors(capture.outputs)):
+        key = compat.storage_key(t)
+        view = compat.is_view(t)
+        alias_of = None
+        if key in inputs:
+            name, idx = inputs[key]
+            alias_of = {"kind": "input", "name": name, "index": idx}
+        elif key in seen:
+            alias_of = {"kind": "output", "name": None, "index": seen[key]}
+        elif view:
+            alias_of = {"kind": "intermediate", "name": None, "index": None}
+        seen.setdefault(key, i)
+        result.append(ModelOutputAlias(i, view, alias_of))
+    return result
 
 
 def _blank(name: str, kind: str) -> dict:

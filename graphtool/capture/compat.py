@@ -282,3 +282,8 @@ def has_unbacked_symbols(val: Any) -> bool:
 def dispatch_mode_base():
     """``TorchDispatchMode``, the base of the stand-in's data-faking mode."""
     return _require("torch.utils._python_dispatch", "TorchDispatchMode")
+
+
+def is_view(t: Any) -> bool:
+    """Whether a tensor is a view of another (``Tensor._is_view``)."""
+    return bool(t._is_view())

@@ -140,7 +140,7 @@ def trace_model(
 
     before = _metadata_snapshot(spec)
     recorder = BreakRecorder() if record_breaks else contextlib.nullcontext()
-    grad_mode = contextlib.nullcontext() if training else torch.no_grad()
+    grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
     with recorder, grad_mode:
         out, stopped = None, None
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Optional
@@ -46,7 +47,8 @@ def load_and_trace(model: Optional[str], entry: Optional[str], device: Optional[
     """Import torch, load the script and trace it, with progress on stderr."""
     err = stderr_console()
     target = model or str(bundled_example())
-    with err.status("importing torch...") as status:
+    # the user's own prints go to stderr: stdout carries only graphtool's one document
+    with err.status("importing torch...") as status, contextlib.redirect_stdout(sys.stderr):
         from graphtool.capture import compat
 
         compat.import_torch()
@@ -75,7 +77,7 @@ def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: O
     """The accelerator view: trace on the model's GPU, or on meta standing for one."""
     err = stderr_console()
     target = model or str(bundled_example())
-    with err.status("importing torch...") as status:
+    with err.status("importing torch...") as status, contextlib.redirect_stdout(sys.stderr):
         from graphtool.capture import compat
 
         compat.import_torch()

@@ -38,14 +38,16 @@ def mutations_view(report, *, show_all: bool = False) -> Group:
             where = _src(m.source) if m.source else (m.note or "-")
             table.add_row(m.name, m.kind, _flags(m), where, ",".join(map(str, m.regions)))
         parts.append(table)
-    aliased = report.outputs if show_all else report.aliased_outputs
+    aliased = report.model_outputs if show_all else report.aliased_outputs
     if aliased:
         table = Table(title="outputs", title_justify="left")
-        for col in ("region", "output", "aliasing", "view", "of"):
+        for col in ("output", "view", "aliases"):
             table.add_column(col)
         for o in aliased:
-            of = f"{o.alias_of['kind']} {o.alias_of['name']}" if o.alias_of else "-"
-            table.add_row(str(o.region), str(o.index), o.alias_type, "yes" if o.is_view else "no", of)
+            of = "-"
+            if o.alias_of:
+                of = f"{o.alias_of['kind']} {o.alias_of['name'] or o.alias_of['index'] if o.alias_of['kind'] != 'intermediate' else ''}".rstrip()
+            table.add_row(str(o.index), "yes" if o.is_view else "no", of)
         parts.append(table)
     for a in report.input_aliases:
         parts.append(Text(f"inputs {', '.join(a.names)}: {a.relation.replace('_', ' ')}"))

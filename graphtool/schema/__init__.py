@@ -1,0 +1,1 @@
+"""The versioned JSON Schema of graphtool's reports (package data)."""
