@@ -123,3 +123,33 @@ def parse_break(payload: str) -> GraphBreak:
         code=code.group("code") if code else None,
         hint=hint.group("hint").strip() if hint else None,
     )
+
+
+class quiet_torch_logs:
+    """Silence torch's own log handlers (dynamo's graph-break warnings, fake-tensor tracebacks)
+    while graphtool traces: graphtool reports those facts itself. The structured-trace logger
+    that graphtool reads keeps working. ``--debug`` leaves torch's logs alone."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._saved: list[tuple[logging.Handler, int]] = []
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        loggers = [logging.getLogger("torch")] + [
+            lg for name, lg in logging.root.manager.loggerDict.items()
+            if name.startswith("torch") and name != STRUCTURED_TRACE_LOGGER and isinstance(lg, logging.Logger)
+        ]
+        for lg in loggers:
+            for h in lg.handlers:
+                if not isinstance(h, BreakRecorder):
+                    self._saved.append((h, h.level))
+                    h.setLevel(logging.CRITICAL + 1)
+        return self
+
+    def __exit__(self, *exc):
+        for h, level in self._saved:
+            h.setLevel(level)
+        self._saved.clear()
+        return False

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graphtool.capture import compat
-from graphtool.capture.breaks import BreakRecorder, GraphBreak
+from graphtool.capture.breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.loader import ModelSpec, argument_names, iter_tensors, user_code_error
 from graphtool.errors import TraceFailed
 
@@ -85,6 +85,7 @@ def trace_model(
     record_breaks: bool = True,
     keep_inference_input_mutations: bool = False,
     standin: bool = False,
+    quiet: bool = True,
     on_region: Callable[[int], None] | None = None,
 ) -> Capture:
     """Compile and run ``spec`` once (forward, and backward in training) and keep every graph."""
@@ -141,7 +142,7 @@ def trace_model(
     before = _metadata_snapshot(spec)
     recorder = BreakRecorder() if record_breaks else contextlib.nullcontext()
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
-    with recorder, grad_mode:
+    with quiet_torch_logs(quiet), recorder, grad_mode:
         out, stopped = None, None
         try:
             compiled = torch.compile(spec.model, backend=backend)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from contextvars import ContextVar
 import sys
 from pathlib import Path
 from typing import Optional
@@ -43,6 +44,14 @@ def stdout_console():
     return Console()
 
 
+#: set once per invocation by graphtool.cli.main.run from --debug / GRAPHTOOL_DEBUG
+DEBUG: ContextVar[bool] = ContextVar("graphtool_debug", default=False)
+
+
+def debug_enabled() -> bool:
+    return DEBUG.get()
+
+
 def load_and_trace(model: Optional[str], entry: Optional[str], device: Optional[str], inference: bool, *, record_breaks: bool = True):
     """Import torch, load the script and trace it, with progress on stderr."""
     err = stderr_console()
@@ -62,6 +71,7 @@ def load_and_trace(model: Optional[str], entry: Optional[str], device: Optional[
             spec,
             inference=inference,
             record_breaks=record_breaks,
+            quiet=not debug_enabled(),
             on_region=lambda i: status.update(f"tracing region {i}..."),
         )
     return capture
@@ -98,6 +108,7 @@ def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: O
             inference=inference,
             keep_inference_input_mutations=keep_input_mutations_for(backend),
             standin=accel == "meta",
+            quiet=not debug_enabled(),
             on_region=lambda i: status.update(f"tracing region {i}..."),
         )
     if capture.stopped:

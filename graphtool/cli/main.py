@@ -45,7 +45,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
-    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks (or set GRAPHTOOL_DEBUG=1)."),
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks and torch's own logs (or set GRAPHTOOL_DEBUG=1)."),
 ) -> None:
     """graphtool: trace, analyse and lint torch.compile graphs."""
 
@@ -77,30 +77,32 @@ def report_error(err: GraphtoolError, debug: bool) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    import click
+    from graphtool.cli.common import DEBUG
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(argv)
+    token = DEBUG.set(debug)
     try:
         result = app(args=argv, prog_name="graphtool", standalone_mode=False)
     except GraphtoolError as err:
         return report_error(err, debug)
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.Abort:
-        print("graphtool: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except click.ClickException as exc:
-        exc.show()
-        return EXIT_USAGE
+    except (typer.Exit, typer.Abort) as exc:
+        if isinstance(exc, typer.Abort):
+            print("graphtool: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return int(getattr(exc, "exit_code", 0) or 0)
     except KeyboardInterrupt:
         print("graphtool: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception:  # noqa: BLE001 - the one place a bug becomes a message
+    except Exception as exc:  # noqa: BLE001 - the one place a bug becomes a message
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # a usage error from typer/click
+            exc.show()
+            return EXIT_USAGE
         print("graphtool: internal error: this is a bug in graphtool, please report it with this output:", file=sys.stderr)
         traceback.print_exc()
         return EXIT_BUG
     finally:
+        DEBUG.reset(token)
         sys.stdout.flush()
     return int(result or 0)
 

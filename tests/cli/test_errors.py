@@ -1,0 +1,88 @@
+"""Every bad input exits 2 with a message naming the file and line, and no graphtool traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import FIXTURES
+
+BAD = FIXTURES / "bad"
+
+
+def _assert_clean(err: str) -> None:
+    assert "Traceback (most recent call last)" not in err
+    assert "graphtool/capture" not in err and "graphtool/cli" not in err
+
+
+@pytest.mark.parametrize(
+    "script, expected",
+    [
+        ("syntax_error.py", "syntax_error.py:3: syntax error"),
+        ("import_error.py", "import_error.py:2: importing import_error.py failed: ModuleNotFoundError"),
+        ("no_model.py", "no model found"),
+        ("wrong_shape.py", "wrong_shape.py:4: get_model_and_inputs() must return (model, example_inputs)"),
+        ("forward_raises.py", "forward_raises.py:11: the model raised on its example inputs: RuntimeError"),
+        ("bad_inputs.py", "example_inputs must be a tuple of positional arguments or a tensor, got str"),
+        ("factory_raises.py", "factory_raises.py:6: get_model_and_inputs() raised: KeyError"),
+        ("not_callable.py", "the model is a int, not an nn.Module or callable"),
+        ("exits.py", "called sys.exit(3)"),
+    ],
+)
+def test_bad_script_exits_2_naming_file_and_line(cli, script, expected):
+    rc, out, err = cli("trace", BAD / script)
+    assert rc == 2
+    assert expected in err
+    assert out == ""
+    _assert_clean(err)
+
+
+def test_no_model_lists_names_looked_for_and_found(cli):
+    rc, _, err = cli("trace", BAD / "no_model.py")
+    assert rc == 2
+    assert "get_model_and_inputs()" in err and "'model' and 'example_inputs'" in err
+    assert "the script defines:" in err and "inputs" in err and "net" in err
+
+
+def test_missing_file(cli, tmp_path):
+    rc, _, err = cli("trace", tmp_path / "nope.py")
+    assert rc == 2 and "nope.py: no such file" in err
+
+
+def test_directory_is_not_a_script(cli, tmp_path):
+    rc, _, err = cli("trace", tmp_path)
+    assert rc == 2 and "is a folder" in err
+
+
+def test_unknown_entry_lists_names(cli):
+    rc, _, err = cli("trace", BAD / "no_model.py", "--entry", "build")
+    assert rc == 2 and "no function named 'build'" in err and "net" in err
+
+
+def test_bad_format_is_a_usage_error(cli):
+    rc, _, err = cli("trace", BAD / "no_model.py", "--format", "xml")
+    assert rc == 2 and "--format 'xml'" in err
+
+
+def test_debug_shows_the_full_traceback(cli):
+    rc, _, err = cli("--debug", "trace", BAD / "forward_raises.py")
+    assert rc == 2
+    assert "Traceback (most recent call last)" in err
+
+
+def test_unknown_option_exits_2(cli):
+    rc, _, _ = cli("trace", "--no-such-option")
+    assert rc == 2
+
+
+def test_internal_bug_exits_3(cli, monkeypatch):
+    import graphtool.analysis.report as report
+
+    def boom(capture):
+        raise ValueError("simulated bug")
+
+    monkeypatch.setattr(report, "build_trace_report", boom)
+    from tests.conftest import example
+
+    rc, _, err = cli("trace", example("mlp.py"))
+    assert rc == 3
+    assert "this is a bug in graphtool" in err
