@@ -89,7 +89,7 @@ def build_trace_report(capture) -> TraceReport:
     )
     return TraceReport(
         graphtool_version=__version__,
-        torch_version=torch.__version__,
+        torch_version=str(torch.__version__),
         path=str(capture.spec.path),
         entry=capture.spec.entry,
         device=capture.device,

@@ -15,7 +15,9 @@ def format_json(data: dict) -> str:
 def format_yaml(data: dict) -> str:
     import yaml
 
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    # through JSON first: the YAML document holds exactly the JSON one's plain values
+    plain = json.loads(format_json(data))
+    return yaml.safe_dump(plain, sort_keys=False, default_flow_style=False)
 
 
 def format_data(data: dict, fmt: str) -> str:

@@ -1,0 +1,118 @@
+"""The CUDA-graph verdict agrees with torch's own checks run on the same graphs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphtool.analysis.cudagraphs import cudagraph_verdict
+from graphtool.analysis.devices import device_report
+from tests.conftest import standin_traced
+
+
+def _codes(name, backend):
+    v = cudagraph_verdict(standin_traced(name, backend), backend=backend)
+    return v, [(r.code, r.region, r.graph, r.skips, r.source.line if r.source else None) for r in v.reasons]
+
+
+EXPECTED_CUDAGRAPHS = {
+    "mlp.py": [],
+    "convnet_bn.py": [],
+    "transformer.py": [],
+    "view_outputs.py": [],
+    "cpu_roundtrip.py": [("cpu-node", 0, "forward", True, 13), ("forward-skipped", 0, "backward", True, None)],
+    "item_branch.py": [("host-sync", None, None, False, 13)],
+}
+
+EXPECTED_INDUCTOR = {
+    "mlp.py": [],
+    "convnet_bn.py": [],  # BatchNorm buffers are static inputs: mutation allowed
+    "cpu_roundtrip.py": [
+        ("partition-split", 0, "forward", False, 13),
+        ("partition-split", 0, "forward", False, 14),
+        ("partition-split", 0, "backward", False, 15),
+        ("partition-split", 0, "backward", False, 14),
+    ],
+    "mutate_input.py": [("mutated-input", 0, "forward", True, 6)],
+    "item_branch.py": [("host-sync", None, None, False, 13)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_CUDAGRAPHS))
+def test_cudagraphs_backend_facts(name):
+    v, codes = _codes(name, "cudagraphs")
+    assert codes == EXPECTED_CUDAGRAPHS[name]
+    assert v.eligible == (not any(c[3] for c in codes))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_INDUCTOR))
+def test_inductor_backend_facts(name):
+    v, codes = _codes(name, "inductor")
+    assert codes == EXPECTED_INDUCTOR[name]
+
+
+@pytest.mark.parametrize("name", ["mlp.py", "cpu_roundtrip.py", "convnet_bn.py", "mutate_input.py"])
+def test_first_skip_equals_torchs_check_for_skip(name, monkeypatch):
+    """Run torch's own ``check_for_skip`` (the cudagraphs backend) on the same stand-in graphs, with
+    only its device mapping told that meta stands for cuda:0; its message must be our first skip."""
+    import torch._dynamo.backends.cudagraphs as cg
+    from graphtool.capture import compat
+
+    real = cg.get_device_node_mapping
+
+    def as_cuda(gm):
+        mapping = real(gm)
+        if torch.device("meta") in mapping:
+            mapping[torch.device("cuda", 0)] = mapping.pop(torch.device("meta"))
+        return mapping
+
+    monkeypatch.setattr(cg, "get_device_node_mapping", as_cuda)
+    cap = standin_traced(name, "cudagraphs")
+    v = cudagraph_verdict(cap, backend="cudagraphs")
+    for region in cap.regions:
+        fixed = compat.num_fw_fixed_arguments(len(region.inputs), region.num_aot_inputs)
+        torch_msg = cg.check_for_skip(region.forward, fixed)
+        ours = [r for r in v.reasons if r.region == region.index and r.graph == "forward" and r.skips]
+        if torch_msg is None:
+            assert ours == []
+        else:
+            assert ours and torch_msg.startswith(ours[0].message)
+
+
+def test_devices_on_the_standin():
+    cap = standin_traced("cpu_roundtrip.py", "inductor")
+    rep = device_report(cap, main_device="meta", stand_in="meta stands for cuda:0")
+    fw = rep.graphs[0]
+    assert fw.counts["cpu"] >= 2
+    assert {(c.src_device, c.dst_device, c.source.line) for c in fw.copies} >= {("meta", "cpu", 14)}
+    assert {n.source.line for n in fw.off_device} == {13, 14}
+
+
+def test_devices_clean_model_has_nothing_off_device():
+    rep = device_report(standin_traced("mlp.py", "inductor"), main_device="meta")
+    assert not rep.found and rep.verdict().startswith("every node runs on meta")
+
+
+def test_cudagraphs_command_json_and_check(cli):
+    import json
+
+    from tests.conftest import example
+
+    rc, out, _ = cli("cudagraphs", example("cpu_roundtrip.py"), "--backend", "cudagraphs", "--format", "json", "--check")
+    data = json.loads(out)
+    assert rc == 1
+    assert data["cudagraphs"]["eligible"] is False and data["cudagraphs"]["predicted"] is True
+    first = data["cudagraphs"]["reasons"][0]
+    assert first["message"] == "skipping cudagraphs due to cpu device (_tensor_constant0)"
+    assert first["source"]["line"] == 13
+    rc, _, _ = cli("cudagraphs", example("mlp.py"), "--check")
+    assert rc == 0
+    rc, _, err = cli("cudagraphs", example("mlp.py"), "--backend", "tensorrt")
+    assert rc == 2 and "--backend 'tensorrt'" in err
+
+
+def test_devices_command_check(cli):
+    from tests.conftest import example
+
+    rc, out, _ = cli("devices", example("cpu_roundtrip.py"), "--check")
+    assert rc == 1 and "cross-device" in out
