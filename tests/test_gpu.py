@@ -1,0 +1,40 @@
+"""GPU agreement tests: the predicted CUDA-graph verdict against what torch really does on CUDA.
+
+Marked ``cuda``: skipped with a reason where no GPU is present (CI). Results of a GPU run are
+recorded in docs/gpu-results.md."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; the verdict is predicted on CPU"),
+]
+
+CASES = ["mlp.py", "convnet_bn.py", "cpu_roundtrip.py", "mutate_input.py", "view_outputs.py", "transformer.py"]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_cudagraphs_backend_skips_agree(name):
+    from torch._dynamo.utils import counters
+
+    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.capture.loader import load_model
+    from graphtool.capture.standin import to_meta
+    from graphtool.capture.tracer import trace_model
+    from tests.conftest import example
+
+    predicted = cudagraph_verdict(trace_model(to_meta(load_model(example(name))), standin=True), backend="cudagraphs")
+    spec = load_model(example(name))
+    if isinstance(spec.model, torch.nn.Module):
+        spec.model.cuda()
+    args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in spec.args)
+    torch._dynamo.reset()
+    counters.clear()
+    out = torch.compile(spec.model, backend="cudagraphs")(*args, **spec.kwargs)
+    torch.cuda.synchronize()
+    skipped = counters["inductor"]["cudagraph_skips"] > 0
+    assert skipped == (not predicted.eligible), (name, predicted.summary())
+    del out
