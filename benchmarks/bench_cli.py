@@ -1,0 +1,70 @@
+"""Time graphtool against the bare torch way, side by side in one run, each in a fresh process.
+
+    python benchmarks/bench_cli.py [--repeat 3]
+
+Prints a markdown table: median and min wall seconds of each command, and the ratio to its
+baseline. Rows alternate between graphtool and baseline so machine noise hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODEL = str(HERE / "encoder12.py")
+GT = shutil.which("graphtool") or "graphtool"
+
+CASES = [
+    # (name, command, baseline name, target ratio)
+    ("graphtool --help", [GT, "--help"], None, None),
+    ("bare: torch.compile + aot_autograd (encoder12)", [sys.executable, str(HERE / "bare_trace.py"), MODEL], None, None),
+    ("graphtool trace --format json (encoder12)", [GT, "trace", MODEL, "--format", "json"], "bare: torch.compile + aot_autograd (encoder12)", 1.10),
+    ("graphtool cudagraphs --format json (encoder12)", [GT, "cudagraphs", MODEL, "--format", "json"], "graphtool trace --format json (encoder12)", 1.2),
+]
+
+
+def time_once(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    times: dict[str, list[float]] = {name: [] for name, *_ in CASES}
+    for i in range(args.repeat):
+        for name, cmd, *_ in CASES:
+            times[name].append(time_once(cmd))
+            print(f"[{i + 1}/{args.repeat}] {name}: {times[name][-1]:.2f}s", file=sys.stderr)
+    print(f"\n{date.today().isoformat()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"median of {args.repeat} fresh processes\n")
+    print("| command | median s | min s | vs | ratio | target |")
+    print("|---|---:|---:|---|---:|---:|")
+    for name, _, base, target in CASES:
+        med = statistics.median(times[name])
+        row = f"| {name} | {med:.2f} | {min(times[name]):.2f} |"
+        if base:
+            ratio = med / statistics.median(times[base])
+            ok = "ok" if ratio <= target else "OVER"
+            row += f" {base.split(' (')[0]} | {ratio:.2f}x | <= {target}x {ok} |"
+        else:
+            row += " | | |"
+        print(row)
+
+
+if __name__ == "__main__":
+    main()
