@@ -287,3 +287,14 @@ def dispatch_mode_base():
 def is_view(t: Any) -> bool:
     """Whether a tensor is a view of another (``Tensor._is_view``)."""
     return bool(t._is_view())
+
+
+def meta_nonzero_config():
+    """A context manager letting ``nonzero`` run on meta (it assumes every element is non-zero),
+    so a stand-in trace gets past boolean masking; a no-op where torch lacks the flag."""
+    cfg = getattr(importlib.import_module("torch.fx.experimental._config"), "meta_nonzero_assume_all_nonzero", None)
+    if cfg is None:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return importlib.import_module("torch.fx.experimental._config").patch(meta_nonzero_assume_all_nonzero=True)

@@ -142,7 +142,8 @@ def trace_model(
     before = _metadata_snapshot(spec)
     recorder = BreakRecorder() if record_breaks else contextlib.nullcontext()
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
-    with quiet_torch_logs(quiet), recorder, grad_mode:
+    meta_nonzero = compat.meta_nonzero_config() if standin else contextlib.nullcontext()
+    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero:
         out, stopped = None, None
         try:
             compiled = torch.compile(spec.model, backend=backend)
