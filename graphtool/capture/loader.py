@@ -51,6 +51,7 @@ class ModelSpec:
     args: tuple
     kwargs: dict = field(default_factory=dict)
     line: int | None = None
+    module_name: str | None = None
 
     @property
     def location(self) -> str:
@@ -77,7 +78,9 @@ def load_model(target: str | os.PathLike, entry: str | None = None, device: str 
     path = path.resolve()
     with _device_context(device):
         module = import_script(path)
-        return _find_model(module, path, entry)
+        spec = _find_model(module, path, entry)
+        spec.module_name = module.__name__
+        return spec
 
 
 @contextlib.contextmanager

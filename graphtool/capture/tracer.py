@@ -152,7 +152,7 @@ def trace_model(
                 _run_backward(torch, out)
         except Exception as exc:  # noqa: BLE001 - decide below whose fault it is
             if not (standin and regions):
-                raise _explain_failure(spec, exc) from None
+                raise explain_failure(spec, exc) from None
             # On the stand-in, eager code between graphs can need real data (.item() on meta):
             # keep the regions traced so far and say where the trace stopped.
             stopped = _stop_note(exc)
@@ -234,7 +234,7 @@ def _stop_note(exc: BaseException) -> str:
     return f"{where}the stand-in trace stopped ({type(exc).__name__}: {first}); later regions were not analysed"
 
 
-def _explain_failure(spec: ModelSpec, exc: BaseException) -> Exception:
+def explain_failure(spec: ModelSpec, exc: BaseException) -> Exception:
     """A failed compile is the user's fault when eager fails too; else torch could not trace it."""
     try:
         spec.model(*spec.args, **spec.kwargs)

@@ -51,10 +51,11 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import analyze, trace
+    from graphtool.cli import analyze, lint, trace
 
     trace.register(app)
     analyze.register(app)
+    lint.register(app)
 
 
 _register()

@@ -1,0 +1,245 @@
+"""Judge lint results against budgets, allowed break reasons and a baseline.
+
+Pure functions over plain values: the child processes give dicts (``capture.lintrun``), this turns
+them into :class:`ModelLint` records and decides ``passed``.
+
+A baseline entry matches a break by file (relative), reason kind (torch's ``gbNNNN`` id, else the
+reason text) and the stripped text of the source line, so a break that only moved lines is not new.
+
+Example::
+
+    >>> b = Break("print", None, "m.py", 3, "print(x)", None, 1)
+    >>> judge(LintTarget("m.py"), {"ok": True, "graph_count": 2, "breaks": [b.to_dict()],
+    ...        "recompiles": [], "skipped_frames": []}, Budget(max_graph_breaks=0)).passed
+    False
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+BASELINE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_graph_breaks: int | None = None
+    max_recompiles: int | None = None
+    allowed_breaks: tuple[str, ...] = ()  # regexes matched against the reason
+
+
+@dataclass(frozen=True)
+class LintTarget:
+    """What to lint: a model (``path``, ``entry``) or a script (``run`` with ``args``)."""
+
+    path: str
+    entry: str | None = None
+    run: bool = False
+    args: tuple[str, ...] = ()
+    dynamic: bool = False
+    budget: Budget = field(default_factory=Budget)
+
+    @property
+    def name(self) -> str:
+        return f"{self.path}:{self.entry}" if self.entry else self.path
+
+    def job(self, debug: bool = False) -> dict:
+        if self.run:
+            return {"run": self.path, "args": list(self.args), "debug": debug}
+        return {"path": self.path, "entry": self.entry, "dynamic": self.dynamic, "debug": debug}
+
+
+@dataclass(frozen=True)
+class Break:
+    reason: str
+    code: str | None
+    file: str | None
+    line: int | None
+    source_text: str | None
+    hint: str | None
+    occurrences: int = 1
+    new: bool | None = None  # None without a baseline
+    allowed: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.code or self.reason
+
+    def key(self) -> tuple:
+        return (_rel(self.file), self.kind, self.source_text or (str(self.line) if self.line else None))
+
+    def to_dict(self) -> dict:
+        return {
+            "reason": self.reason, "code": self.code, "file": self.file, "line": self.line,
+            "source_text": self.source_text, "hint": self.hint, "occurrences": self.occurrences,
+            "new": self.new, "allowed": self.allowed,
+        }
+
+
+@dataclass(frozen=True)
+class ModelLint:
+    target: LintTarget
+    status: str  # ok | over_budget | error
+    error: str | None
+    error_detail: str | None
+    graph_count: int
+    breaks: tuple[Break, ...]
+    recompiles: tuple[dict, ...]
+    skipped_frames: tuple[dict, ...]
+    failures: tuple[str, ...]  # why it is over budget
+    fixed: tuple[dict, ...]  # baseline breaks no longer present
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def counted_breaks(self) -> list[Break]:
+        return [b for b in self.breaks if not b.allowed]
+
+    def to_dict(self) -> dict:
+        t = self.target
+        return {
+            "path": t.path,
+            "entry": t.entry,
+            "mode": "script" if t.run else "model",
+            "status": self.status,
+            "passed": self.passed,
+            "error": self.error,
+            "graph_count": self.graph_count,
+            "graph_break_count": len(self.counted_breaks),
+            "recompile_count": len(self.recompiles),
+            "skipped_frame_count": len(self.skipped_frames),
+            "breaks": [b.to_dict() for b in self.breaks],
+            "recompiles": list(self.recompiles),
+            "skipped_frames": list(self.skipped_frames),
+            "budget": {
+                "max_graph_breaks": t.budget.max_graph_breaks,
+                "max_recompiles": t.budget.max_recompiles,
+                "allowed_breaks": list(t.budget.allowed_breaks),
+            },
+            "failures": list(self.failures),
+            "fixed_breaks": list(self.fixed),
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True)
+class LintReport:
+    models: tuple[ModelLint, ...]
+    baseline: str | None
+
+    @property
+    def errored(self) -> bool:
+        return any(m.status == "error" for m in self.models)
+
+    @property
+    def passed(self) -> bool:
+        return all(m.passed for m in self.models)
+
+    def exit_code(self) -> int:
+        """0 within budget; 1 over budget or new breaks; 2 a model could not be linted."""
+        return 2 if self.errored else 0 if self.passed else 1
+
+    def to_dict(self) -> dict:
+        from graphtool import __version__
+
+        return {
+            "schema_version": 1,
+            "graphtool_version": __version__,
+            "passed": self.passed,
+            "baseline": self.baseline,
+            "models": [m.to_dict() for m in self.models],
+        }
+
+
+def _rel(path: str | None) -> str | None:
+    if not path:
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel.replace(os.sep, "/")
+
+
+def judge(target: LintTarget, result: dict, budget: Budget | None = None, baseline: dict | None = None) -> ModelLint:
+    """Turn one child-process result into a judged :class:`ModelLint`."""
+    budget = budget or target.budget
+    if not result.get("ok"):
+        return ModelLint(target, "error", result.get("error") or "unknown error", result.get("detail"), 0, (), (), (), (), (), result.get("seconds", 0.0))
+    patterns = [re.compile(p) for p in budget.allowed_breaks]
+    known = _baseline_keys(baseline, target) if baseline is not None else None
+    breaks = []
+    for d in result["breaks"]:
+        b = Break(d["reason"], d.get("code"), d.get("file"), d.get("line"), d.get("source_text"), d.get("hint"), d.get("occurrences", 1))
+        b = replace(b, allowed=any(p.search(b.reason) for p in patterns))
+        if known is not None:
+            b = replace(b, new=b.key() not in known)
+        breaks.append(b)
+    counted = [b for b in breaks if not b.allowed]
+    failures = []
+    if budget.max_graph_breaks is not None and len(counted) > budget.max_graph_breaks:
+        failures.append(f"{len(counted)} graph breaks, budget {budget.max_graph_breaks}")
+    recompiles = tuple(result.get("recompiles", ()))
+    if budget.max_recompiles is not None and len(recompiles) > budget.max_recompiles:
+        failures.append(f"{len(recompiles)} recompiles, budget {budget.max_recompiles}")
+    new = [b for b in counted if b.new]
+    if new:
+        failures.append(f"{len(new)} new graph break{'s' if len(new) != 1 else ''} not in the baseline")
+    fixed = ()
+    if known is not None:
+        now = {b.key() for b in breaks}
+        fixed = tuple(e for e in _baseline_entries(baseline, target) if _entry_key(e) not in now)
+    return ModelLint(
+        target=target,
+        status="over_budget" if failures else "ok",
+        error=None,
+        error_detail=None,
+        graph_count=result.get("graph_count", 0),
+        breaks=tuple(breaks),
+        recompiles=recompiles,
+        skipped_frames=tuple(result.get("skipped_frames", ())),
+        failures=tuple(failures),
+        fixed=fixed,
+        seconds=result.get("seconds", 0.0),
+    )
+
+
+def _entry_key(e: dict) -> tuple:
+    return (e.get("file"), e.get("kind"), e.get("source_text") or (str(e["line"]) if e.get("line") else None))
+
+
+def _baseline_entries(baseline: dict, target: LintTarget) -> list[dict]:
+    return [e for e in baseline.get("breaks", []) if e.get("model") == _rel(target.path)]
+
+
+def _baseline_keys(baseline: dict, target: LintTarget) -> set[tuple]:
+    return {_entry_key(e) for e in _baseline_entries(baseline, target)}
+
+
+def make_baseline(report: LintReport) -> dict:
+    """The baseline file's content: every current break of every linted model."""
+    entries = []
+    for m in report.models:
+        for b in m.breaks:
+            file, kind, _ = b.key()
+            entries.append({
+                "model": _rel(m.target.path), "file": file, "kind": kind, "source_text": b.source_text,
+                "line": b.line, "reason": b.reason,
+            })
+    return {"version": BASELINE_VERSION, "breaks": entries}
+
+
+def validate_baseline(data: object, path: str) -> dict:
+    from graphtool.errors import UsageError
+
+    if not isinstance(data, dict) or data.get("version") != BASELINE_VERSION or not isinstance(data.get("breaks"), list):
+        raise UsageError(
+            f"{path}: not a graphtool baseline (expected {{\"version\": {BASELINE_VERSION}, \"breaks\": [...]}})",
+            hint="write one with --update-baseline",
+        )
+    return data

