@@ -46,7 +46,7 @@ def run_jobs(
                 while pending and len(running) < max(1, parallel):
                     index, job = pending.pop(0)
                     running.append(_start(index, job, tmpdir))
-                time.sleep(poll)
+                _wait_any(running, timeout, poll)
                 for r in list(running):
                     elapsed = time.perf_counter() - r.started
                     if r.proc.poll() is None and not (timeout and elapsed > timeout):
@@ -65,6 +65,19 @@ def run_jobs(
             for r in running:
                 _kill(r.proc)
     return [r or {"ok": False, "error": "not run", "exit_code": 3} for r in results]
+
+
+def _wait_any(running: list[_Running], timeout: float | None, poll: float) -> None:
+    """Block until a child may have finished: on the child itself when only one runs."""
+    if len(running) == 1:
+        r = running[0]
+        left = None if not timeout else max(0.0, timeout - (time.perf_counter() - r.started))
+        try:
+            r.proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            pass
+        return
+    time.sleep(poll)
 
 
 def _start(index: int, job: dict, tmpdir: Path) -> _Running:

@@ -95,7 +95,8 @@ def lint_one(job: dict) -> dict:
     graphs: list[int] = []
     backend = _recording_backend(graphs)
     started = time.perf_counter()
-    compat.dynamo_reset()
+    if job.get("reset", False):  # a fresh child process has nothing compiled yet
+        compat.dynamo_reset()
     with quiet_torch_logs(not job.get("debug")), BreakRecorder() as rec, contextlib.redirect_stdout(sys.stderr):
         if job.get("run"):
             _run_script(torch, job["run"], job.get("args", []), backend, user_code_error)
@@ -192,6 +193,8 @@ def main(argv: list[str]) -> int:
     """Child-process entry point: read the job, write the result (or the error) as JSON."""
     job_path, result_path = argv
     job = json.loads(Path(job_path).read_text())
+    compat.import_torch()
+    compat.freeze_gc_after_import()
     try:
         result: dict[str, Any] = {"ok": True, **lint_one(job)}
     except GraphtoolError as err:

@@ -61,6 +61,7 @@ def load_and_trace(model: Optional[str], entry: Optional[str], device: Optional[
         from graphtool.capture import compat
 
         compat.import_torch()
+        compat.freeze_gc_after_import()
         from graphtool.capture.loader import load_model
         from graphtool.capture.tracer import trace_model
 
@@ -91,6 +92,7 @@ def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: O
         from graphtool.capture import compat
 
         compat.import_torch()
+        compat.freeze_gc_after_import()
         from graphtool.analysis.cudagraphs import keep_input_mutations_for
         from graphtool.capture.loader import load_model
         from graphtool.capture.standin import accelerator_of, to_meta

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -122,18 +123,18 @@ def _merge(entry, override):
 
 
 def _run(targets, parallel: int, limit: float | None) -> list[dict]:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from graphtool.capture.isolate import run_jobs
 
     debug = common.debug_enabled()
+    jobs = [t.job(debug) for t in targets]
+    if not sys.stderr.isatty():  # no progress bar to draw: skip rich's progress machinery
+        return run_jobs(jobs, parallel=parallel, timeout=limit)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(TextColumn("linting"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                   console=common.stderr_console(), transient=True) as progress:
         task = progress.add_task("lint", total=len(targets))
-        return run_jobs(
-            [t.job(debug) for t in targets], parallel=parallel, timeout=limit,
-            on_done=lambda i, r: progress.advance(task),
-        )
+        return run_jobs(jobs, parallel=parallel, timeout=limit, on_done=lambda i, r: progress.advance(task))
 
 
 def _emit(report, fmt: str, output: Optional[Path]) -> None:
