@@ -53,17 +53,20 @@ def mutations(
     check: bool = common.CheckOpt,
 ) -> int:
     common.check_format(fmt)
-    capture = common.load_and_trace(model, entry, device, inference, record_breaks=False)
     from graphtool.analysis.mutations import analyze_mutations
 
-    report = analyze_mutations(capture)
-    if fmt == "table":
-        from graphtool.render.analyses import mutations_view
+    docs, found = [], False
+    for target, ent in common.targets(model, entry):
+        capture = common.load_and_trace(target, ent, device, inference, record_breaks=False)
+        report = analyze_mutations(capture)
+        found |= bool(report.mutated or report.aliased_outputs or report.input_aliases)
+        if fmt == "table":
+            from graphtool.render.analyses import mutations_view
 
-        common.stdout_console().print(mutations_view(report, show_all=show_all))
-    else:
-        common.emit({"model": common.model_header(capture), **report.to_dict()}, fmt)
-    found = bool(report.mutated or report.aliased_outputs or report.input_aliases)
+            common.stdout_console().print(mutations_view(report, show_all=show_all))
+        docs.append({"model": common.model_header(capture), **report.to_dict()})
+    if fmt != "table":
+        common.emit_all(docs, fmt)
     return EXIT_FINDINGS if check and found else EXIT_OK
 
 
@@ -76,21 +79,25 @@ def devices(
     check: bool = common.CheckOpt,
 ) -> int:
     common.check_format(fmt)
-    capture, accel = common.load_and_trace_standin(model, entry, device, inference)
     from graphtool.analysis.devices import device_report
 
-    report = device_report(
-        capture,
-        main_device=accel,
-        stand_in="meta stands for cuda:0" if accel == "meta" else None,
-    )
-    if fmt == "table":
-        from graphtool.render.analyses import devices_view
+    docs, found = [], False
+    for target, ent in common.targets(model, entry):
+        capture, accel = common.load_and_trace_standin(target, ent, device, inference)
+        report = device_report(
+            capture,
+            main_device=accel,
+            stand_in="meta stands for cuda:0" if accel == "meta" else None,
+        )
+        found |= report.found
+        if fmt == "table":
+            from graphtool.render.analyses import devices_view
 
-        common.stdout_console().print(devices_view(report))
-    else:
-        common.emit({"model": common.model_header(capture), "devices": report.to_dict()}, fmt)
-    return EXIT_FINDINGS if check and report.found else EXIT_OK
+            common.stdout_console().print(devices_view(report))
+        docs.append({"model": common.model_header(capture), "devices": report.to_dict()})
+    if fmt != "table":
+        common.emit_all(docs, fmt)
+    return EXIT_FINDINGS if check and found else EXIT_OK
 
 
 def cudagraphs(
@@ -109,12 +116,16 @@ def cudagraphs(
         from graphtool.errors import UsageError
 
         raise UsageError(f"--backend {backend!r} is not one of {', '.join(BACKENDS)}")
-    capture, accel = common.load_and_trace_standin(model, entry, device, inference, backend=backend)
-    verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta")
-    if fmt == "table":
-        from graphtool.render.analyses import cudagraphs_view
+    docs, found = [], False
+    for target, ent in common.targets(model, entry):
+        capture, accel = common.load_and_trace_standin(target, ent, device, inference, backend=backend)
+        verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta")
+        found |= any(r.skips for r in verdict.reasons)
+        if fmt == "table":
+            from graphtool.render.analyses import cudagraphs_view
 
-        common.stdout_console().print(cudagraphs_view(verdict, capture.stopped))
-    else:
-        common.emit({"model": common.model_header(capture), "cudagraphs": verdict.to_dict()}, fmt)
-    return EXIT_FINDINGS if check and any(r.skips for r in verdict.reasons) else EXIT_OK
+            common.stdout_console().print(cudagraphs_view(verdict, capture.stopped))
+        docs.append({"model": common.model_header(capture), "cudagraphs": verdict.to_dict()})
+    if fmt != "table":
+        common.emit_all(docs, fmt)
+    return EXIT_FINDINGS if check and found else EXIT_OK

@@ -26,6 +26,25 @@ def bundled_example() -> Path:
     return Path(__file__).resolve().parents[1] / "bundled" / "example_model.py"
 
 
+def targets(model: Optional[str], entry: Optional[str]) -> list[tuple[str, Optional[str]]]:
+    """The models a command runs on: MODEL, else the config's models, else the bundled example."""
+    if model:
+        return [(model, entry)]
+    from graphtool.config import find_config, load_config
+
+    found = find_config()
+    if found is not None:
+        cfg = load_config(found)
+        if cfg.models:
+            return [(str(m.path), entry or m.entry) for m in cfg.models]
+    return [(str(bundled_example()), entry)]
+
+
+def emit_all(docs: list[dict], fmt: str) -> None:
+    """One document on stdout: the report itself, or ``{"models": [...]}`` for several models."""
+    emit(docs[0] if len(docs) == 1 else {"models": docs}, fmt)
+
+
 def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")

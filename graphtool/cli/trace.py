@@ -35,38 +35,46 @@ def trace(
     ),
 ) -> int:
     common.check_format(fmt)
-    capture = common.load_and_trace(model, entry, device, inference)
     from graphtool.analysis.report import build_trace_report
 
-    report = build_trace_report(capture)
-    data = report.to_dict()
-    verdict = None
-    if with_cudagraphs:
-        from graphtool.analysis.cudagraphs import cudagraph_verdict
+    chosen = common.targets(model, entry)
+    docs = []
+    for target, ent in chosen:
+        capture = common.load_and_trace(target, ent, device, inference)
+        report = build_trace_report(capture)
+        data = report.to_dict()
+        verdict = None
+        if with_cudagraphs:
+            from graphtool.analysis.cudagraphs import cudagraph_verdict
 
-        standin, accel = common.load_and_trace_standin(model, entry, device, inference, backend=with_cudagraphs)
-        verdict = cudagraph_verdict(standin, backend=with_cudagraphs, predicted=accel == "meta")
-        data["cudagraphs"] = verdict.to_dict()
-    if out is not None:
-        from graphtool.render.graph_code import graph_files
+            standin, accel = common.load_and_trace_standin(target, ent, device, inference, backend=with_cudagraphs)
+            verdict = cudagraph_verdict(standin, backend=with_cudagraphs, predicted=accel == "meta")
+            data["cudagraphs"] = verdict.to_dict()
+        if out is not None:
+            folder = Path(out) if len(chosen) == 1 else Path(out) / Path(target).stem
+            _write_out(capture, folder, data)
+        if fmt == "table":
+            from graphtool.render.trace import trace_view
 
-        files = graph_files(capture, Path(out))
-        files[Path(out) / "report.json"] = _json(data)
-        from graphtool.render.serialize import write_all
+            common.stdout_console().print(trace_view(report))
+            if verdict is not None:
+                from graphtool.render.analyses import cudagraphs_view
 
-        write_all(files)
-        common.stderr_console().print(f"wrote {len(files)} files to {out}")
-    if fmt == "table":
-        from graphtool.render.trace import trace_view
-
-        common.stdout_console().print(trace_view(report))
-        if verdict is not None:
-            from graphtool.render.analyses import cudagraphs_view
-
-            common.stdout_console().print(cudagraphs_view(verdict))
-    else:
-        common.emit(data, fmt)
+                common.stdout_console().print(cudagraphs_view(verdict))
+        docs.append(data)
+    if fmt != "table":
+        common.emit_all(docs, fmt)
     return 0
+
+
+def _write_out(capture, folder: Path, data: dict) -> None:
+    from graphtool.render.graph_code import graph_files
+    from graphtool.render.serialize import write_all
+
+    files = graph_files(capture, folder)
+    files[folder / "report.json"] = _json(data)
+    write_all(files)
+    common.stderr_console().print(f"wrote {len(files)} files to {folder}")
 
 
 def _json(data: dict) -> str:

@@ -86,3 +86,27 @@ def test_internal_bug_exits_3(cli, monkeypatch):
     rc, _, err = cli("trace", example("mlp.py"))
     assert rc == 3
     assert "this is a bug in graphtool" in err
+
+
+def test_commands_use_the_config_models_when_given_no_model(cli, tmp_path, monkeypatch):
+    import json
+
+    from tests.conftest import EXAMPLES
+
+    (tmp_path / "graphtool.yaml").write_text(
+        f"models:\n  - path: {EXAMPLES / 'mlp.py'}\n  - path: {EXAMPLES / 'convnet_bn.py'}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    rc, out, _ = cli("mutations", "--format", "json")
+    docs = json.loads(out)["models"]
+    assert rc == 0 and [d["model"]["path"].split("/")[-1] for d in docs] == ["mlp.py", "convnet_bn.py"]
+    assert docs[1]["verdict"] == "3 buffers mutated"
+    rc, out, _ = cli("trace", "--format", "json")
+    assert rc == 0 and len(json.loads(out)["models"]) == 2
+
+
+def test_bad_config_stops_every_command(cli, tmp_path, monkeypatch):
+    (tmp_path / "graphtool.yaml").write_text("modelz: []\n")
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = cli("trace")
+    assert rc == 2 and "graphtool.yaml:1: modelz: unknown key" in err
