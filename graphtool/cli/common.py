@@ -97,6 +97,11 @@ def load_and_trace(model: Optional[str], entry: Optional[str], device: Optional[
     return capture
 
 
+def quiet_stdout():
+    """The user's own prints go to stderr: stdout carries only graphtool's output."""
+    return contextlib.redirect_stdout(sys.stderr)
+
+
 def emit(data: dict, fmt: str) -> None:
     from graphtool.render.serialize import format_data
 

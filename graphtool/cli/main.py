@@ -51,10 +51,11 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import analyze, lint, trace
+    from graphtool.cli import analyze, lint, render, trace
 
     trace.register(app)
     analyze.register(app)
+    render.register(app)
     lint.register(app)
 
 

@@ -32,6 +32,7 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a written report is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -43,3 +44,9 @@ def write_all(files: dict[Path, str | bytes]) -> None:
     """Write several files, each atomically; all contents are computed before the first write."""
     for path, text in files.items():
         write_atomic(path, text)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

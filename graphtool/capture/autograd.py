@@ -1,0 +1,148 @@
+"""Capture the autograd graph torch's engine would run, as plain records.
+
+The model's forward runs eagerly on its example inputs; the graph is walked from the outputs'
+``grad_fn`` through ``next_functions``. Forward hooks attribute each autograd node to the module
+whose forward created it: when a module's forward returns, the new nodes reachable from its
+outputs (stopping at its inputs' nodes and at nodes already attributed) are its own. Inner modules
+return first, so every node lands in the innermost module that made it.
+
+Example::
+
+    >>> g = capture_autograd(load_model("examples/mlp.py"))     # doctest: +SKIP
+    >>> sorted(n.name for n in g.nodes if n.kind == "parameter")
+    ['fc1.bias', 'fc1.weight', 'fc2.bias', 'fc2.weight']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphtool.capture import compat
+from graphtool.capture.loader import ModelSpec, argument_names, iter_tensors, user_code_error
+
+
+@dataclass(frozen=True)
+class AutogradNode:
+    id: int  # position in walk order (stable for a given model)
+    op: str  # the autograd node's class, e.g. AddmmBackward0; AccumulateGrad for leaves
+    kind: str  # op | parameter | user_input | leaf
+    name: str  # op name, or the leaf's FQN / argument name
+    shape: tuple | None  # leaves only
+    dtype: str | None
+    module: tuple[tuple[str, str], ...]  # (fqn, class) from outermost to innermost
+    saved: tuple[tuple[str, tuple], ...]  # (_saved_ attribute, shape), with saved=True
+
+
+@dataclass(frozen=True)
+class AutogradGraph:
+    nodes: tuple[AutogradNode, ...]
+    edges: tuple[tuple[int, int], ...]  # (next function, function): data flows from inputs to outputs
+    outputs: tuple[tuple[int, int], ...]  # (output index, node id)
+
+
+def capture_autograd(spec: ModelSpec, *, saved: bool = False) -> AutogradGraph:
+    torch = compat.import_torch()
+    module_names, classes, hooks = {}, {}, []
+    assigned: dict = {}
+    boundary_stack: list[set] = []
+    if isinstance(spec.model, torch.nn.Module):
+        for fqn, mod in spec.model.named_modules():
+            module_names[id(mod)] = fqn
+            classes[fqn] = type(mod).__name__
+
+        def pre(mod, args, kwargs):
+            boundary_stack.append({t.grad_fn for t in iter_tensors((args, kwargs)) if t.grad_fn is not None})
+
+        def post(mod, args, kwargs, output):
+            # every node made during this call lies between its outputs and its inputs' nodes;
+            # walk through nodes inner modules already claimed, claim the rest
+            stop = boundary_stack.pop() if boundary_stack else set()
+            fqn = module_names.get(id(mod), "")
+            todo = [t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None]
+            seen = set()
+            while todo:
+                fn = todo.pop()
+                if fn is None or fn in seen or fn in stop or type(fn).__name__ == "AccumulateGrad":
+                    continue
+                seen.add(fn)
+                assigned.setdefault(fn, fqn)
+                todo.extend(nf for nf, _ in fn.next_functions)
+
+        for mod in spec.model.modules():
+            hooks.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
+            hooks.append(mod.register_forward_hook(post, with_kwargs=True))
+    try:
+        with torch.enable_grad():
+            out = spec.model(*spec.args, **spec.kwargs)
+    except Exception as exc:  # noqa: BLE001
+        raise user_code_error(exc, "the model raised on its example inputs") from None
+    finally:
+        for h in hooks:
+            h.remove()
+    return _walk(torch, spec, out, assigned, classes, saved)
+
+
+def _module_path(fqn: str | None, classes: dict) -> tuple[tuple[str, str], ...]:
+    if not fqn:
+        return ()
+    parts = fqn.split(".")
+    path = []
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        if prefix in classes and classes[prefix] not in ("ModuleList", "ModuleDict", "Sequential") or i == len(parts):
+            path.append((prefix, classes.get(prefix, "")))
+    return tuple(path)
+
+
+def _walk(torch, spec, out, assigned, classes, want_saved) -> AutogradGraph:
+    params = {}
+    if isinstance(spec.model, torch.nn.Module):
+        params.update({id(p): ("parameter", n) for n, p in spec.model.named_parameters()})
+    inputs = argument_names(spec)
+    ids: dict = {}
+    order: list = []
+    roots = [(i, t.grad_fn) for i, t in enumerate(iter_tensors(out)) if t.grad_fn is not None]
+    stack = [fn for _, fn in reversed(roots)]
+    edges = []
+    while stack:
+        fn = stack.pop()
+        if fn in ids:
+            continue
+        ids[fn] = len(order)
+        order.append(fn)
+        for nf, _ in reversed(fn.next_functions):
+            if nf is not None and nf not in ids:
+                stack.append(nf)
+    for fn in order:
+        for nf, _ in fn.next_functions:
+            if nf is not None:
+                edges.append((ids[nf], ids[fn]))
+    nodes = []
+    for fn in order:
+        op = type(fn).__name__
+        if op == "AccumulateGrad":
+            var = fn.variable
+            kind, name = params.get(id(var), (None, None))
+            if kind is None:
+                name = inputs.get(id(var))
+                kind = "user_input" if name else "leaf"
+                name = name or f"leaf {tuple(var.shape)}"
+            owner = name.rsplit(".", 1)[0] if kind == "parameter" and "." in name else None
+            nodes.append(AutogradNode(ids[fn], op, kind, name, tuple(var.shape), str(var.dtype).replace("torch.", ""),
+                                      _module_path(owner, classes), ()))
+        else:
+            nodes.append(AutogradNode(ids[fn], op, "op", op, None, None, _module_path(assigned.get(fn), classes),
+                                      _saved_shapes(torch, fn) if want_saved else ()))
+    return AutogradGraph(tuple(nodes), tuple(edges), tuple((i, ids[fn]) for i, fn in roots))
+
+
+def _saved_shapes(torch, fn) -> tuple[tuple[str, tuple], ...]:
+    found = []
+    for attr in sorted(a for a in dir(fn) if a.startswith("_saved_")):
+        try:
+            val = getattr(fn, attr)
+        except Exception:  # noqa: BLE001 - freed after backward, or not a tensor attribute
+            continue
+        if isinstance(val, torch.Tensor):
+            found.append((attr[len("_saved_"):], tuple(val.shape)))
+    return tuple(found)
