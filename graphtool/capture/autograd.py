@@ -40,15 +40,17 @@ class AutogradGraph:
     outputs: tuple[tuple[int, int], ...]  # (output index, node id)
 
 
-def capture_autograd(spec: ModelSpec, *, saved: bool = False) -> AutogradGraph:
+def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = True) -> AutogradGraph:
+    """``modules=False`` skips attributing nodes to modules (nothing to fold by)."""
     torch = compat.import_torch()
     module_names, classes, hooks = {}, {}, []
     assigned: dict = {}
     boundary_stack: list[set] = []
     if isinstance(spec.model, torch.nn.Module):
+        classes = {fqn: type(mod).__name__ for fqn, mod in spec.model.named_modules()}
+    if modules and isinstance(spec.model, torch.nn.Module):
         for fqn, mod in spec.model.named_modules():
             module_names[id(mod)] = fqn
-            classes[fqn] = type(mod).__name__
 
         def pre(mod, args, kwargs):
             boundary_stack.append({t.grad_fn for t in iter_tensors((args, kwargs)) if t.grad_fn is not None})

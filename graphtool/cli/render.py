@@ -56,7 +56,7 @@ def render(
     fmt = fmt or (output.suffix.lstrip(".").lower() or "svg")
     if fmt not in FORMATS:
         raise UsageError(f"format {fmt!r} is not one of {', '.join(FORMATS)} (from --format or the file name)")
-    vg = _build(target, ent, device, graph, saved, region)
+    vg = _build(target, ent, device, graph, saved, region, modules=collapse != "none")
     from graphtool.analysis.vgraph import COLLAPSE_THRESHOLD, auto_depth, collapse as fold
 
     err = common.stderr_console()
@@ -76,12 +76,13 @@ def render(
     return 0
 
 
-def _build(target, ent, device, graph, saved, region_index):
+def _build(target, ent, device, graph, saved, region_index, *, modules: bool = True):
     if graph == "autograd":
         with common.stderr_console().status("running the forward...") as status, common.quiet_stdout():
             from graphtool.capture import compat
 
             compat.import_torch()
+            compat.freeze_gc_after_import()
             from graphtool.capture.autograd import capture_autograd
             from graphtool.capture.loader import load_model
 
@@ -89,7 +90,8 @@ def _build(target, ent, device, graph, saved, region_index):
             status.update("walking the autograd graph...")
             from graphtool.analysis.vgraph import autograd_vgraph
 
-            return autograd_vgraph(capture_autograd(spec, saved=saved), f"autograd graph of {Path(spec.path).name}")
+            captured = capture_autograd(spec, saved=saved, modules=modules)
+            return autograd_vgraph(captured, f"autograd graph of {Path(spec.path).name}")
     capture, accel = common.load_and_trace_standin(target, ent, device, inference=False)
     if not capture.regions:
         raise UsageError(f"{target}: torch.compile captured no graph to draw")
