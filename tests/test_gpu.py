@@ -38,3 +38,42 @@ def test_cudagraphs_backend_skips_agree(name):
     skipped = counters["inductor"]["cudagraph_skips"] > 0
     assert skipped == (not predicted.eligible), (name, predicted.summary())
     del out
+
+
+CAPTURABLE = ["mlp.py", "convnet_bn.py", "transformer.py", "view_outputs.py"]
+
+
+@pytest.mark.parametrize("name", CAPTURABLE)
+@pytest.mark.parametrize("backward", [False, True])
+def test_capture_and_replay_match_eager(name, backward):
+    """Every model the verdict calls capturable replays with eager's outputs (and gradients)."""
+    from graphtool.capture.benchrun import compare, cuda_graph_step, make_step
+    from graphtool.capture.loader import load_model
+    from tests.conftest import example
+
+    spec = load_model(example(name))
+    if backward and not any(p.requires_grad for p in spec.model.parameters()):
+        pytest.skip("nothing requires grad")
+    spec.model.cuda()
+    args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in spec.args)
+    step = make_step(torch, spec.model, spec.model, backward)
+    expected = step(args, {})
+    expected = (tuple(t.clone() for t in expected[0]) if isinstance(expected[0], tuple) else expected[0].clone(),
+                [g.clone() for g in expected[1]])
+    static = tuple(a.clone() for a in args)
+    replay, _, _ = cuda_graph_step(torch, step, static, {})
+    got = replay(args, {})
+    ok, diff = compare(torch, expected, got)
+    assert ok, diff
+
+
+def test_uncapturable_model_really_fails_capture():
+    from graphtool.capture.benchrun import cuda_graph_step, make_step
+    from graphtool.capture.loader import load_model
+    from tests.conftest import example
+
+    spec = load_model(example("item_branch.py"))
+    spec.model.cuda()
+    args = tuple(a.cuda() for a in spec.args)
+    with pytest.raises(Exception):
+        cuda_graph_step(torch, make_step(torch, spec.model, spec.model, False), args, {})

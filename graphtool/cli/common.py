@@ -138,7 +138,7 @@ def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: O
             on_region=lambda i: status.update(f"tracing region {i}..."),
         )
     if capture.stopped:
-        err.print(f"[yellow]note:[/] {capture.stopped}", highlight=False)
+        err.print(f"[yellow]note:[/] {capture.stopped}", highlight=False, markup=False)
     return capture, accel
 
 

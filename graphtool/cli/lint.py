@@ -75,7 +75,7 @@ def lint(
         from graphtool.render.serialize import format_json, write_atomic
 
         write_atomic(baseline_path, format_json(make_baseline(report)))
-        common.stderr_console().print(f"wrote {baseline_path} ({sum(len(m.breaks) for m in report.models)} breaks)")
+        common.stderr_console().print(f"wrote {baseline_path} ({sum(len(m.breaks) for m in report.models)} breaks)", markup=False, highlight=False)
     _emit(report, fmt, output)
     if update_baseline:
         return 2 if report.errored else 0
@@ -160,7 +160,7 @@ def _emit(report, fmt: str, output: Optional[Path]) -> None:
         else:
             write_atomic(output, text())
         common.stderr_console().print(render.lint_view(report))
-        common.stderr_console().print(f"report written to {output}")
+        common.stderr_console().print(f"report written to {output}", markup=False, highlight=False)
     elif text is None:
         common.stdout_console().print(render.lint_view(report))
     else:

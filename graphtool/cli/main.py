@@ -51,11 +51,12 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import analyze, lint, render, trace
+    from graphtool.cli import analyze, bench, lint, render, trace
 
     trace.register(app)
     analyze.register(app)
     render.register(app)
+    bench.register(app)
     lint.register(app)
 
 

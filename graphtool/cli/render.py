@@ -66,13 +66,13 @@ def render(
         vg = fold(vg, level)
         note = f"{size} nodes folded by module at depth {level} into {len(vg.nodes)} boxes (--collapse none draws all)"
         vg = type(vg)(vg.title, vg.nodes, vg.edges, note)
-        err.print(f"note: {note}", highlight=False)
+        err.print(f"note: {note}", highlight=False, markup=False)
     from graphtool.render.dot import to_dot
     from graphtool.render.layout import render_file
 
     with err.status(f"laying out {len(vg.nodes)} nodes..."):
         renderer = render_file(to_dot(vg), fmt, output, timeout=timeout)
-    err.print(f"wrote {output} ({len(vg.nodes)} nodes, {len(vg.edges)} edges" + (f", laid out by {renderer})" if renderer != "none" else ")"), highlight=False)
+    err.print(f"wrote {output} ({len(vg.nodes)} nodes, {len(vg.edges)} edges" + (f", laid out by {renderer})" if renderer != "none" else ")"), highlight=False, markup=False)
     return 0
 
 

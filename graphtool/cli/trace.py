@@ -74,7 +74,7 @@ def _write_out(capture, folder: Path, data: dict) -> None:
     files = graph_files(capture, folder)
     files[folder / "report.json"] = _json(data)
     write_all(files)
-    common.stderr_console().print(f"wrote {len(files)} files to {folder}")
+    common.stderr_console().print(f"wrote {len(files)} files to {folder}", markup=False, highlight=False)
 
 
 def _json(data: dict) -> str:

@@ -6,6 +6,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphtool.render.cells import row
+
 
 def _src(source) -> str:
     if not source:
@@ -36,7 +38,7 @@ def mutations_view(report, *, show_all: bool = False) -> Group:
             table.add_column(col)
         for m in rows:
             where = _src(m.source) if m.source else (m.note or "-")
-            table.add_row(m.name, m.kind, _flags(m), where, ",".join(map(str, m.regions)))
+            row(table, m.name, m.kind, _flags(m), where, ",".join(map(str, m.regions)))
         parts.append(table)
     aliased = report.model_outputs if show_all else report.aliased_outputs
     if aliased:
@@ -47,7 +49,7 @@ def mutations_view(report, *, show_all: bool = False) -> Group:
             of = "-"
             if o.alias_of:
                 of = f"{o.alias_of['kind']} {o.alias_of['name'] or o.alias_of['index'] if o.alias_of['kind'] != 'intermediate' else ''}".rstrip()
-            table.add_row(str(o.index), "yes" if o.is_view else "no", of)
+            row(table, str(o.index), "yes" if o.is_view else "no", of)
         parts.append(table)
     for a in report.input_aliases:
         parts.append(Text(f"inputs {', '.join(a.names)}: {a.relation.replace('_', ' ')}"))
@@ -60,7 +62,7 @@ def devices_view(report) -> Group:
     for col in ("region", "graph", "devices"):
         table.add_column(col)
     for g in report.graphs:
-        table.add_row(str(g.region), g.graph, ", ".join(f"{d}: {n}" for d, n in g.counts.items()))
+        row(table, str(g.region), g.graph, ", ".join(f"{d}: {n}" for d, n in g.counts.items()))
     parts.append(table)
     off = [(g, n) for g in report.graphs for n in g.off_device]
     if off:
@@ -68,7 +70,7 @@ def devices_view(report) -> Group:
         for col in ("region", "graph", "node", "op", "device", "where"):
             t.add_column(col)
         for g, n in off:
-            t.add_row(str(g.region), g.graph, n.name, n.op, n.device, _src(n.source))
+            row(t, str(g.region), g.graph, n.name, n.op, n.device, _src(n.source))
         parts.append(t)
     copies = [(g, c) for g in report.graphs for c in g.copies]
     if copies:
@@ -76,7 +78,7 @@ def devices_view(report) -> Group:
         for col in ("region", "graph", "node", "from", "to", "where"):
             t.add_column(col)
         for g, c in copies:
-            t.add_row(str(g.region), g.graph, c.name, c.src_device, c.dst_device, _src(c.source))
+            row(t, str(g.region), g.graph, c.name, c.src_device, c.dst_device, _src(c.source))
         parts.append(t)
     return Group(*parts)
 
@@ -92,7 +94,7 @@ def cudagraphs_view(verdict, stopped: str | None = None) -> Group:
         for col in ("code", "region", "graph", "skips", "where", "message", "fix"):
             table.add_column(col, overflow="fold")
         for r in verdict.reasons:
-            table.add_row(
+            row(table, 
                 r.code,
                 "-" if r.region is None else str(r.region),
                 r.graph or "-",

@@ -12,6 +12,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphtool.render.cells import row
+
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://pypi.org/project/torch-graphtool/"
 
@@ -38,7 +40,7 @@ def lint_view(report) -> Group:
         table.add_column(col, justify="left" if col == "status" else "right", no_wrap=True)
     for m in report.models:
         style = {"ok": "green", "over_budget": "red", "error": "red"}[m.status]
-        table.add_row(
+        row(table, 
             _rel(m.target.name), Text(m.status.replace("_", " "), style=style), str(m.graph_count),
             str(len(m.counted_breaks)), str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}",
         )

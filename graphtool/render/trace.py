@@ -6,6 +6,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphtool.render.cells import row
+
 TOP_OPS = 8
 
 
@@ -48,7 +50,7 @@ def _region_table(region, total: int) -> Table:
             kinds[p.kind] = kinds.get(p.kind, 0) + 1
         inputs = ", ".join(f"{n} {k}" for k, n in kinds.items())
         ops = ", ".join(f"{op.replace('aten.', '')} x{n}" for op, n in list(g.ops.items())[:TOP_OPS])
-        table.add_row(g.kind, str(g.nodes), inputs, ops)
+        row(table, g.kind, str(g.nodes), inputs, ops)
     return table
 
 
@@ -58,5 +60,5 @@ def _placeholder_table(graph, title: str) -> Table:
         table.add_column(col)
     for p in graph.placeholders:
         shape = ("x".join(str(s) for s in p.shape) or "scalar") if p.shape is not None else "-"
-        table.add_row(p.graph_name, p.kind, p.name, shape, p.dtype or "-", p.device or "-")
+        row(table, p.graph_name, p.kind, p.name, shape, p.dtype or "-", p.device or "-")
     return table

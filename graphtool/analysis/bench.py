@@ -1,0 +1,64 @@
+"""The ``graphtool bench`` report: each mode's check and timing, and its speedup over eager."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphtool.analysis.timing import speedup
+
+
+@dataclass(frozen=True)
+class ModeReport:
+    name: str
+    status: str  # ok | mismatch | error | skipped
+    reason: str | None
+    stats: object | None  # TimingStats
+    speedup: float | None
+    max_abs_diff: float | None
+    peak_memory_bytes: int | None
+    pool_bytes: int | None
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "reason": self.reason,
+            **(self.stats.to_dict() if self.stats else {"median_ms": None, "min_ms": None, "max_ms": None, "spread_pct": None, "samples_ms": []}),
+            "speedup_vs_eager": round(self.speedup, 4) if self.speedup else None,
+            "max_abs_diff": self.max_abs_diff,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "graph_pool_bytes": self.pool_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    path: str
+    entry: str
+    device: str
+    backward: bool
+    warmup: int
+    iters: int
+    repeat: int
+    modes: tuple[ModeReport, ...]
+    verdict: dict | None  # the CUDA-graph verdict consulted before capture
+
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": 1,
+            "model": {"path": self.path, "entry": self.entry},
+            "device": self.device,
+            "settings": {"backward": self.backward, "warmup": self.warmup, "iters": self.iters, "repeat": self.repeat},
+            "modes": [m.to_dict() for m in self.modes],
+            "cudagraphs_verdict": self.verdict,
+        }
+
+
+def build_bench_report(spec, device: str, results, *, backward, warmup, iters, repeat, verdict=None) -> BenchReport:
+    eager = next((r.stats for r in results if r.name == "eager"), None)
+    modes = tuple(
+        ModeReport(r.name, r.status, r.reason, r.stats, speedup(eager, r.stats) if r.stats else None,
+                   r.max_abs_diff, r.peak_memory_bytes, r.pool_bytes)
+        for r in results
+    )
+    return BenchReport(str(spec.path), spec.entry, device, backward, warmup, iters, repeat, modes, verdict)

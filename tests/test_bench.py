@@ -1,0 +1,138 @@
+"""graphtool bench: statistics with an injected timer, checks against eager, and the CPU path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from graphtool.analysis.timing import measure, speedup, summarize
+from graphtool.capture.benchrun import compare, input_sets, make_step, run_modes
+from graphtool.capture.loader import load_model
+from tests.conftest import example
+
+
+class ScriptedTimer:
+    """A fake clock: each stop() returns the next scripted number of milliseconds."""
+
+    def __init__(self, elapsed_ms):
+        self.elapsed = list(elapsed_ms)
+        self.starts = 0
+
+    def start(self):
+        self.starts += 1
+
+    def stop(self):
+        return self.elapsed.pop(0)
+
+
+def test_summary_statistics():
+    s = summarize([2.0, 1.0, 3.0])
+    assert (s.median_ms, s.min_ms, s.max_ms) == (2.0, 1.0, 3.0)
+    assert s.spread_pct == pytest.approx(100.0)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_measure_warms_up_then_times_each_repeat_per_iteration():
+    calls = []
+    timer = ScriptedTimer([100.0, 110.0, 90.0])
+    stats = measure(calls.append, timer, warmup=5, iters=10, repeat=3)
+    assert calls == list(range(35))  # warm-up calls count too: input rotation keeps going
+    assert timer.starts == 3
+    assert stats.samples_ms == (10.0, 11.0, 9.0)
+    assert stats.median_ms == 10.0 and stats.spread_pct == pytest.approx(20.0)
+
+
+def test_measure_rejects_bad_counts():
+    with pytest.raises(ValueError):
+        measure(lambda i: None, ScriptedTimer([]), warmup=0, iters=0, repeat=1)
+
+
+def test_speedup():
+    assert speedup(summarize([2.0]), summarize([0.5])) == 4.0
+    assert speedup(None, summarize([1.0])) is None
+
+
+def test_input_sets_rotate_fresh_values_of_the_same_shape():
+    spec = load_model(example("transformer.py"))
+    sets = input_sets(torch, spec, 4)
+    tokens = [s[0][0] for s in sets]
+    assert all(t.shape == tokens[0].shape and t.dtype == tokens[0].dtype for t in tokens)
+    assert tokens[0] is spec.args[0] and not torch.equal(tokens[0], tokens[1])
+    assert int(max(t.max() for t in tokens)) < 100  # integer inputs stay in the range the model saw
+
+
+def test_compare_flags_a_mismatch():
+    a = torch.ones(3)
+    assert compare(torch, (a,), (a + 1e-6,))[0]
+    ok, diff = compare(torch, (a,), (a + 1,))
+    assert not ok and diff == pytest.approx(1.0)
+    assert not compare(torch, (a,), (a, a))[0]
+
+
+def test_backward_step_returns_gradients():
+    spec = load_model(example("mlp.py"))
+    out, grads = make_step(torch, spec.model, spec.model, True)(spec.args, spec.kwargs)
+    assert len(grads) == 4 and all(g is not None for g in grads)
+
+
+def test_run_modes_on_cpu_with_injected_timer():
+    spec = load_model(example("mlp.py"))
+    results = run_modes(spec, compile_mode="aot_eager", warmup=1, iters=2, repeat=3,
+                        timer_factory=lambda: ScriptedTimer([4.0, 4.0, 4.0]))
+    assert [r.name for r in results] == ["eager", "compile[aot_eager]"]
+    assert all(r.status == "ok" and r.stats.median_ms == 2.0 for r in results)
+
+
+def test_a_mode_that_differs_from_eager_is_not_timed(monkeypatch):
+    import graphtool.capture.benchrun as br
+
+    spec = load_model(example("mlp.py"))
+    monkeypatch.setattr(br, "_compiled", lambda torch, model, mode: (lambda x: model(x) + 1.0))
+    results = run_modes(spec, compile_mode="aot_eager", warmup=0, iters=1, repeat=1)
+    bad = results[1]
+    assert bad.status == "mismatch" and bad.stats is None and "not timed" in bad.reason
+
+
+def test_a_failing_mode_keeps_the_others(monkeypatch):
+    import graphtool.capture.benchrun as br
+
+    def boom(torch, model, mode):
+        raise RuntimeError("backend exploded")
+
+    monkeypatch.setattr(br, "_compiled", boom)
+    results = run_modes(load_model(example("mlp.py")), compile_mode="aot_eager", warmup=0, iters=1, repeat=1)
+    assert [r.status for r in results] == ["ok", "error"] and "backend exploded" in results[1].reason
+
+
+def test_bench_json_on_cpu(cli):
+    rc, out, _ = cli("bench", example("mlp.py"), "--compile", "aot_eager", "--iters", "5", "--repeat", "2",
+                     "--warmup", "1", "--backward", "--format", "json")
+    data = json.loads(out)
+    assert rc == 0 and data["device"] == "cpu" and data["settings"]["backward"] is True
+    names = [m["name"] for m in data["modes"]]
+    assert names == ["eager", "compile[aot_eager]"]
+    assert data["modes"][0]["speedup_vs_eager"] == 1.0 and len(data["modes"][1]["samples_ms"]) == 2
+
+
+def test_bench_default_compile_backend(cli):
+    """The real default (inductor) on CPU: slow to compile, so one test."""
+    rc, out, _ = cli("bench", example("mlp.py"), "--iters", "3", "--repeat", "1", "--warmup", "1", "--format", "json")
+    data = json.loads(out)
+    assert rc == 0 and data["modes"][1]["name"] == "compile[default]" and data["modes"][1]["status"] == "ok"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the path for machines without CUDA")
+def test_cudagraphs_without_cuda_measures_then_exits_2(cli):
+    rc, out, err = cli("bench", example("mlp.py"), "--cudagraphs", "--compile", "aot_eager", "--iters", "3", "--repeat", "1", "--format", "json")
+    data = json.loads(out)
+    assert rc == 2 and "no CUDA device is present" in err
+    assert [m["status"] for m in data["modes"]] == ["ok", "ok", "skipped"]
+    assert data["cudagraphs_verdict"]["backend"] == "cudagraphs"
+
+
+def test_bad_bench_options(cli):
+    rc, _, err = cli("bench", example("mlp.py"), "--iters", "0")
+    assert rc == 2 and "--iters and --repeat must be 1 or more" in err
