@@ -136,3 +136,9 @@ def test_cudagraphs_without_cuda_measures_then_exits_2(cli):
 def test_bad_bench_options(cli):
     rc, _, err = cli("bench", example("mlp.py"), "--iters", "0")
     assert rc == 2 and "--iters and --repeat must be 1 or more" in err
+
+
+def test_trace_report_can_carry_the_bench(cli):
+    rc, out, _ = cli("trace", example("mlp.py"), "--bench", "--format", "json")
+    data = json.loads(out)
+    assert rc == 0 and [m["name"] for m in data["bench"]["modes"]] == ["eager", "compile[default]"]

@@ -83,6 +83,22 @@ def bench(
     return 0
 
 
+def bench_report(target, ent, *, compile_mode="default", backward=False, warmup=10, iters=100, repeat=3):
+    """Eager vs torch.compile with bench's defaults, for ``graphtool trace --bench``."""
+    with common.quiet_stdout():
+        from graphtool.capture import compat
+
+        torch = compat.import_torch()
+        from graphtool.capture.loader import load_model
+
+        spec = load_model(target, entry=ent)
+    results = _run(spec, compile_mode, False, backward, warmup, iters, repeat, None)
+    from graphtool.analysis.bench import build_bench_report
+
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return build_bench_report(spec, device, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat)
+
+
 def _verdict(target, ent) -> dict:
     from graphtool.analysis.cudagraphs import cudagraph_verdict
 

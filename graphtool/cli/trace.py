@@ -33,6 +33,7 @@ def trace(
     with_cudagraphs: Optional[str] = typer.Option(
         None, "--cudagraphs", help="Add the CUDA-graph verdict for this backend (inductor or cudagraphs); costs a second, stand-in trace."
     ),
+    with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
 ) -> int:
     common.check_format(fmt)
     from graphtool.analysis.report import build_trace_report
@@ -50,6 +51,10 @@ def trace(
             standin, accel = common.load_and_trace_standin(target, ent, device, inference, backend=with_cudagraphs)
             verdict = cudagraph_verdict(standin, backend=with_cudagraphs, predicted=accel == "meta")
             data["cudagraphs"] = verdict.to_dict()
+        if with_bench:
+            from graphtool.cli.bench import bench_report
+
+            data["bench"] = bench_report(target, ent).to_dict()
         if out is not None:
             folder = Path(out) if len(chosen) == 1 else Path(out) / Path(target).stem
             _write_out(capture, folder, data)
