@@ -9,15 +9,13 @@ baseline. Rows alternate between graphtool and baseline so machine noise hits bo
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
-import time
-from datetime import date
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import machine_line, time_once  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODEL = str(HERE / "encoder12.py")
@@ -32,15 +30,6 @@ CASES = [
 ]
 
 
-def time_once(cmd: list[str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return wall
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
@@ -50,8 +39,7 @@ def main() -> None:
         for name, cmd, *_ in CASES:
             times[name].append(time_once(cmd))
             print(f"[{i + 1}/{args.repeat}] {name}: {times[name][-1]:.2f}s", file=sys.stderr)
-    print(f"\n{date.today().isoformat()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"median of {args.repeat} fresh processes\n")
+    print(f"\n{machine_line(args.repeat)}\n")
     print("| command | median s | min s | vs | ratio | target |")
     print("|---|---:|---:|---|---:|---:|")
     for name, _, base, target in CASES:

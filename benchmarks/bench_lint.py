@@ -9,15 +9,13 @@
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
-import time
-from datetime import date
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import machine_line, time_once  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GT = shutil.which("graphtool") or "graphtool"
@@ -41,15 +39,6 @@ CASES = [
 ]
 
 
-def time_once(cmd):
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{cmd[:3]} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return wall
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
@@ -57,10 +46,9 @@ def main():
     times = {c[0]: [] for c in CASES}
     for i in range(args.repeat):  # alternate so noise hits both alike
         for name, cmd, *_ in CASES:
-            times[name].append(time_once(cmd))
+            times[name].append(time_once(cmd, ok=(0, 1)))
             print(f"[{i + 1}/{args.repeat}] {name}: {times[name][-1]:.2f}s", file=sys.stderr)
-    print(f"\n{date.today().isoformat()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"median of {args.repeat} fresh processes\n")
+    print(f"\n{machine_line(args.repeat)}\n")
     print("| command | median s | min s | vs | result | target |")
     print("|---|---:|---:|---|---:|---:|")
     for name, _, base, target, kind in CASES:

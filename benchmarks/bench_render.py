@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from datetime import date
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import machine_line, time_once  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODEL = str(HERE / "encoder12.py")
@@ -41,15 +40,6 @@ import runpy, sys, torch
 model, inputs = runpy.run_path(sys.argv[1])["get_model_and_inputs"]()
 out = model(*inputs)
 """
-
-
-def run(cmd, env=None):
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd[:4]} failed:\n{proc.stderr[-2000:]}")
-    return wall
 
 
 def main():
@@ -79,11 +69,10 @@ def main():
     times = {c[0]: [] for c in cases}
     for i in range(args.repeat):
         for name, cmd, e in cases:
-            times[name].append(run(cmd, e))
+            times[name].append(time_once(cmd, e))
             print(f"[{i + 1}/{args.repeat}] {name}: {times[name][-1]:.2f}s", file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\n{date.today().isoformat()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"layout by {dot}, median of {args.repeat} fresh processes\n")
+    print(f"\n{machine_line(args.repeat, f', layout by {dot}')}\n")
     print("| command | median s | result | target |")
     print("|---|---:|---:|---:|")
     b12 = med["build: import torch + model + forward (12 layers)"]

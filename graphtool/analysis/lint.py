@@ -16,9 +16,10 @@ Example::
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field, replace
+
+from graphtool.paths import display_path as _rel
 
 BASELINE_VERSION = 1
 
@@ -154,16 +155,6 @@ class LintReport:
             "baseline": self.baseline,
             "models": [m.to_dict() for m in self.models],
         }
-
-
-def _rel(path: str | None) -> str | None:
-    if not path:
-        return path
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
 def judge(target: LintTarget, result: dict, budget: Budget | None = None, baseline: dict | None = None) -> ModelLint:

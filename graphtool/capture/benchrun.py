@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graphtool.analysis.timing import TimingStats, measure
-from graphtool.capture.loader import ModelSpec, iter_tensors
+from graphtool.capture.loader import ModelSpec, iter_tensors, map_tensors
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 ROTATE = 4  # distinct input sets cycled through, so no cache sees the same tensor twice in a row
@@ -74,27 +74,22 @@ def input_sets(torch, spec: ModelSpec, count: int = ROTATE) -> list[tuple[tuple,
     """``count`` input sets like the example's: floats redrawn, integers redrawn in their range."""
     gen = torch.Generator(device="cpu").manual_seed(1234)
 
-    def fresh(obj, k):
-        if isinstance(obj, torch.Tensor):
-            if k == 0:
-                return obj
-            if obj.is_floating_point():
-                new = torch.randn(obj.shape, generator=gen, dtype=obj.dtype).to(obj.device)
-            elif obj.dtype == torch.bool:
-                new = obj.clone()
-            else:
-                lo, hi = int(obj.min()), int(obj.max()) + 1 if obj.numel() else 1
-                new = torch.randint(lo, max(hi, lo + 1), obj.shape, generator=gen, dtype=obj.dtype).to(obj.device)
-            return new.requires_grad_(obj.requires_grad)
-        if isinstance(obj, tuple):
-            return tuple(fresh(o, k) for o in obj)
-        if isinstance(obj, list):
-            return [fresh(o, k) for o in obj]
-        if isinstance(obj, dict):
-            return {key: fresh(v, k) for key, v in obj.items()}
-        return obj
+    def fresh(t, k):
+        if k == 0:
+            return t
+        if t.is_floating_point():
+            new = torch.randn(t.shape, generator=gen, dtype=t.dtype).to(t.device)
+        elif t.dtype == torch.bool:
+            new = t.clone()
+        else:
+            lo, hi = int(t.min()), int(t.max()) + 1 if t.numel() else 1
+            new = torch.randint(lo, max(hi, lo + 1), t.shape, generator=gen, dtype=t.dtype).to(t.device)
+        return new.requires_grad_(t.requires_grad)
 
-    return [(fresh(spec.args, k), fresh(spec.kwargs, k)) for k in range(count)]
+    return [
+        (map_tensors(spec.args, lambda t: fresh(t, k)), map_tensors(spec.kwargs, lambda t: fresh(t, k)))
+        for k in range(count)
+    ]
 
 
 def _params(model) -> list:
@@ -258,19 +253,10 @@ def _graphtool_capture(torch, spec, eager_step, sets, reference, timed, cuda, bl
 def _clone_inputs(torch, pair):
     args, kwargs = pair
 
-    def clone(obj):
-        if isinstance(obj, torch.Tensor):
-            return obj.detach().clone().requires_grad_(obj.requires_grad)
-        if isinstance(obj, tuple):
-            return tuple(clone(o) for o in obj)
-        if isinstance(obj, list):
-            return [clone(o) for o in obj]
-        if isinstance(obj, dict):
-            return {k: clone(v) for k, v in obj.items()}
-        return obj
+    def clone(t):
+        return t.detach().clone().requires_grad_(t.requires_grad)
 
-    return clone(args), clone(kwargs)
-
+    return map_tensors(args, clone), map_tensors(kwargs, clone)
 
 def _compiled(torch, model, mode: str):
     if mode in COMPILE_MODES:

@@ -40,7 +40,7 @@ def dynamic_variant(spec) -> tuple[tuple, dict]:
     grown by one row (its first row repeated)."""
     import torch
 
-    from graphtool.capture.loader import iter_tensors
+    from graphtool.capture.loader import iter_tensors, map_tensors
 
     module = sys.modules.get(getattr(spec, "module_name", "") or "")
     if module is not None and hasattr(module, "dynamic_inputs"):
@@ -50,20 +50,12 @@ def dynamic_variant(spec) -> tuple[tuple, dict]:
     first = next(iter(iter_tensors((spec.args, spec.kwargs))), None)
     batch = first.shape[0] if first is not None and first.dim() > 0 else None
 
-    def grow(obj):
-        if isinstance(obj, torch.Tensor):
-            if batch is not None and obj.dim() > 0 and obj.shape[0] == batch:
-                return torch.cat([obj.detach(), obj.detach()[:1]]).requires_grad_(obj.requires_grad)
-            return obj
-        if isinstance(obj, tuple):
-            return tuple(grow(o) for o in obj)
-        if isinstance(obj, list):
-            return [grow(o) for o in obj]
-        if isinstance(obj, dict):
-            return {k: grow(v) for k, v in obj.items()}
-        return obj
+    def grow(t):
+        if batch is not None and t.dim() > 0 and t.shape[0] == batch:
+            return torch.cat([t.detach(), t.detach()[:1]]).requires_grad_(t.requires_grad)
+        return t
 
-    return grow(spec.args), grow(spec.kwargs)
+    return map_tensors(spec.args, grow), map_tensors(spec.kwargs, grow)
 
 
 @contextlib.contextmanager

@@ -306,3 +306,24 @@ def _assignment_line(path: Path, name: str) -> int | None:
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             return node.lineno
     return None
+
+
+def map_tensors(obj: Any, fn, _depth: int = 0) -> Any:
+    """Rebuild nested tuples, lists and dicts with ``fn`` applied to every tensor.
+
+    >>> map_tensors((1, [2], {"a": 3}), lambda t: t)   # no tensors: the same structure back
+    (1, [2], {'a': 3})
+    """
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if _depth > 20:
+        return obj
+    if isinstance(obj, tuple):
+        return tuple(map_tensors(o, fn, _depth + 1) for o in obj)
+    if isinstance(obj, list):
+        return [map_tensors(o, fn, _depth + 1) for o in obj]
+    if isinstance(obj, dict):
+        return {k: map_tensors(v, fn, _depth + 1) for k, v in obj.items()}
+    return obj

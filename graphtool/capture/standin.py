@@ -26,34 +26,28 @@ def to_meta(spec: ModelSpec) -> ModelSpec:
     """Move the model (in place) and the example inputs to meta, keeping input aliasing."""
     import torch
 
+    from graphtool.capture.loader import map_tensors
+
     memo: dict[int, torch.Tensor] = {}
 
-    def move(obj):
-        if isinstance(obj, torch.Tensor):
-            if id(obj) in memo:
-                return memo[id(obj)]
-            if obj.device.type == "meta":
-                moved = obj
-            elif obj._base is not None:  # a view of another tensor: view the moved base the same way
-                base = move(obj._base).detach()
-                moved = base.as_strided(obj.size(), obj.stride(), obj.storage_offset())
-            else:
-                moved = obj.detach().to("meta")
-            if obj.requires_grad and moved.is_leaf and not moved.requires_grad:
-                moved.requires_grad_(True)
-            memo[id(obj)] = moved
-            return moved
-        if isinstance(obj, tuple):
-            return tuple(move(o) for o in obj)
-        if isinstance(obj, list):
-            return [move(o) for o in obj]
-        if isinstance(obj, dict):
-            return {k: move(v) for k, v in obj.items()}
-        return obj
+    def move(t):
+        if id(t) in memo:
+            return memo[id(t)]
+        if t.device.type == "meta":
+            moved = t
+        elif t._base is not None:  # a view of another tensor: view the moved base the same way
+            base = move(t._base).detach()
+            moved = base.as_strided(t.size(), t.stride(), t.storage_offset())
+        else:
+            moved = t.detach().to("meta")
+        if t.requires_grad and moved.is_leaf and not moved.requires_grad:
+            moved.requires_grad_(True)
+        memo[id(t)] = moved
+        return moved
 
     if isinstance(spec.model, torch.nn.Module):
         spec.model.to("meta")
-    return replace(spec, args=move(spec.args), kwargs=move(spec.kwargs))
+    return replace(spec, args=map_tensors(spec.args, move), kwargs=map_tensors(spec.kwargs, move))
 
 
 def standin_mode():

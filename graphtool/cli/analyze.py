@@ -43,6 +43,20 @@ def register(app: typer.Typer) -> None:
     )(cudagraphs)
 
 
+def _each_model(model, entry, fmt: str, one) -> bool:
+    """Run ``one(target, entry) -> (doc, view, found)`` per model; print tables or one document."""
+    docs, found = [], False
+    for target, ent in common.targets(model, entry):
+        doc, view, hit = one(target, ent)
+        found |= hit
+        if fmt == "table":
+            common.stdout_console().print(view())
+        docs.append(doc)
+    if fmt != "table":
+        common.emit_all(docs, fmt)
+    return found
+
+
 def mutations(
     model: Optional[str] = common.ModelArg,
     entry: Optional[str] = common.EntryOpt,
@@ -54,19 +68,16 @@ def mutations(
 ) -> int:
     common.check_format(fmt)
     from graphtool.analysis.mutations import analyze_mutations
+    from graphtool.render.analyses import mutations_view
 
-    docs, found = [], False
-    for target, ent in common.targets(model, entry):
+    def one(target, ent):
         capture = common.load_and_trace(target, ent, device, inference, record_breaks=False)
         report = analyze_mutations(capture)
-        found |= bool(report.mutated or report.aliased_outputs or report.input_aliases)
-        if fmt == "table":
-            from graphtool.render.analyses import mutations_view
+        hit = bool(report.mutated or report.aliased_outputs or report.input_aliases)
+        doc = {"model": common.model_header(capture), **report.to_dict()}
+        return doc, lambda: mutations_view(report, show_all=show_all), hit
 
-            common.stdout_console().print(mutations_view(report, show_all=show_all))
-        docs.append({"model": common.model_header(capture), **report.to_dict()})
-    if fmt != "table":
-        common.emit_all(docs, fmt)
+    found = _each_model(model, entry, fmt, one)
     return EXIT_FINDINGS if check and found else EXIT_OK
 
 
@@ -80,23 +91,16 @@ def devices(
 ) -> int:
     common.check_format(fmt)
     from graphtool.analysis.devices import device_report
+    from graphtool.render.analyses import devices_view
 
-    docs, found = [], False
-    for target, ent in common.targets(model, entry):
+    def one(target, ent):
         capture, accel = common.load_and_trace_standin(target, ent, device, inference)
-        report = device_report(
-            capture,
-            main_device=accel,
-            stand_in="meta stands for cuda:0" if accel == "meta" else None,
-        )
-        found |= report.found
-        if fmt == "table":
-            from graphtool.render.analyses import devices_view
+        stand_in = "meta stands for cuda:0" if accel == "meta" else None
+        report = device_report(capture, main_device=accel, stand_in=stand_in)
+        doc = {"model": common.model_header(capture), "devices": report.to_dict()}
+        return doc, lambda: devices_view(report), report.found
 
-            common.stdout_console().print(devices_view(report))
-        docs.append({"model": common.model_header(capture), "devices": report.to_dict()})
-    if fmt != "table":
-        common.emit_all(docs, fmt)
+    found = _each_model(model, entry, fmt, one)
     return EXIT_FINDINGS if check and found else EXIT_OK
 
 
@@ -111,21 +115,18 @@ def cudagraphs(
 ) -> int:
     common.check_format(fmt)
     from graphtool.analysis.cudagraphs import BACKENDS, cudagraph_verdict
+    from graphtool.render.analyses import cudagraphs_view
 
     if backend not in BACKENDS:
         from graphtool.errors import UsageError
 
         raise UsageError(f"--backend {backend!r} is not one of {', '.join(BACKENDS)}")
-    docs, found = [], False
-    for target, ent in common.targets(model, entry):
+
+    def one(target, ent):
         capture, accel = common.load_and_trace_standin(target, ent, device, inference, backend=backend)
         verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta")
-        found |= any(r.skips for r in verdict.reasons)
-        if fmt == "table":
-            from graphtool.render.analyses import cudagraphs_view
+        doc = {"model": common.model_header(capture), "cudagraphs": verdict.to_dict()}
+        return doc, lambda: cudagraphs_view(verdict, capture.stopped), any(r.skips for r in verdict.reasons)
 
-            common.stdout_console().print(cudagraphs_view(verdict, capture.stopped))
-        docs.append({"model": common.model_header(capture), "cudagraphs": verdict.to_dict()})
-    if fmt != "table":
-        common.emit_all(docs, fmt)
+    found = _each_model(model, entry, fmt, one)
     return EXIT_FINDINGS if check and found else EXIT_OK

@@ -109,17 +109,12 @@ def _verdict(target, ent) -> dict:
 def _inputs_to(torch, spec, device):
     from dataclasses import replace
 
-    def move(obj):
-        if isinstance(obj, torch.Tensor):
-            return obj.detach().to(device).requires_grad_(obj.requires_grad)
-        if isinstance(obj, (tuple, list)):
-            return type(obj)(move(o) for o in obj)
-        if isinstance(obj, dict):
-            return {k: move(v) for k, v in obj.items()}
-        return obj
+    from graphtool.capture.loader import map_tensors
 
-    return replace(spec, args=move(spec.args), kwargs=move(spec.kwargs))
+    def move(t):
+        return t.detach().to(device).requires_grad_(t.requires_grad)
 
+    return replace(spec, args=map_tensors(spec.args, move), kwargs=map_tensors(spec.kwargs, move))
 
 def _run(spec, compile_mode, cudagraphs, backward, warmup, iters, repeat, blocked):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

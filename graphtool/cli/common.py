@@ -71,30 +71,36 @@ def debug_enabled() -> bool:
     return DEBUG.get()
 
 
-def load_and_trace(model: Optional[str], entry: Optional[str], device: Optional[str], inference: bool, *, record_breaks: bool = True):
-    """Import torch, load the script and trace it, with progress on stderr."""
-    err = stderr_console()
+@contextlib.contextmanager
+def _loading(model: Optional[str], entry: Optional[str], device: Optional[str]):
+    """Import torch and load the script with progress on stderr; yields ``(spec, status)``.
+
+    The user's own prints go to stderr meanwhile: stdout carries only graphtool's one document."""
     target = model or str(bundled_example())
-    # the user's own prints go to stderr: stdout carries only graphtool's one document
-    with err.status("importing torch...") as status, contextlib.redirect_stdout(sys.stderr):
+    with stderr_console().status("importing torch...") as status, quiet_stdout():
         from graphtool.capture import compat
 
         compat.import_torch()
         compat.freeze_gc_after_import()
         from graphtool.capture.loader import load_model
-        from graphtool.capture.tracer import trace_model
 
         status.update(f"loading {Path(target.split(':')[0]).name}...")
-        spec = load_model(target, entry=entry, device=device)
+        yield load_model(target, entry=entry, device=device), status
+
+
+def load_and_trace(model: Optional[str], entry: Optional[str], device: Optional[str], inference: bool, *, record_breaks: bool = True):
+    """Load the script and trace it on its own device."""
+    with _loading(model, entry, device) as (spec, status):
+        from graphtool.capture.tracer import trace_model
+
         status.update("tracing with dynamo + AOT autograd...")
-        capture = trace_model(
+        return trace_model(
             spec,
             inference=inference,
             record_breaks=record_breaks,
             quiet=not debug_enabled(),
             on_region=lambda i: status.update(f"tracing region {i}..."),
         )
-    return capture
 
 
 def quiet_stdout():
@@ -110,20 +116,11 @@ def emit(data: dict, fmt: str) -> None:
 
 def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: Optional[str], inference: bool, *, backend: str = "inductor"):
     """The accelerator view: trace on the model's GPU, or on meta standing for one."""
-    err = stderr_console()
-    target = model or str(bundled_example())
-    with err.status("importing torch...") as status, contextlib.redirect_stdout(sys.stderr):
-        from graphtool.capture import compat
-
-        compat.import_torch()
-        compat.freeze_gc_after_import()
+    with _loading(model, entry, device) as (spec, status):
         from graphtool.analysis.cudagraphs import keep_input_mutations_for
-        from graphtool.capture.loader import load_model
         from graphtool.capture.standin import accelerator_of, to_meta
         from graphtool.capture.tracer import trace_model
 
-        status.update(f"loading {Path(target.split(':')[0]).name}...")
-        spec = load_model(target, entry=entry, device=device)
         accel = accelerator_of(spec)
         if accel == "meta":
             status.update("moving the model to the meta device (the accelerator stand-in)...")
@@ -138,7 +135,7 @@ def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: O
             on_region=lambda i: status.update(f"tracing region {i}..."),
         )
     if capture.stopped:
-        err.print(f"[yellow]note:[/] {capture.stopped}", highlight=False, markup=False)
+        stderr_console().print(f"note: {capture.stopped}", style="yellow", highlight=False, markup=False)
     return capture, accel
 
 

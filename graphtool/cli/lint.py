@@ -49,7 +49,7 @@ def lint(
 ) -> int:
     if fmt not in LINT_FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(LINT_FORMATS)}")
-    from graphtool.analysis.lint import Budget, LintReport, LintTarget, judge, make_baseline, validate_baseline
+    from graphtool.analysis.lint import Budget, LintReport, judge, make_baseline, validate_baseline
     from graphtool.config import find_config, load_config
 
     cfg_path = config or (find_config() if not models and not run else None)
@@ -83,7 +83,7 @@ def lint(
 
 
 def _targets(models, run, extra_args, cfg, override, dynamic) -> list:
-    from graphtool.analysis.lint import Budget, LintTarget
+    from graphtool.analysis.lint import LintTarget
 
     if run:
         # with --run, everything after `--` belongs to the script (typer hands it over as MODELs)

@@ -6,19 +6,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphtool.paths import display_path
 from graphtool.render.cells import row
 
 
 def _src(source) -> str:
-    if not source:
-        return "-"
-    import os
-
-    try:
-        rel = os.path.relpath(source.file)
-    except ValueError:
-        rel = source.file
-    return f"{rel if not rel.startswith('..') else source.file}:{source.line}"
+    return f"{display_path(source.file)}:{source.line}" if source else "-"
 
 
 def _flags(m) -> str:

@@ -5,27 +5,17 @@
 
 from __future__ import annotations
 
-import os
 from xml.sax.saxutils import quoteattr, escape
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from graphtool.paths import display_path as _rel
 from graphtool.render.cells import row
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://pypi.org/project/torch-graphtool/"
-
-
-def _rel(path: str | None) -> str | None:
-    if not path:
-        return path
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
 def _where(b) -> str:
