@@ -309,3 +309,9 @@ def meta_nonzero_config():
 
         return contextlib.nullcontext()
     return importlib.import_module("torch.fx.experimental._config").patch(meta_nonzero_assume_all_nonzero=True)
+
+
+def compile_backends() -> list[str]:
+    """The torch.compile backends this torch knows (``torch._dynamo.list_backends``)."""
+    names = _require("torch._dynamo", "list_backends")(exclude_tags=())
+    return [n for n in names if "TESTING_ONLY" not in n]

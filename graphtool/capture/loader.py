@@ -90,7 +90,16 @@ def _device_context(device: str | None):
         return
     import torch
 
-    with torch.device(device):
+    from graphtool.errors import NoCudaDevice, UsageError
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {device!r} is not a torch device", hint="try meta, cpu or cuda") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise NoCudaDevice(f"--device {device}: no CUDA device is present",
+                           hint="use --device meta to build without memory, or run on a GPU machine")
+    with dev:
         yield
 
 

@@ -48,6 +48,7 @@ def bench(
         from graphtool.capture.loader import load_model
 
         spec = load_model(target, entry=ent)
+    _check_compile_mode(compat, compile_mode)
     has_cuda = torch.cuda.is_available()
     verdict, blocked = None, None
     if cudagraphs:
@@ -97,6 +98,15 @@ def bench_report(target, ent, *, compile_mode="default", backward=False, warmup=
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     return build_bench_report(spec, device, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat)
+
+
+def _check_compile_mode(compat, mode: str) -> None:
+    from graphtool.capture.benchrun import COMPILE_MODES
+
+    known = list(COMPILE_MODES) + compat.compile_backends()
+    if mode != "none" and mode not in known:
+        raise UsageError(f"--compile {mode!r} is neither a torch.compile mode nor a backend",
+                         hint=f"one of: none, {', '.join(known)}")
 
 
 def _verdict(target, ent) -> dict:

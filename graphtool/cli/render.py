@@ -91,6 +91,12 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool = T
             from graphtool.analysis.vgraph import autograd_vgraph
 
             captured = capture_autograd(spec, saved=saved, modules=modules)
+            if not captured.nodes:
+                raise UsageError(
+                    f"{spec.location}: the model's outputs have no autograd history: nothing requires grad, "
+                    "so there is no autograd graph to draw",
+                    hint="draw the traced graph instead: --graph forward",
+                )
             return autograd_vgraph(captured, f"autograd graph of {Path(spec.path).name}")
     capture, accel = common.load_and_trace_standin(target, ent, device, inference=False)
     if not capture.regions:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from graphtool.errors import RendererMissing, UsageError
-from graphtool.render.serialize import _umask
+from graphtool.render.serialize import _umask, cannot_write
 
 FORMATS = ("svg", "png", "pdf", "dot")
 PURE_FORMATS = ("svg", "png")
@@ -51,8 +51,11 @@ def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = N
             "pip install graphviz-pure (SVG and PNG), or pass --format dot",
         )
     exe, name = found
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    except OSError as exc:
+        raise cannot_write(out, exc) from None
     os.close(fd)
     try:
         proc = subprocess.run(

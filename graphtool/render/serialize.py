@@ -27,17 +27,33 @@ def format_data(data: dict, fmt: str) -> str:
 def write_atomic(path: Path, text: str | bytes) -> None:
     """Write ``path`` whole or not at all: a temporary file in the same folder, then rename."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(text.encode("utf-8") if isinstance(text, str) else text)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a written report is an ordinary file
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise cannot_write(path, exc) from None
         raise
+
+
+def cannot_write(path: Path, exc: OSError):
+    from graphtool.errors import UsageError
+
+    why = exc.strerror or str(exc)
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        blocker = next((p for p in Path(path).parents if p.is_file()), None)
+        if blocker is not None:
+            why = f"{blocker} is a file, not a folder"
+    return UsageError(f"cannot write {path}: {why}", hint="choose a writable output path")
 
 
 def write_all(files: dict[Path, str | bytes]) -> None:

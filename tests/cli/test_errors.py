@@ -110,3 +110,38 @@ def test_bad_config_stops_every_command(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rc, _, err = cli("trace")
     assert rc == 2 and "graphtool.yaml:1: modelz: unknown key" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--device", "nonsense"], "--device 'nonsense' is not a torch device"),
+    (["--device", "cuda:0"], "no CUDA device is present"),
+])
+def test_bad_device(cli, args, message):
+    import torch
+
+    from tests.conftest import example
+
+    if "cuda" in args[1] and torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    rc, _, err = cli("trace", example("mlp.py"), *args)
+    assert rc == 2 and message in err
+
+
+def test_unwritable_outputs_exit_2(cli, tmp_path):
+    from tests.conftest import example
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for args in (["trace", example("mlp.py"), "--out", blocker],
+                 ["render", example("mlp.py"), "-o", blocker / "x.svg"],
+                 ["lint", example("mlp.py"), "--output", blocker / "r.json"]):
+        rc, _, err = cli(*args)
+        assert rc == 2 and "is a file, not a folder" in err, err
+        _assert_clean(err)
+
+
+def test_unknown_compile_backend(cli):
+    from tests.conftest import example
+
+    rc, _, err = cli("bench", example("mlp.py"), "--compile", "nosuchbackend")
+    assert rc == 2 and "neither a torch.compile mode nor a backend" in err and "aot_eager" in err

@@ -175,3 +175,11 @@ def test_layout_timeout_leaves_nothing(cli, tmp_path, monkeypatch):
 def test_bad_render_options(cli, tmp_path, args, message):
     rc, _, err = cli("render", example("mlp.py"), *args)
     assert rc == 2 and message in err
+
+
+def test_no_autograd_history_is_a_clear_error(cli, tmp_path):
+    script = tmp_path / "f.py"
+    script.write_text("import torch\nmodel = lambda x: x * 2\nexample_inputs = (torch.randn(3),)\n")
+    rc, _, err = cli("render", script, "-o", tmp_path / "g.svg")
+    assert rc == 2 and "no autograd history" in err and "--graph forward" in err
+    assert not (tmp_path / "g.svg").exists()
