@@ -34,7 +34,7 @@ def _recording_backend(counter: list):
     return record
 
 
-def dynamic_variant(spec) -> tuple[tuple, dict]:
+def dynamic_variant(spec, to_device: str | None = None) -> tuple[tuple, dict]:
     """Inputs of another size for ``--dynamic``: the script's ``dynamic_inputs`` (and
     ``dynamic_kwargs``) if it defines them, else every tensor sharing the first tensor's batch size
     grown by one row (its first row repeated)."""
@@ -46,7 +46,10 @@ def dynamic_variant(spec) -> tuple[tuple, dict]:
     if module is not None and hasattr(module, "dynamic_inputs"):
         args = module.dynamic_inputs
         args = (args,) if isinstance(args, torch.Tensor) else tuple(args)
-        return args, dict(getattr(module, "dynamic_kwargs", None) or spec.kwargs)
+        kwargs = dict(getattr(module, "dynamic_kwargs", None) or spec.kwargs)
+        if to_device:
+            args, kwargs = map_tensors((args, kwargs), lambda t: t.detach().to(to_device).requires_grad_(t.requires_grad))
+        return args, kwargs
     first = next(iter(iter_tensors((spec.args, spec.kwargs))), None)
     batch = first.shape[0] if first is not None and first.dim() > 0 else None
 

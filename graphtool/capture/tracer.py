@@ -86,6 +86,7 @@ def trace_model(
     keep_inference_input_mutations: bool = False,
     standin: bool = False,
     quiet: bool = True,
+    dynamic: bool = False,
     on_region: Callable[[int], None] | None = None,
 ) -> Capture:
     """Compile and run ``spec`` once (forward, and backward in training) and keep every graph."""
@@ -150,6 +151,13 @@ def trace_model(
             out = compiled(*spec.args, **spec.kwargs)
             if training:
                 _run_backward(torch, out)
+            if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
+                from graphtool.capture.lintrun import dynamic_variant
+
+                args, kwargs = dynamic_variant(spec, to_device=standin and "meta")
+                more = compiled(*args, **kwargs)
+                if training:
+                    _run_backward(torch, more)
         except Exception as exc:  # noqa: BLE001 - decide below whose fault it is
             if not (standin and regions):
                 raise explain_failure(spec, exc) from None

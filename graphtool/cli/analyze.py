@@ -110,6 +110,7 @@ def cudagraphs(
     device: Optional[str] = common.DeviceOpt,
     inference: bool = common.InferenceOpt,
     backend: str = typer.Option("inductor", "--backend", help='inductor (mode="reduce-overhead") or cudagraphs (backend="cudagraphs").'),
+    dynamic: bool = typer.Option(False, "--dynamic", help="Also run a second input size (the script's dynamic_inputs, else batch + 1), as a model serving several sizes would."),
     fmt: str = common.FormatOpt,
     check: bool = common.CheckOpt,
 ) -> int:
@@ -123,7 +124,7 @@ def cudagraphs(
         raise UsageError(f"--backend {backend!r} is not one of {', '.join(BACKENDS)}")
 
     def one(target, ent):
-        capture, accel = common.load_and_trace_standin(target, ent, device, inference, backend=backend)
+        capture, accel = common.load_and_trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic)
         verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta")
         doc = {"model": common.model_header(capture), "cudagraphs": verdict.to_dict()}
         return doc, lambda: cudagraphs_view(verdict, capture.stopped), any(r.skips for r in verdict.reasons)

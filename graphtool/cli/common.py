@@ -114,7 +114,7 @@ def emit(data: dict, fmt: str) -> None:
     sys.stdout.write(format_data(data, fmt))
 
 
-def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: Optional[str], inference: bool, *, backend: str = "inductor"):
+def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: Optional[str], inference: bool, *, backend: str = "inductor", dynamic: bool = False):
     """The accelerator view: trace on the model's GPU, or on meta standing for one."""
     with _loading(model, entry, device) as (spec, status):
         from graphtool.analysis.cudagraphs import keep_input_mutations_for
@@ -131,6 +131,7 @@ def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: O
             inference=inference,
             keep_inference_input_mutations=keep_input_mutations_for(backend),
             standin=accel == "meta",
+            dynamic=dynamic,
             quiet=not debug_enabled(),
             on_region=lambda i: status.update(f"tracing region {i}..."),
         )

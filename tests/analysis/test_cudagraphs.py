@@ -116,3 +116,15 @@ def test_devices_command_check(cli):
 
     rc, out, _ = cli("devices", example("cpu_roundtrip.py"), "--check")
     assert rc == 1 and "cross-device" in out
+
+
+def test_dynamic_batch_is_a_warning_not_a_skip(cli):
+    import json
+
+    from tests.conftest import example
+
+    for backend in ("inductor", "cudagraphs"):
+        rc, out, _ = cli("cudagraphs", example("dynamic_batch.py"), "--dynamic", "--backend", backend, "--format", "json", "--check")
+        v = json.loads(out)["cudagraphs"]
+        assert rc == 0 and v["eligible"] is True and v["regions"] == 2
+        assert [(r["code"], r["region"], r["skips"]) for r in v["reasons"]] == [("dynamic-shape", 1, False)] * 2
