@@ -160,7 +160,7 @@ def trace_model(
                     _run_backward(torch, more)
         except Exception as exc:  # noqa: BLE001 - decide below whose fault it is
             if not (standin and regions):
-                raise explain_failure(spec, exc) from None
+                raise explain_failure(spec, exc, standin=standin) from None
             # On the stand-in, eager code between graphs can need real data (.item() on meta):
             # keep the regions traced so far and say where the trace stopped.
             stopped = _stop_note(exc)
@@ -242,11 +242,21 @@ def _stop_note(exc: BaseException) -> str:
     return f"{where}the stand-in trace stopped ({type(exc).__name__}: {first}); later regions were not analysed"
 
 
-def explain_failure(spec: ModelSpec, exc: BaseException) -> Exception:
+def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = False) -> Exception:
     """A failed compile is the user's fault when eager fails too; else torch could not trace it."""
     try:
         spec.model(*spec.args, **spec.kwargs)
     except Exception as eager_exc:  # noqa: BLE001
+        if standin:
+            err = user_code_error(
+                eager_exc, "the model raised on the accelerator stand-in (moved to meta, standing for cuda:0)"
+            )
+            err.hint = (
+                "a line that mixes devices (a CPU tensor or torch.Generator with the model's device) would "
+                "fail on a GPU too; a line that needs tensor values (.item(), printing) cannot run on the "
+                "stand-in: check it on a GPU"
+            )
+            return err
         return user_code_error(eager_exc, "the model raised on its example inputs")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     err = TraceFailed(

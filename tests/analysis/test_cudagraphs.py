@@ -128,3 +128,12 @@ def test_dynamic_batch_is_a_warning_not_a_skip(cli):
         v = json.loads(out)["cudagraphs"]
         assert rc == 0 and v["eligible"] is True and v["regions"] == 2
         assert [(r["code"], r["region"], r["skips"]) for r in v["reasons"]] == [("dynamic-shape", 1, False)] * 2
+
+
+def test_a_model_that_mixes_devices_fails_on_the_standin_with_a_clear_message(cli):
+    from tests.conftest import FIXTURES
+
+    rc, out, err = cli("cudagraphs", FIXTURES / "cpu_generator.py")
+    assert rc == 2 and out == ""
+    assert "cpu_generator.py:14: the model raised on the accelerator stand-in" in err
+    assert "would fail on a GPU too" in err
