@@ -47,8 +47,13 @@ def check_torch_version(version: str, *, allow_untested: bool | None = None) -> 
 
 def import_torch():
     """Import torch, checking the version once; the error names what is wrong."""
+    import warnings
+
     try:
-        import torch
+        with warnings.catch_warnings():
+            # the CPU wheel does not need numpy and graphtool never uses it; torch still warns
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+            import torch
     except ImportError as exc:
         raise UnsupportedTorch(
             "torch is not installed",
