@@ -12,7 +12,8 @@
      +-- UnsupportedTorch          exit 2: torch is missing, too old, or lacks an API graphtool needs
      +-- RendererMissing           exit 2: no Graphviz layout program could be found
      +-- NoCudaDevice              exit 2: a CUDA-only step was asked for on a machine without CUDA
-     +-- InternalError             exit 3: a bug in graphtool
+
+Any other exception is a bug in graphtool: exit 3.
 
 Exceptions become messages in exactly one place: ``graphtool.cli.main``.
 """
@@ -81,6 +82,3 @@ class RendererMissing(GraphtoolError):
 class NoCudaDevice(GraphtoolError):
     exit_code = EXIT_USAGE
 
-
-class InternalError(GraphtoolError):
-    exit_code = EXIT_BUG

@@ -173,11 +173,6 @@ def _static_indices(gm, region) -> set[int]:
     return {i for i, p in enumerate(roles) if p.kind in ("parameter", "buffer")}
 
 
-def _mutation_source(gm, indices) -> Source | None:
-    msg = compat.mutation_skip_message(gm, indices)
-    return user_source(msg)
-
-
 def _dynamic(gm, region, graph) -> list[Reason]:
     for node in gm.graph.find_nodes(op="placeholder"):
         val = node.meta.get("val")
@@ -274,14 +269,19 @@ def _break_reasons(breaks) -> list[Reason]:
     return out
 
 
-def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = True) -> Verdict:
-    """Run torch's CUDA-graph checks on every region of ``capture`` (a stand-in trace)."""
-    from graphtool.analysis.report import dedupe_breaks
-
+def check_backend(backend: str) -> None:
+    """Refuse an unknown backend before any tracing is spent on it."""
     if backend not in BACKENDS:
         from graphtool.errors import UsageError
 
         raise UsageError(f"--backend {backend!r} is not one of {', '.join(BACKENDS)}")
+
+
+def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = True) -> Verdict:
+    """Run torch's CUDA-graph checks on every region of ``capture`` (a stand-in trace)."""
+    from graphtool.analysis.report import dedupe_breaks
+
+    check_backend(backend)
     reasons: list[Reason] = []
     patch = {"triton.cudagraphs": True} if backend == "inductor" else {}
     with compat.inductor_config_patch(patch):

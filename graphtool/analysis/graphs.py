@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from graphtool.capture import compat
 
@@ -195,7 +194,3 @@ def summarize_graph(gm, graph_kind: str, region) -> GraphSummary:
         outputs=tuple(output_roles(gm, region)),
         op_nodes=tuple(op_nodes),
     )
-
-
-def region_inputs_by_name(region) -> dict[str, Any]:
-    return {ref.name: ref for ref in region.inputs}

@@ -114,7 +114,7 @@ def make_step(torch, fn, model, backward: bool):
     return step
 
 
-def compare(torch, expected, got, *, dtype_tol: dict | None = None) -> tuple[bool, float]:
+def compare(torch, expected, got) -> tuple[bool, float]:
     """Outputs and gradients against eager's: (all close, largest absolute difference)."""
     exp = [t for t in iter_tensors(expected) if t is not None]
     act = [t for t in iter_tensors(got) if t is not None]

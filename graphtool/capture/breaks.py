@@ -41,7 +41,6 @@ class FrameEvent:
     fail_type: str | None
     fail_reason: str | None
     recompile_reason: str | None
-    graph_count: int = 0
 
 
 @dataclass
@@ -92,7 +91,6 @@ class BreakRecorder(logging.Handler):
                     fail_type=m.get("fail_type"),
                     fail_reason=m.get("fail_reason"),
                     recompile_reason=m.get("recompile_reason"),
-                    graph_count=int(m.get("graph_op_count") is not None),
                 )
             )
 

@@ -108,13 +108,9 @@ def aot_autograd_backend(**kwargs: Any):
     return _require("torch._dynamo.backends.common", "aot_autograd")(**kwargs)
 
 
-def boxed(gm: Any):
-    """Wrap a GraphModule so AOT autograd calls it with boxed (list) arguments, unchanged."""
-    return _require("torch._functorch.aot_autograd", "make_boxed_func")(gm.forward)
-
-
 def boxed_fn(fn: Any):
-    """Mark a plain function as taking AOT's boxed (list) arguments, like ``boxed``."""
+    """Wrap a function (a GraphModule's ``forward``) so AOT autograd calls it with boxed (list)
+    arguments, unchanged."""
     return _require("torch._functorch.aot_autograd", "make_boxed_func")(fn)
 
 
@@ -249,11 +245,6 @@ def storage_key(t: Any) -> Any:
     return weak_ref(t.untyped_storage())
 
 
-def is_fake_tensor(t: Any) -> bool:
-    fake = _require("torch._subclasses.fake_tensor", "FakeTensor")
-    return isinstance(t, fake)
-
-
 def mutation_skip_message(gm: Any, indices) -> str:
     """torch's ``skipping cudagraphs due to mutated inputs (N instances). Found from : ...``."""
     info = _require("torch._inductor.cudagraph_utils", "get_placeholder_info")(gm.graph)
@@ -289,10 +280,6 @@ def inductor_config_patch(changes: dict[str, Any]):
 
 def using_cudagraph_partition() -> bool:
     return bool(_require("torch._inductor.utils", "is_using_cudagraph_partition")())
-
-
-def has_unbacked_symbols(val: Any) -> bool:
-    return bool(_require("torch.fx.experimental.symbolic_shapes", "free_unbacked_symbols")(val))
 
 
 def dispatch_mode_base():

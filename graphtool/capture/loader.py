@@ -158,10 +158,14 @@ def user_code_error(exc: BaseException, what: str) -> UserCodeFailed:
     frames = user_frames(exc)
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
     detail = "".join(traceback.format_list(frames)) if frames else None
-    full = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     err = UserCodeFailed(f"{where}{what}: {type(exc).__name__}: {exc}", detail=detail)
-    err.full_traceback = full
+    err.full_traceback = full_traceback(exc)
     return err
+
+
+def full_traceback(exc: BaseException) -> str:
+    """Every frame, for ``--debug``."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def _find_model(module: Any, path: Path, entry: str | None) -> ModelSpec:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from graphtool.capture import compat
 from graphtool.capture.breaks import BreakRecorder, GraphBreak, quiet_torch_logs
-from graphtool.capture.loader import ModelSpec, argument_names, iter_tensors, user_code_error
+from graphtool.capture.loader import ModelSpec, argument_names, full_traceback, iter_tensors, user_code_error
 from graphtool.errors import TraceFailed
 
 
@@ -98,7 +98,7 @@ def trace_model(
 
     def _runner(aot_gm):
         if not standin:
-            return compat.boxed(aot_gm)
+            return compat.boxed_fn(aot_gm.forward)
         from graphtool.capture.standin import standin_mode
 
         def run_on_standin(*args):
@@ -264,11 +264,5 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
         f"(it runs eagerly): {type(exc).__name__}: {first}",
         hint="run with --debug for torch's full message",
     )
-    err.full_traceback = _format(exc)
+    err.full_traceback = full_traceback(exc)
     return err
-
-
-def _format(exc: BaseException) -> str:
-    import traceback
-
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

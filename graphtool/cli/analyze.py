@@ -115,13 +115,10 @@ def cudagraphs(
     check: bool = common.CheckOpt,
 ) -> int:
     common.check_format(fmt)
-    from graphtool.analysis.cudagraphs import BACKENDS, cudagraph_verdict
+    from graphtool.analysis.cudagraphs import check_backend, cudagraph_verdict
     from graphtool.render.analyses import cudagraphs_view
 
-    if backend not in BACKENDS:
-        from graphtool.errors import UsageError
-
-        raise UsageError(f"--backend {backend!r} is not one of {', '.join(BACKENDS)}")
+    check_backend(backend)
 
     def one(target, ent):
         capture, accel = common.load_and_trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic)

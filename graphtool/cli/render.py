@@ -107,18 +107,19 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool = T
 
     region = capture.regions[region_index]
     classes = {n: type(m).__name__ for n, m in capture.spec.model.named_modules()} if hasattr(capture.spec.model, "named_modules") else {}
-    main = accel
-    kw = dict(classes=classes, main_device=main)
-    if graph == "forward" or region.backward is None and graph != "backward":
-        vg = fx_vgraph(region.forward, "forward", region, highlights=fx_highlights(region, "forward"), **kw)
+    if graph == "backward" and region.backward is None:
+        raise UsageError("the model was traced without a backward graph (nothing requires grad)")
+
+    def draw(kind, **extra):
+        gm = region.forward if kind == "forward" else region.backward
+        return fx_vgraph(gm, kind, region, highlights=fx_highlights(region, kind), classes=classes, main_device=accel, **extra)
+
     if graph == "backward":
-        if region.backward is None:
-            raise UsageError("the model was traced without a backward graph (nothing requires grad)")
-        vg = fx_vgraph(region.backward, "backward", region, highlights=fx_highlights(region, "backward"), **kw)
+        vg = draw("backward")
     elif graph == "joint" and region.backward is not None:
-        fw = fx_vgraph(region.forward, "forward", region, highlights=fx_highlights(region, "forward"), prefix="fw_", cluster="forward", **kw)
-        bw = fx_vgraph(region.backward, "backward", region, highlights=fx_highlights(region, "backward"), prefix="bw_", cluster="backward", **kw)
-        vg = joint_vgraph(fw, bw)
+        vg = joint_vgraph(draw("forward", prefix="fw_", cluster="forward"), draw("backward", prefix="bw_", cluster="backward"))
+    else:  # forward, or joint of a forward-only trace
+        vg = draw("forward")
     name = Path(capture.spec.path).name
     note = f"region {region_index} of {len(capture.regions)}" if len(capture.regions) > 1 else None
     return type(vg)(f"{vg.title} of {name}", vg.nodes, vg.edges, note)

@@ -36,6 +36,10 @@ def trace(
     with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
 ) -> int:
     common.check_format(fmt)
+    if with_cudagraphs:
+        from graphtool.analysis.cudagraphs import check_backend
+
+        check_backend(with_cudagraphs)
     from graphtool.analysis.report import build_trace_report
 
     chosen = common.targets(model, entry)

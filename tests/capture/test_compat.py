@@ -51,9 +51,7 @@ PRIVATE = [
     ("torch._inductor", "config"),
     ("torch._dynamo", "config"),
     ("torch.multiprocessing.reductions", "StorageWeakRef"),
-    ("torch._subclasses.fake_tensor", "FakeTensor"),
     ("torch.utils._python_dispatch", "TorchDispatchMode"),
-    ("torch.fx.experimental.symbolic_shapes", "free_unbacked_symbols"),
 ]
 
 

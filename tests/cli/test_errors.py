@@ -145,3 +145,15 @@ def test_unknown_compile_backend(cli):
 
     rc, _, err = cli("bench", example("mlp.py"), "--compile", "nosuchbackend")
     assert rc == 2 and "neither a torch.compile mode nor a backend" in err and "aot_eager" in err
+
+
+def test_unknown_cudagraphs_backend_is_refused_before_tracing(cli, monkeypatch):
+    import graphtool.cli.common as common
+    from tests.conftest import example
+
+    def must_not_trace(*a, **k):
+        raise AssertionError("traced before checking --cudagraphs")
+
+    monkeypatch.setattr(common, "load_and_trace", must_not_trace)
+    rc, _, err = cli("trace", example("mlp.py"), "--cudagraphs", "bogus")
+    assert rc == 2 and "--backend 'bogus' is not one of inductor, cudagraphs" in err
