@@ -142,3 +142,43 @@ def test_trace_report_can_carry_the_bench(cli):
     rc, out, _ = cli("trace", example("mlp.py"), "--bench", "--format", "json")
     data = json.loads(out)
     assert rc == 0 and [m["name"] for m in data["bench"]["modes"]] == ["eager", "compile[default]"]
+
+
+def test_backward_with_nothing_to_differentiate_is_a_clear_error(cli):
+    rc, out, err = cli("bench", example("view_outputs.py"), "--backward", "--compile", "none", "--iters", "1")
+    assert rc == 2 and out == ""
+    assert "view_outputs.py:14: --backward: no output of the model requires grad" in err and "drop --backward" in err
+
+
+def test_a_mismatch_from_random_ops_says_so_with_the_line(cli):
+    """Dropout in training mode: inductor draws other random numbers than eager, so the check fails;
+    the reason names the random op and the user's line instead of leaving a bare difference."""
+    from tests.conftest import FIXTURES
+
+    rc, out, _ = cli("bench", FIXTURES / "dropout_train.py", "--iters", "1", "--repeat", "1", "--format", "json")
+    compiled = json.loads(out)["modes"][1]
+    assert rc == 0 and compiled["status"] == "mismatch" and compiled["median_ms"] is None
+    assert "bernoulli_ at " in compiled["reason"] and "dropout_train.py:12" in compiled["reason"]
+    assert "model.eval()" in compiled["reason"]
+
+
+def test_gradient_mismatch_is_named_as_such():
+    from graphtool.capture.benchrun import check_against_eager
+
+    out, grad = torch.ones(2), torch.ones(3)
+    assert check_against_eager(torch, (out, [grad]), (out, [grad])) == (True, 0.0, "output")
+    ok, diff, which = check_against_eager(torch, (out, [grad]), (out, [grad * 3]))
+    assert (ok, which) == (False, "gradients") and diff == pytest.approx(2.0)
+
+
+def test_rotated_inputs_keep_layout_and_handle_empty_and_bool_tensors():
+    from graphtool.capture.loader import ModelSpec
+
+    image = torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)
+    ids, empty, mask = torch.tensor([3, 5, 7]), torch.zeros(0, dtype=torch.long), torch.tensor([True, False])
+    spec = ModelSpec(path=None, entry="x", model=lambda *a: a, args=(image, ids, empty, mask))
+    sets = input_sets(torch, spec, 3)
+    for args, _ in sets[1:]:
+        assert args[0].is_contiguous(memory_format=torch.channels_last) and not torch.equal(args[0], image)
+        assert 3 <= int(args[1].min()) and int(args[1].max()) <= 7
+        assert args[2].shape == (0,) and torch.equal(args[3], mask)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graphtool.analysis.timing import TimingStats, measure
-from graphtool.capture.loader import ModelSpec, iter_tensors, map_tensors
+from graphtool.capture.loader import ModelSpec, iter_tensors, map_tensors, user_code_error, user_location_now
+from graphtool.errors import BadModelSpec
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 ROTATE = 4  # distinct input sets cycled through, so no cache sees the same tensor twice in a row
@@ -77,19 +78,22 @@ def input_sets(torch, spec: ModelSpec, count: int = ROTATE) -> list[tuple[tuple,
     def fresh(t, k):
         if k == 0:
             return t
-        if t.is_floating_point():
-            new = torch.randn(t.shape, generator=gen, dtype=t.dtype).to(t.device)
-        elif t.dtype == torch.bool:
-            new = t.clone()
-        else:
-            lo, hi = int(t.min()), int(t.max()) + 1 if t.numel() else 1
-            new = torch.randint(lo, max(hi, lo + 1), t.shape, generator=gen, dtype=t.dtype).to(t.device)
+        new = t.detach().clone()  # same device, dtype and strides (channels_last stays channels_last)
+        if t.is_floating_point() or t.is_complex():
+            new.copy_(torch.randn(t.shape, generator=gen, dtype=t.dtype))
+        elif t.dtype != torch.bool and t.numel():
+            lo, hi = int(t.min()), int(t.max()) + 1  # stay in the range the model was given (token ids)
+            new.copy_(torch.randint(lo, hi, t.shape, generator=gen, dtype=t.dtype))
         return new.requires_grad_(t.requires_grad)
 
     return [
         (map_tensors(spec.args, lambda t: fresh(t, k)), map_tensors(spec.kwargs, lambda t: fresh(t, k)))
         for k in range(count)
     ]
+
+
+class NothingToDifferentiate(ValueError):
+    """``backward`` was asked for, but no output requires grad."""
 
 
 def _params(model) -> list:
@@ -107,8 +111,10 @@ def make_step(torch, fn, model, backward: bool):
         for p in params:
             p.grad = None
         out = fn(*args, **kwargs)
-        loss = sum(t.float().sum() for t in iter_tensors(out) if t.requires_grad)
-        loss.backward()
+        differentiable = [t.float().sum() for t in iter_tensors(out) if t.requires_grad]
+        if not differentiable:
+            raise NothingToDifferentiate("no output of the model requires grad, so there is no backward pass to time")
+        sum(differentiable).backward()
         return out, [p.grad for p in params]
 
     return step
@@ -131,6 +137,16 @@ def compare(torch, expected, got) -> tuple[bool, float]:
         worst = max(worst, diff)
         ok = ok and torch.allclose(e, a, rtol=tol, atol=tol)
     return ok, worst
+
+
+def check_against_eager(torch, reference, got) -> tuple[bool, float, str]:
+    """A step's ``(outputs, gradients)`` against eager's: (all close, largest difference, what
+    differs first: "output" or "gradients")."""
+    ok, diff = compare(torch, reference[0], got[0])
+    if not ok:
+        return False, diff, "output"
+    ok, grad_diff = compare(torch, reference[1], got[1])
+    return ok, max(diff, grad_diff), "output" if ok else "gradients"
 
 
 def cuda_graph_step(torch, step, static_args, static_kwargs, *, warmup: int = 3):
@@ -175,28 +191,42 @@ def run_modes(
     timer_factory: Callable[[], Any] | None = None,
     capture_blocked: str | None = None,
     on_progress: Callable[[str, int], None] | None = None,
+    cuda: bool | None = None,
 ) -> list[ModeResult]:
-    """Check then time each mode. ``capture_blocked`` (the verdict's reasons) skips graphtool's capture."""
+    """Check then time each mode. ``capture_blocked`` (the verdict's reasons) skips graphtool's capture.
+
+    ``cuda``: whether the model runs on a CUDA device (CUDA events, capture, memory figures);
+    ``None`` looks at where its inputs and parameters are.
+    """
     import torch
 
-    cuda = any(t.is_cuda for t in iter_tensors((spec.args, spec.kwargs))) or (
-        hasattr(spec.model, "parameters") and any(p.is_cuda for p in spec.model.parameters())
-    )
+    if cuda is None:
+        cuda = any(t.is_cuda for t in iter_tensors((spec.args, spec.kwargs))) or (
+            hasattr(spec.model, "parameters") and any(p.is_cuda for p in spec.model.parameters())
+        )
     if timer_factory is None:
         timer_factory = (lambda: CudaEventTimer(torch)) if cuda else (lambda: HostTimer())
     sets = input_sets(torch, spec)
     eager_step = make_step(torch, spec.model, spec.model, backward)
     torch.manual_seed(0)
-    reference = eager_step(*sets[0])
+    try:
+        reference, random_ops = _with_random_ops(torch, lambda: eager_step(*sets[0]))
+        for other in sets[1:]:  # the rotated inputs must work too before anything is timed
+            eager_step(*other)
+    except NothingToDifferentiate as exc:
+        raise BadModelSpec(f"{spec.location}: --backward: {exc}",
+                           hint="drop --backward, or give the model trainable parameters or inputs that require grad") from None
+    except Exception as exc:  # noqa: BLE001 - the user's forward: say where it failed
+        raise user_code_error(exc, "the model raised in eager mode on the example inputs or a fresh draw of them") from None
     results: list[ModeResult] = []
 
-    def timed(name, step_for_set, peak=True, pool=None):
+    def timed(name, step_for_set):
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         stats = measure(lambda i: step_for_set(*sets[i % len(sets)]), timer_factory(), warmup=warmup, iters=iters,
                         repeat=repeat, on_progress=(lambda n: on_progress(name, n)) if on_progress else None)
-        mem = torch.cuda.max_memory_allocated() if cuda and peak else None
+        mem = torch.cuda.max_memory_allocated() if cuda else None
         return stats, mem
 
     stats, mem = timed("eager", eager_step)
@@ -210,7 +240,7 @@ def run_modes(
         modes.append(("compile[reduce-overhead]", lambda: _compiled(torch, spec.model, "reduce-overhead")))
     for name, build in modes:
         if name.startswith("cudagraph"):
-            results.append(_graphtool_capture(torch, spec, eager_step, sets, reference, timed, cuda, capture_blocked))
+            results.append(_graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cuda, capture_blocked))
             continue
         if name == "compile[reduce-overhead]" and compile_mode == "reduce-overhead":
             continue
@@ -220,9 +250,9 @@ def run_modes(
             step = make_step(torch, fn, spec.model, backward)
             torch.manual_seed(0)
             got = step(*sets[0])
-            same, diff = compare(torch, reference, got)
+            same, diff, which = check_against_eager(torch, reference, got)
             if not same:
-                results.append(ModeResult(name, "mismatch", f"differs from eager by up to {diff:.3g}; not timed", max_abs_diff=diff))
+                results.append(ModeResult(name, "mismatch", _mismatch(which, diff, random_ops), max_abs_diff=diff))
                 continue
             stats, mem = timed(name, step)
             results.append(ModeResult(name, "ok", stats=stats, max_abs_diff=diff, peak_memory_bytes=mem))
@@ -231,7 +261,38 @@ def run_modes(
     return results
 
 
-def _graphtool_capture(torch, spec, eager_step, sets, reference, timed, cuda, blocked) -> ModeResult:
+def _with_random_ops(torch, run):
+    """``run()``, and the random ops it made (``{"bernoulli_": "model.py:12"}``, user line if any).
+
+    A model that draws random numbers (dropout in training mode) cannot match eager under
+    compilation or graph replay, which draw them differently; the mismatch message says so.
+    """
+    from graphtool.capture import compat
+
+    seen: dict[str, str | None] = {}
+    seeded = torch.Tag.nondeterministic_seeded
+
+    class RandomOps(compat.dispatch_mode_base()):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if seeded in func.tags:
+                seen.setdefault(func.overloadpacket.__name__, user_location_now(skip=1))
+            return func(*args, **(kwargs or {}))
+
+    with RandomOps():
+        out = run()
+    return out, seen
+
+
+def _mismatch(what: str, diff: float, random_ops: dict) -> str:
+    text = f"{what} differs from eager by up to {diff:.3g}; not timed"
+    if random_ops:
+        ops = ", ".join(f"{op} at {where}" if where else op for op, where in random_ops.items())
+        text += (f". The model draws random numbers ({ops}), which compiled code and graph replay draw "
+                 "differently from eager: call model.eval() or set dropout to 0 in the script to compare")
+    return text
+
+
+def _graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cuda, blocked) -> ModeResult:
     name = "cudagraph replay"
     if not cuda:
         return ModeResult(name, "skipped", "no CUDA device is present: CUDA-graph capture needs one")
@@ -241,9 +302,9 @@ def _graphtool_capture(torch, spec, eager_step, sets, reference, timed, cuda, bl
         static_args, static_kwargs = _clone_inputs(torch, sets[0])
         replay, _, pool = cuda_graph_step(torch, eager_step, static_args, static_kwargs)
         got = replay(*sets[0])
-        same, diff = compare(torch, reference, got)
+        same, diff, which = check_against_eager(torch, reference, got)
         if not same:
-            return ModeResult(name, "mismatch", f"replay differs from eager by up to {diff:.3g}; not timed", max_abs_diff=diff)
+            return ModeResult(name, "mismatch", _mismatch(f"replay's {which}", diff, random_ops), max_abs_diff=diff)
         stats, mem = timed(name, replay)
         return ModeResult(name, "ok", stats=stats, max_abs_diff=diff, peak_memory_bytes=mem, pool_bytes=pool)
     except Exception as exc:  # noqa: BLE001 - a capture error is explained, the other modes kept

@@ -144,6 +144,18 @@ def user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     return [f for f in frames if _is_user_file(f.filename)]
 
 
+def user_location_now(skip: int = 0) -> str | None:
+    """``file:line`` of the innermost user frame in what graphtool's innermost frame called, if any.
+
+    ``skip``: frames at the top of the stack to ignore (a dispatch-mode handler calling this).
+    Frames outside graphtool's call, such as the CLI framework's, are not the user's."""
+    stack = traceback.extract_stack()[: -(1 + skip)]
+    ours = [i for i, f in enumerate(stack) if f.filename.startswith(_GRAPHTOOL_DIR)]
+    called = stack[ours[-1] + 1:] if ours else stack
+    frames = [f for f in called if _is_user_file(f.filename)]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+
+
 def _is_user_file(filename: str) -> bool:
     if filename.startswith("<") or filename.startswith(_GRAPHTOOL_DIR):
         return False

@@ -28,9 +28,13 @@ def _assert_clean(err: str) -> None:
         ("exits.py", "called sys.exit(3)"),
     ],
 )
-def test_bad_script_exits_2_naming_file_and_line(cli, script, expected):
-    rc, out, err = cli("trace", BAD / script)
+@pytest.mark.parametrize("command", [["trace"], ["bench", "--compile", "none", "--iters", "1", "--repeat", "1"]],
+                         ids=["trace", "bench"])
+def test_bad_script_exits_2_naming_file_and_line(cli, script, expected, command):
+    rc, out, err = cli(command[0], BAD / script, *command[1:])
     assert rc == 2
+    if command[0] == "bench":  # bench's eager run says which run failed
+        expected = expected.replace("on its example inputs", "in eager mode on the example inputs or a fresh draw of them")
     assert expected in err
     assert out == ""
     _assert_clean(err)

@@ -1,0 +1,159 @@
+"""graphtool's CUDA-graph capture, replay and CUDA timing logic, run on CPU against tests/fake_cuda.py.
+
+The fake emulates a CUDA graph's semantics (ops recorded at capture, replayed on the same buffers,
+host syncs refused during capture), so these tests prove what does not need a GPU: fresh inputs
+reach the captured buffers, replay returns eager's answer for *those* inputs (outputs and
+gradients), a capture failure is explained without losing the other modes, and the CUDA branch of
+``run_modes`` (events, memory figures) is wired correctly. tests/test_gpu.py runs the same checks on a
+real GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphtool.capture.benchrun import (
+    CudaEventTimer,
+    _clone_inputs,
+    compare,
+    cuda_graph_step,
+    input_sets,
+    make_step,
+    run_modes,
+)
+from graphtool.capture.loader import load_model
+from tests.conftest import example
+from tests.fake_cuda import FakeCuda
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    return FakeCuda().install(monkeypatch)
+
+
+def test_the_fake_behaves_like_a_cuda_graph(fake_cuda):
+    """The double itself: replay recomputes into the captured buffers; Python is frozen at capture."""
+    static = torch.ones(3)
+    branch_taken = []
+
+    def fn():
+        branch_taken.append(True)
+        return (static * 2 + 1).sin()
+
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn()
+    static.copy_(torch.tensor([0.0, 1.0, 2.0]))
+    g.replay()
+    assert torch.allclose(out, (torch.tensor([0.0, 1.0, 2.0]) * 2 + 1).sin())
+    assert len(branch_taken) == 1  # replay runs recorded ops, not the Python function
+    with pytest.raises(RuntimeError, match="not permitted when stream is capturing"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            static.sum().item()
+
+
+# The examples the verdict calls capturable; view_outputs has no parameters, so no backward.
+CAPTURABLE = [(name, backward) for name in ("mlp.py", "convnet_bn.py", "transformer.py") for backward in (False, True)]
+CAPTURABLE.append(("view_outputs.py", False))
+
+
+@pytest.mark.parametrize("name, backward", CAPTURABLE)
+def test_replay_with_fresh_inputs_equals_eager_on_them(fake_cuda, name, backward):
+    spec = load_model(example(name))
+    sets = input_sets(torch, spec, 3)
+    step = make_step(torch, spec.model, spec.model, backward)
+    static_args, static_kwargs = _clone_inputs(torch, sets[0])
+    replay, _, pool = cuda_graph_step(torch, step, static_args, static_kwargs)
+    assert pool > 0
+    for fresh in sets[1:]:
+        expected = _detached(step(*fresh))  # eager, on the fresh inputs
+        got = replay(*fresh)
+        ok, diff = compare(torch, expected, got)
+        assert ok, (name, diff)
+    assert fake_cuda.graphs[0].replays == 2
+
+
+def _detached(result):
+    out, grads = result
+    if isinstance(out, torch.Tensor):
+        out = out.detach().clone()
+    elif isinstance(out, (tuple, list)):
+        out = type(out)(t.detach().clone() for t in out)
+    return out, [g.clone() for g in grads]
+
+
+def test_replay_without_copy_in_would_be_caught(fake_cuda):
+    """Guard on the test above: if fresh inputs did not reach the buffers, replay would be stale."""
+    spec = load_model(example("mlp.py"))
+    sets = input_sets(torch, spec, 2)
+    step = make_step(torch, spec.model, spec.model, False)
+    static_args, static_kwargs = _clone_inputs(torch, sets[0])
+    replay, static_out, _ = cuda_graph_step(torch, step, static_args, static_kwargs)
+    fake_cuda.graphs[0].replay()  # replay without copying sets[1] in
+    assert not compare(torch, _detached(step(*sets[1])), static_out)[0]
+
+
+def test_a_host_sync_fails_capture_like_cuda(fake_cuda):
+    spec = load_model(example("item_branch.py"))
+    step = make_step(torch, spec.model, spec.model, False)
+    with pytest.raises(RuntimeError, match="operation not permitted when stream is capturing"):
+        cuda_graph_step(torch, step, *_clone_inputs(torch, (spec.args, spec.kwargs)))
+
+
+class TickTimer:
+    def start(self):
+        pass
+
+    def stop(self):
+        return 1.0
+
+
+def _fast_compile(monkeypatch):
+    """compile[reduce-overhead] has no CUDA graphs on CPU tensors; aot_eager keeps the test quick."""
+    import graphtool.capture.benchrun as br
+
+    monkeypatch.setattr(br, "_compiled", lambda torch, model, mode: torch.compile(model, backend="aot_eager"))
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_run_modes_cuda_branch_times_the_replay(fake_cuda, monkeypatch, backward):
+    _fast_compile(monkeypatch)
+    spec = load_model(example("convnet_bn.py"))
+    results = run_modes(spec, compile_mode="none", cudagraphs=True, backward=backward, warmup=1, iters=2, repeat=2,
+                        cuda=True, timer_factory=TickTimer)
+    by = {r.name: r for r in results}
+    assert list(by) == ["eager", "cudagraph replay", "compile[reduce-overhead]"]
+    replay = by["cudagraph replay"]
+    assert replay.status == "ok", replay.reason
+    assert replay.stats.median_ms == 0.5 and replay.max_abs_diff < 1e-3
+    assert replay.pool_bytes == 1 << 20 and replay.peak_memory_bytes == 4096
+    # 1 warm-up + 2 repeats x 2 iterations, after capture: every timed call was a replay
+    assert fake_cuda.graphs[0].replays == 1 + 1 + 4  # + the check against eager
+
+
+def test_a_capture_error_is_explained_and_other_modes_kept(fake_cuda, monkeypatch):
+    _fast_compile(monkeypatch)
+    spec = load_model(example("item_branch.py"))
+    results = run_modes(spec, compile_mode="aot_eager", cudagraphs=True, warmup=0, iters=1, repeat=1,
+                        cuda=True, timer_factory=TickTimer)
+    status = {r.name: (r.status, r.reason) for r in results}
+    assert status["eager"][0] == "ok" and status["compile[aot_eager]"][0] == "ok"
+    assert status["cudagraph replay"][0] == "error"
+    assert status["cudagraph replay"][1].startswith("capture failed: RuntimeError: CUDA error: operation not permitted")
+
+
+def test_the_verdict_blocks_capture_with_its_reasons(fake_cuda, monkeypatch):
+    _fast_compile(monkeypatch)
+    results = run_modes(load_model(example("item_branch.py")), compile_mode="none", cudagraphs=True, warmup=0,
+                        iters=1, repeat=1, cuda=True, timer_factory=TickTimer,
+                        capture_blocked="graph break: .item() (item_branch.py:13)")
+    replay = next(r for r in results if r.name == "cudagraph replay")
+    assert replay.status == "skipped" and "item_branch.py:13" in replay.reason
+    assert fake_cuda.graphs == []  # nothing was captured
+
+
+def test_cuda_event_timer_reads_events_after_synchronising(fake_cuda):
+    timer = CudaEventTimer(torch)
+    timer.start()
+    elapsed = timer.stop()
+    assert elapsed >= 0.0 and fake_cuda.synchronized == 1
