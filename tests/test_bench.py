@@ -182,3 +182,34 @@ def test_rotated_inputs_keep_layout_and_handle_empty_and_bool_tensors():
         assert args[0].is_contiguous(memory_format=torch.channels_last) and not torch.equal(args[0], image)
         assert 3 <= int(args[1].min()) and int(args[1].max()) <= 7
         assert args[2].shape == (0,) and torch.equal(args[3], mask)
+
+
+@pytest.mark.parametrize("device, message", [
+    ("meta", "--device meta: bench times real work, on cpu or cuda"),
+    ("bogus", "--device 'bogus' is not a torch device"),
+])
+def test_bad_bench_device(cli, device, message):
+    rc, out, err = cli("bench", example("mlp.py"), "--device", device, "--compile", "none", "--iters", "1")
+    assert rc == 2 and out == "" and message in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the path for machines without CUDA")
+def test_bench_device_cuda_without_cuda(cli):
+    rc, out, err = cli("bench", example("mlp.py"), "--device", "cuda", "--compile", "none", "--iters", "1")
+    assert rc == 2 and out == "" and "--device cuda: no CUDA device is present" in err and "drop --device" in err
+
+
+def test_bench_device_choice(monkeypatch):
+    from graphtool.cli.bench import _run_device
+    from graphtool.errors import UsageError
+
+    assert _run_device(torch, "cpu", False) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert _run_device(torch, None, True) == torch.device("cuda", 0)
+    assert _run_device(torch, "cuda", True) == torch.device("cuda", 0)
+    with pytest.raises(UsageError, match="this machine has 1 CUDA device"):
+        _run_device(torch, "cuda:1", False)
+    with pytest.raises(UsageError, match="--cudagraphs captures on a CUDA device, but --device cpu"):
+        _run_device(torch, "cpu", True)

@@ -34,6 +34,7 @@ def bench(
     warmup: int = typer.Option(10, "--warmup", help="Untimed iterations before timing."),
     iters: int = typer.Option(100, "--iters", help="Iterations per timed repeat."),
     repeat: int = typer.Option(3, "--repeat", help="Timed repeats (median, min, max and spread are over these)."),
+    device: Optional[str] = typer.Option(None, "--device", help="Where to run: cpu, cuda or cuda:N (the script is built under it). Default: cuda when a GPU is present, else cpu."),
     fmt: str = common.FormatOpt,
 ) -> int:
     common.check_format(fmt)
@@ -45,11 +46,12 @@ def bench(
         from graphtool.capture import compat
 
         torch = compat.import_torch()
+        run_on = _run_device(torch, device, cudagraphs)
         from graphtool.capture.loader import load_model
 
-        spec = load_model(target, entry=ent)
+        spec = load_model(target, entry=ent, device=device)
     _check_compile_mode(compat, compile_mode)
-    has_cuda = torch.cuda.is_available()
+    has_cuda = run_on.type == "cuda"
     verdict, blocked = None, None
     if cudagraphs:
         verdict = _verdict(target, ent)
@@ -58,9 +60,9 @@ def bench(
             blocked = "; ".join(
                 f"{r['message']} ({r['source']['file']}:{r['source']['line']})" if r.get("source") else r["message"] for r in skips
             )
-    if has_cuda and hasattr(spec.model, "to"):
-        spec.model.to("cuda")
-        spec = _inputs_to(torch, spec, "cuda")
+    if hasattr(spec.model, "to"):
+        spec.model.to(run_on)
+    spec = _inputs_to(torch, spec, run_on)
     results = _run(spec, compile_mode, cudagraphs and has_cuda, backward, warmup, iters, repeat, blocked)
     if cudagraphs and not has_cuda:
         from graphtool.capture.benchrun import ModeResult
@@ -68,8 +70,8 @@ def bench(
         results.append(ModeResult("cudagraph replay", "skipped", "no CUDA device is present"))
     from graphtool.analysis.bench import build_bench_report
 
-    device = torch.cuda.get_device_name() if has_cuda else "cpu"
-    report = build_bench_report(spec, device, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat, verdict=verdict)
+    device_name = torch.cuda.get_device_name(run_on) if has_cuda else "cpu"
+    report = build_bench_report(spec, device_name, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat, verdict=verdict)
     if fmt == "table":
         from graphtool.render.bench import bench_view
 
@@ -100,6 +102,32 @@ def bench_report(target, ent, *, compile_mode="default", backward=False, warmup=
     return build_bench_report(spec, device, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat)
 
 
+def _run_device(torch, device: str | None, cudagraphs: bool):
+    """The device bench runs on: ``--device``, else CUDA when present, else the CPU."""
+    if device is None:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {device!r} is not a torch device", hint="try cpu or cuda") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device}: bench times real work, on cpu or cuda",
+                         hint="the meta device has no data to time; graphtool cudagraphs predicts without a GPU")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise NoCudaDevice(f"--device {device}: no CUDA device is present",
+                           hint="drop --device to time on the CPU; graphtool cudagraphs predicts the CUDA-graph verdict without a GPU")
+    if dev.type == "cuda":
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)",
+                             hint="count from cuda:0")
+        dev = torch.device("cuda", index)
+    if dev.type == "cpu" and cudagraphs and torch.cuda.is_available():
+        raise UsageError("--cudagraphs captures on a CUDA device, but --device cpu was asked for",
+                         hint="drop --device cpu, or drop --cudagraphs")
+    return dev
+
+
 def _check_compile_mode(compat, mode: str) -> None:
     from graphtool.capture.benchrun import COMPILE_MODES
 
@@ -122,9 +150,12 @@ def _inputs_to(torch, spec, device):
     from graphtool.capture.loader import map_tensors
 
     def move(t):
+        if t.device == device:
+            return t
         return t.detach().to(device).requires_grad_(t.requires_grad)
 
     return replace(spec, args=map_tensors(spec.args, move), kwargs=map_tensors(spec.kwargs, move))
+
 
 def _run(spec, compile_mode, cudagraphs, backward, warmup, iters, repeat, blocked):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
