@@ -80,3 +80,39 @@ def test_uncapturable_model_really_fails_capture():
     args = tuple(a.cuda() for a in spec.args)
     with pytest.raises(RuntimeError, match="captur"):  # "operation not permitted when stream is capturing"
         cuda_graph_step(torch, make_step(torch, spec.model, spec.model, False), args, {})
+
+
+def test_a_failed_capture_keeps_the_other_modes():
+    """After a capture that fails (a host sync), CUDA still works and reduce-overhead still runs."""
+    from dataclasses import replace
+
+    from graphtool.capture.benchrun import run_modes
+    from graphtool.capture.loader import load_model, map_tensors
+    from tests.conftest import example
+
+    spec = load_model(example("item_branch.py"))
+    spec.model.cuda()
+    spec = replace(spec, args=map_tensors(spec.args, lambda t: t.cuda()))
+    results = {r.name: r for r in run_modes(spec, compile_mode="none", cudagraphs=True, warmup=1, iters=3, repeat=1)}
+    assert results["cudagraph replay"].status == "error" and "capture failed" in results["cudagraph replay"].reason
+    assert results["eager"].status == "ok" and results["compile[reduce-overhead]"].status == "ok"
+
+
+def test_bench_cli_on_gpu(cli):
+    import json
+
+    from tests.conftest import example
+
+    rc, out, _ = cli("bench", example("mlp.py"), "--cudagraphs", "--backward", "--iters", "5", "--repeat", "2",
+                     "--format", "json")
+    data = json.loads(out)
+    modes = {m["name"]: m for m in data["modes"]}
+    assert rc == 0 and data["device"] == torch.cuda.get_device_name()
+    assert list(modes) == ["eager", "compile[default]", "cudagraph replay", "compile[reduce-overhead]"]
+    assert all(m["status"] == "ok" for m in modes.values()), modes
+    assert modes["cudagraph replay"]["graph_pool_bytes"] > 0 and modes["eager"]["peak_memory_bytes"] > 0
+
+    rc, out, _ = cli("bench", example("item_branch.py"), "--cudagraphs", "--compile", "none", "--iters", "2",
+                     "--repeat", "1", "--format", "json")
+    replay = {m["name"]: m for m in json.loads(out)["modes"]}["cudagraph replay"]
+    assert rc == 0 and replay["status"] == "skipped" and "item_branch.py:" in replay["reason"]
