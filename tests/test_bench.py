@@ -213,3 +213,33 @@ def test_bench_device_choice(monkeypatch):
         _run_device(torch, "cuda:1", False)
     with pytest.raises(UsageError, match="--cudagraphs captures on a CUDA device, but --device cpu"):
         _run_device(torch, "cpu", True)
+
+
+def _bench_schema():
+    from importlib import resources
+
+    return json.loads(resources.files("graphtool.schema").joinpath("bench.schema.json").read_text())
+
+
+def test_bench_json_validates_against_its_schema(cli):
+    import jsonschema
+
+    from tests.conftest import FIXTURES
+
+    runs = [
+        (example("mlp.py"), "--compile", "aot_eager", "--backward"),
+        (FIXTURES / "dropout_train.py",),  # a mismatch: untimed mode with nulls
+        (example("mlp.py"), "--compile", "aot_eager", "--cudagraphs"),  # skipped replay + verdict (exit 2 on CPU)
+    ]
+    for args in runs:
+        rc, out, _ = cli("bench", *args, "--iters", "2", "--repeat", "1", "--warmup", "0", "--format", "json")
+        data = json.loads(out)
+        jsonschema.validate(data, _bench_schema())
+        assert data["torch_version"] == torch.__version__ and data["host"]["cpus"] >= 1
+
+
+def test_trace_bench_key_validates_too(cli):
+    import jsonschema
+
+    rc, out, _ = cli("trace", example("mlp.py"), "--bench", "--format", "json")
+    jsonschema.validate(json.loads(out)["bench"], _bench_schema())

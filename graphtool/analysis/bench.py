@@ -36,6 +36,9 @@ class BenchReport:
     path: str
     entry: str
     device: str
+    graphtool_version: str
+    torch_version: str
+    host: dict  # machine, cpus, python: timings mean little without them
     backward: bool
     warmup: int
     iters: int
@@ -46,8 +49,11 @@ class BenchReport:
     def to_dict(self) -> dict:
         return {
             "schema_version": 1,
+            "graphtool_version": self.graphtool_version,
+            "torch_version": self.torch_version,
             "model": {"path": self.path, "entry": self.entry},
             "device": self.device,
+            "host": self.host,
             "settings": {"backward": self.backward, "warmup": self.warmup, "iters": self.iters, "repeat": self.repeat},
             "modes": [m.to_dict() for m in self.modes],
             "cudagraphs_verdict": self.verdict,
@@ -61,4 +67,13 @@ def build_bench_report(spec, device: str, results, *, backward, warmup, iters, r
                    r.max_abs_diff, r.peak_memory_bytes, r.pool_bytes)
         for r in results
     )
-    return BenchReport(str(spec.path), spec.entry, device, backward, warmup, iters, repeat, modes, verdict)
+    import os
+    import platform
+
+    import torch
+
+    from graphtool import __version__
+
+    host = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()}
+    return BenchReport(str(spec.path), spec.entry, device, __version__, str(torch.__version__), host,
+                       backward, warmup, iters, repeat, modes, verdict)
