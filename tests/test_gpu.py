@@ -10,7 +10,7 @@ import torch
 
 pytestmark = [
     pytest.mark.cuda,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; the verdict is predicted on CPU"),
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; on CPU the verdict is predicted and the capture logic runs against tests/fake_cuda.py"),
 ]
 
 CASES = ["mlp.py", "convnet_bn.py", "cpu_roundtrip.py", "mutate_input.py", "view_outputs.py", "transformer.py"]
