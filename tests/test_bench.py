@@ -10,7 +10,7 @@ import torch
 from graphtool.analysis.timing import measure, speedup, summarize
 from graphtool.capture.benchrun import compare, input_sets, make_step, run_modes
 from graphtool.capture.loader import load_model
-from tests.conftest import example
+from tests.conftest import FIXTURES, example
 
 
 class ScriptedTimer:
@@ -243,3 +243,27 @@ def test_trace_bench_key_validates_too(cli):
 
     rc, out, _ = cli("trace", example("mlp.py"), "--bench", "--format", "json")
     jsonschema.validate(json.loads(out)["bench"], _bench_schema())
+
+
+@pytest.mark.parametrize("script", [example("mutate_input.py"), example("transpose_input.py"),
+                                    str(FIXTURES / "stateful_buffer.py")])
+def test_models_that_mutate_inputs_or_buffers_are_checked_from_the_same_state(cli, script):
+    """Timing runs mutate inputs (add_, t_()) and buffers (a step counter); each check restores them
+    first, so the compiled run is compared on eager's data and passes."""
+    rc, out, _ = cli("bench", script, "--compile", "aot_eager", "--iters", "3", "--repeat", "1", "--format", "json")
+    assert rc == 0 and [m["status"] for m in json.loads(out)["modes"]] == ["ok", "ok"]
+
+
+def test_snapshot_restores_values_metadata_and_buffers():
+    from graphtool.capture.benchrun import snapshot
+
+    model = torch.nn.BatchNorm1d(3)
+    x = torch.randn(2, 3)
+    original = x.clone()
+    restore = snapshot(torch, model, [((x,), {})])
+    x.t_()
+    x.add_(1)
+    model(torch.randn(4, 3))
+    restore()
+    assert x.shape == (2, 3) and torch.equal(x, original)
+    assert int(model.num_batches_tracked) == 0 and torch.equal(model.running_mean, torch.zeros(3))

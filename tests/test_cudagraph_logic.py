@@ -22,7 +22,7 @@ from graphtool.capture.benchrun import (
     run_modes,
 )
 from graphtool.capture.loader import load_model
-from tests.conftest import example
+from tests.conftest import FIXTURES, example
 from tests.fake_cuda import FakeCuda
 
 
@@ -157,3 +157,14 @@ def test_cuda_event_timer_reads_events_after_synchronising(fake_cuda):
     timer.start()
     elapsed = timer.stop()
     assert elapsed >= 0.0 and fake_cuda.synchronized == 1
+
+
+@pytest.mark.parametrize("script", [example("mutate_input.py"), str(FIXTURES / "stateful_buffer.py")])
+def test_replay_check_starts_from_the_checked_state(fake_cuda, monkeypatch, script):
+    """Warm-up and capture ran the model (a counter buffer moved on, an input was added to): the replay
+    check restores inputs and buffers first, so it compares like with like."""
+    _fast_compile(monkeypatch)
+    results = run_modes(load_model(script), compile_mode="none", cudagraphs=True, warmup=1, iters=2, repeat=1,
+                        cuda=True, timer_factory=TickTimer)
+    replay = next(r for r in results if r.name == "cudagraph replay")
+    assert replay.status == "ok", replay.reason

@@ -92,6 +92,34 @@ def input_sets(torch, spec: ModelSpec, count: int = ROTATE) -> list[tuple[tuple,
     ]
 
 
+def snapshot(torch, model, sets) -> Callable[[], None]:
+    """Save the inputs (values and shape, strides, offset) and the model's buffers; return ``restore``.
+
+    Every check against eager must start from the same state: a model that mutates an input
+    (``total.add_(x)``, ``x.t_()``) or a buffer would otherwise be compared on different data, and
+    show a mismatch that is not there. Restoring is in place, so the tensors stay the same objects.
+    """
+    tensors = list({id(t): t for t in iter_tensors(sets)}.values())
+    if hasattr(model, "buffers"):
+        tensors += list(model.buffers())
+    saved = [(t.detach().clone(), t.size(), t.stride(), t.storage_offset()) for t in tensors]
+
+    def restore() -> None:
+        with torch.no_grad():
+            for t, (value, size, stride, offset) in zip(tensors, saved):
+                if (t.size(), t.stride(), t.storage_offset()) != (size, stride, offset):
+                    t.as_strided_(size, stride, offset)
+                t.copy_(value)
+
+    return restore
+
+
+def _frozen(torch, result):
+    """A copy of ``(outputs, gradients)`` that later runs cannot change (outputs may alias inputs)."""
+    out, grads = result
+    return map_tensors(out, lambda t: t.detach().clone()), [g.clone() if g is not None else None for g in grads]
+
+
 class NothingToDifferentiate(ValueError):
     """``backward`` was asked for, but no output requires grad."""
 
@@ -207,10 +235,12 @@ def run_modes(
     if timer_factory is None:
         timer_factory = (lambda: CudaEventTimer(torch)) if cuda else (lambda: HostTimer())
     sets = input_sets(torch, spec)
+    restore = snapshot(torch, spec.model, sets)
     eager_step = make_step(torch, spec.model, spec.model, backward)
     torch.manual_seed(0)
     try:
         reference, random_ops = _with_random_ops(torch, lambda: eager_step(*sets[0]))
+        reference = _frozen(torch, reference)
         for other in sets[1:]:  # the rotated inputs must work too before anything is timed
             eager_step(*other)
     except NothingToDifferentiate as exc:
@@ -240,7 +270,8 @@ def run_modes(
         modes.append(("compile[reduce-overhead]", lambda: _compiled(torch, spec.model, "reduce-overhead")))
     for name, build in modes:
         if name.startswith("cudagraph"):
-            results.append(_graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cuda, capture_blocked))
+            results.append(_graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cuda, capture_blocked,
+                                              restore))
             continue
         if name == "compile[reduce-overhead]" and compile_mode == "reduce-overhead":
             continue
@@ -248,6 +279,7 @@ def run_modes(
             torch._dynamo.reset()
             fn = build()
             step = make_step(torch, fn, spec.model, backward)
+            restore()
             torch.manual_seed(0)
             got = step(*sets[0])
             same, diff, which = check_against_eager(torch, reference, got)
@@ -293,15 +325,17 @@ def _mismatch(what: str, diff: float, random_ops: dict) -> str:
     return text
 
 
-def _graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cuda, blocked) -> ModeResult:
+def _graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cuda, blocked, restore) -> ModeResult:
     name = "cudagraph replay"
     if not cuda:
         return ModeResult(name, "skipped", "no CUDA device is present: CUDA-graph capture needs one")
     if blocked:
         return ModeResult(name, "skipped", f"not capturable: {blocked}")
     try:
+        restore()
         static_args, static_kwargs = _clone_inputs(torch, sets[0])
         replay, _, pool = cuda_graph_step(torch, eager_step, static_args, static_kwargs)
+        restore()  # warm-up and capture ran the model: its buffers start again from the check's state
         got = replay(*sets[0])
         same, diff, which = check_against_eager(torch, reference, got)
         if not same:
