@@ -267,3 +267,10 @@ def test_snapshot_restores_values_metadata_and_buffers():
     restore()
     assert x.shape == (2, 3) and torch.equal(x, original)
     assert int(model.num_batches_tracked) == 0 and torch.equal(model.running_mean, torch.zeros(3))
+
+
+def test_table_lists_the_verdict_reasons_with_their_effect(cli):
+    rc, out, _ = cli("bench", example("item_branch.py"), "--cudagraphs", "--compile", "none", "--iters", "1",
+                     "--repeat", "1")
+    text = " ".join(out.split())
+    assert "item_branch.py:13: [stops graphtool's capture] graph break: Unsupported Tensor.item()" in text

@@ -52,6 +52,21 @@ FIXES = {
 _HOST_SYNC = re.compile(r"item\(\)|_local_scalar_dense|data[- ]dependent|dynamic shape operator|nonzero|DynamicOutputShape", re.I)
 
 
+# What stops a CUDA graph of the *eager* step (graphtool bench's own capture), as opposed to what makes
+# torch.compile's backends skip: work on the CPU is not replayed, a host sync is not allowed while
+# capturing, an unregistered generator cannot advance in a graph, and capture needs the caching
+# allocator. Mutated or non-tensor inputs and plain graph breaks stop torch's backends, not a capture
+# of eager code, so bench still measures what a graph would buy and the verdict says why torch skips.
+EAGER_CAPTURE_BLOCKERS = frozenset(
+    {"cpu-node", "multiple-devices", "incompatible-op", "host-sync", "caching-allocator", "rng-generator"}
+)
+
+
+def eager_capture_blockers(verdict: dict) -> list[dict]:
+    """The reasons in ``verdict`` (``Verdict.to_dict()``) that would stop capturing the eager step."""
+    return [r for r in verdict["reasons"] if r["code"] in EAGER_CAPTURE_BLOCKERS]
+
+
 @dataclass(frozen=True)
 class Reason:
     code: str

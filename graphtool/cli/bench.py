@@ -54,11 +54,13 @@ def bench(
     has_cuda = run_on.type == "cuda"
     verdict, blocked = None, None
     if cudagraphs:
+        from graphtool.analysis.cudagraphs import eager_capture_blockers
+
         verdict = _verdict(target, ent)
-        skips = [r for r in verdict["reasons"] if r["skips"]]
-        if skips:
+        blockers = eager_capture_blockers(verdict)
+        if blockers:
             blocked = "; ".join(
-                f"{r['message']} ({r['source']['file']}:{r['source']['line']})" if r.get("source") else r["message"] for r in skips
+                f"{r['message']} ({r['source']['file']}:{r['source']['line']})" if r.get("source") else r["message"] for r in blockers
             )
     if hasattr(spec.model, "to"):
         spec.model.to(run_on)

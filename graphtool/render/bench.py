@@ -43,9 +43,12 @@ def bench_view(report) -> Group:
         if m.reason:
             parts.append(Text(f"{m.name}: {m.reason}", style="yellow" if m.status == "skipped" else "red"))
     if report.verdict and report.verdict.get("reasons"):
+        from graphtool.analysis.cudagraphs import EAGER_CAPTURE_BLOCKERS
+
         parts.append(Text(f"CUDA-graph verdict: {report.verdict.get('summary')}", style="bold"))
         for r in report.verdict["reasons"]:
-            if r["skips"]:
-                where = f"{r['source']['file']}:{r['source']['line']}" if r.get("source") else "-"
-                parts.append(Text(f"  {where}: {r['message']}"))
+            where = f"{r['source']['file']}:{r['source']['line']}" if r.get("source") else "-"
+            effect = ("stops graphtool's capture" if r["code"] in EAGER_CAPTURE_BLOCKERS
+                      else f"{report.verdict['backend']} skips" if r["skips"] else "note")
+            parts.append(Text(f"  {where}: [{effect}] {r['message']}"))
     return Group(*parts)

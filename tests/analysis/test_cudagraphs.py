@@ -137,3 +137,19 @@ def test_a_model_that_mixes_devices_fails_on_the_standin_with_a_clear_message(cl
     assert rc == 2 and out == ""
     assert "cpu_generator.py:14: the model raised on the accelerator stand-in" in err
     assert "would fail on a GPU too" in err
+
+
+@pytest.mark.parametrize("name, blockers", [
+    ("mlp.py", []),
+    ("item_branch.py", ["host-sync"]),  # .item() is a sync: capture fails
+    ("bool_mask.py", ["host-sync"]),  # x[mask] runs nonzero: a sync too
+    ("cpu_roundtrip.py", ["cpu-node"]),  # CPU work would not be replayed
+    ("graph_breaks.py", []),  # a print() stops dynamo, not a capture of eager code
+    ("transpose_input.py", []),
+])
+def test_what_blocks_graphtools_own_capture(name, blockers):
+    """bench captures the eager step, so only reasons that break a capture of eager code stop it."""
+    from graphtool.analysis.cudagraphs import eager_capture_blockers
+
+    verdict = cudagraph_verdict(standin_traced(name, "cudagraphs"), backend="cudagraphs").to_dict()
+    assert [r["code"] for r in eager_capture_blockers(verdict)] == blockers
