@@ -114,8 +114,9 @@ def snapshot(torch, model, sets) -> Callable[[], None]:
     return restore
 
 
-def _frozen(torch, result):
-    """A copy of ``(outputs, gradients)`` that later runs cannot change (outputs may alias inputs)."""
+def frozen_result(result):
+    """A copy of a step's ``(outputs, gradients)`` that later runs cannot change (outputs may alias
+    inputs, a CUDA graph's outputs are overwritten by the next replay)."""
     out, grads = result
     return map_tensors(out, lambda t: t.detach().clone()), [g.clone() if g is not None else None for g in grads]
 
@@ -240,7 +241,7 @@ def run_modes(
     torch.manual_seed(0)
     try:
         reference, random_ops = _with_random_ops(torch, lambda: eager_step(*sets[0]))
-        reference = _frozen(torch, reference)
+        reference = frozen_result(reference)
         for other in sets[1:]:  # the rotated inputs must work too before anything is timed
             eager_step(*other)
     except NothingToDifferentiate as exc:
