@@ -106,24 +106,15 @@ def bench_report(target, ent, *, compile_mode="default", backward=False, warmup=
 
 def _run_device(torch, device: str | None, cudagraphs: bool):
     """The device bench runs on: ``--device``, else CUDA when present, else the CPU."""
+    from graphtool.capture.loader import parse_device
+
     if device is None:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise UsageError(f"--device {device!r} is not a torch device", hint="try cpu or cuda") from None
+    dev = parse_device(device, choices="cpu or cuda", no_cuda_hint=(
+        "drop --device to time on the CPU; graphtool cudagraphs predicts the CUDA-graph verdict without a GPU"))
     if dev.type not in ("cpu", "cuda"):
         raise UsageError(f"--device {device}: bench times real work, on cpu or cuda",
                          hint="the meta device has no data to time; graphtool cudagraphs predicts without a GPU")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise NoCudaDevice(f"--device {device}: no CUDA device is present",
-                           hint="drop --device to time on the CPU; graphtool cudagraphs predicts the CUDA-graph verdict without a GPU")
-    if dev.type == "cuda":
-        index = torch.cuda.current_device() if dev.index is None else dev.index
-        if index >= torch.cuda.device_count():
-            raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)",
-                             hint="count from cuda:0")
-        dev = torch.device("cuda", index)
     if dev.type == "cpu" and cudagraphs and torch.cuda.is_available():
         raise UsageError("--cudagraphs captures on a CUDA device, but --device cpu was asked for",
                          hint="drop --device cpu, or drop --cudagraphs")
