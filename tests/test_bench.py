@@ -274,3 +274,20 @@ def test_table_lists_the_verdict_reasons_with_their_effect(cli):
                      "--repeat", "1")
     text = " ".join(out.split())
     assert "item_branch.py:13: [stops graphtool's capture] graph break: Unsupported Tensor.item()" in text
+
+
+def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
+    """trace --bench times the model where the script put it; a CPU model is reported as cpu even
+    on a machine with CUDA (before, the GPU's name was printed for CPU timings)."""
+    import graphtool.analysis.bench as ab
+    from graphtool.capture.benchrun import cuda_device_of
+    from graphtool.cli.bench import bench_report
+
+    assert cuda_device_of(load_model(example("mlp.py"))) is None
+    assert cuda_device_of(load_model(example("mutate_input.py"))) is None  # a function model
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "A GPU that was not used")
+    seen = {}
+    monkeypatch.setattr(ab, "build_bench_report", lambda spec, device, *a, **k: seen.setdefault("device", device))
+    bench_report(example("mlp.py"), None, compile_mode="none", warmup=0, iters=1, repeat=1)
+    assert seen["device"] == "cpu"

@@ -208,6 +208,12 @@ def cuda_graph_step(torch, step, static_args, static_kwargs, *, warmup: int = 3)
     return replay, static_out, pool
 
 
+def cuda_device_of(spec: ModelSpec):
+    """The CUDA device the model's inputs or parameters are on, or None (it runs on the CPU)."""
+    params = spec.model.parameters() if hasattr(spec.model, "parameters") else ()
+    return next((t.device for t in [*iter_tensors((spec.args, spec.kwargs)), *params] if t.is_cuda), None)
+
+
 def run_modes(
     spec: ModelSpec,
     *,
@@ -230,9 +236,7 @@ def run_modes(
     import torch
 
     if cuda is None:
-        cuda = any(t.is_cuda for t in iter_tensors((spec.args, spec.kwargs))) or (
-            hasattr(spec.model, "parameters") and any(p.is_cuda for p in spec.model.parameters())
-        )
+        cuda = cuda_device_of(spec) is not None
     if timer_factory is None:
         timer_factory = (lambda: CudaEventTimer(torch)) if cuda else (lambda: HostTimer())
     sets = input_sets(torch, spec)

@@ -99,8 +99,10 @@ def bench_report(target, ent, *, compile_mode="default", backward=False, warmup=
         spec = load_model(target, entry=ent)
     results = _run(spec, compile_mode, False, backward, warmup, iters, repeat, None)
     from graphtool.analysis.bench import build_bench_report
+    from graphtool.capture.benchrun import cuda_device_of
 
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    cuda = cuda_device_of(spec)  # where the script put the model: trace --bench times it there
+    device = torch.cuda.get_device_name(cuda) if cuda is not None else "cpu"
     return build_bench_report(spec, device, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat)
 
 
