@@ -41,7 +41,7 @@ def traced(name: str, inference: bool = False):
 def standin_traced(name: str, backend: str = "inductor"):
     from graphtool.analysis.cudagraphs import keep_input_mutations_for
     from graphtool.capture.loader import load_model
-    from graphtool.capture.standin import to_meta
+    from graphtool.capture.meta_standin import to_meta
     from graphtool.capture.tracer import trace_model
 
     spec = to_meta(load_model(example(name)))

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from graphtool.analysis.timing import measure, speedup, summarize
-from graphtool.capture.benchrun import compare, input_sets, make_step, run_modes
+from graphtool.analysis.timing_stats import measure, speedup, summarize
+from graphtool.capture.bench_modes import compare, input_sets, make_step, run_modes
 from graphtool.capture.loader import load_model
 from tests.conftest import FIXTURES, example
 
@@ -87,7 +87,7 @@ def test_run_modes_on_cpu_with_injected_timer():
 
 
 def test_a_mode_that_differs_from_eager_is_not_timed(monkeypatch):
-    import graphtool.capture.benchrun as br
+    import graphtool.capture.bench_modes as br
 
     spec = load_model(example("mlp.py"))
     monkeypatch.setattr(br, "_compiled", lambda torch, model, mode: (lambda x: model(x) + 1.0))
@@ -97,7 +97,7 @@ def test_a_mode_that_differs_from_eager_is_not_timed(monkeypatch):
 
 
 def test_a_failing_mode_keeps_the_others(monkeypatch):
-    import graphtool.capture.benchrun as br
+    import graphtool.capture.bench_modes as br
 
     def boom(torch, model, mode):
         raise RuntimeError("backend exploded")
@@ -163,7 +163,7 @@ def test_a_mismatch_from_random_ops_says_so_with_the_line(cli):
 
 
 def test_gradient_mismatch_is_named_as_such():
-    from graphtool.capture.benchrun import check_against_eager
+    from graphtool.capture.bench_modes import check_against_eager
 
     out, grad = torch.ones(2), torch.ones(3)
     assert check_against_eager(torch, (out, [grad]), (out, [grad])) == (True, 0.0, "output")
@@ -255,7 +255,7 @@ def test_models_that_mutate_inputs_or_buffers_are_checked_from_the_same_state(cl
 
 
 def test_snapshot_restores_values_metadata_and_buffers():
-    from graphtool.capture.benchrun import snapshot
+    from graphtool.capture.bench_modes import snapshot
 
     model = torch.nn.BatchNorm1d(3)
     x = torch.randn(2, 3)
@@ -279,8 +279,8 @@ def test_table_lists_the_verdict_reasons_with_their_effect(cli):
 def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
     """trace --bench times the model where the script put it; a CPU model is reported as cpu even
     on a machine with CUDA (before, the GPU's name was printed for CPU timings)."""
-    import graphtool.analysis.bench as ab
-    from graphtool.capture.benchrun import cuda_device_of
+    import graphtool.analysis.bench_report as ab
+    from graphtool.capture.bench_modes import cuda_device_of
     from graphtool.cli.bench import bench_report
 
     assert cuda_device_of(load_model(example("mlp.py"))) is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphtool.capture.benchrun import (
+from graphtool.capture.bench_modes import (
     CudaEventTimer,
     _clone_inputs,
     compare,
@@ -102,7 +102,7 @@ class TickTimer:
 
 def _fast_compile(monkeypatch):
     """compile[reduce-overhead] has no CUDA graphs on CPU tensors; aot_eager keeps the test quick."""
-    import graphtool.capture.benchrun as br
+    import graphtool.capture.bench_modes as br
 
     monkeypatch.setattr(br, "_compiled", lambda torch, model, mode: torch.compile(model, backend="aot_eager"))
 

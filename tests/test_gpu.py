@@ -22,7 +22,7 @@ def test_cudagraphs_backend_skips_agree(name):
 
     from graphtool.analysis.cudagraphs import cudagraph_verdict
     from graphtool.capture.loader import load_model
-    from graphtool.capture.standin import to_meta
+    from graphtool.capture.meta_standin import to_meta
     from graphtool.capture.tracer import trace_model
     from tests.conftest import example
 
@@ -51,7 +51,7 @@ def test_capture_and_replay_match_eager(name, backward):
     inputs copied into the captured buffers, not only on the inputs it was captured with."""
     from dataclasses import replace
 
-    from graphtool.capture.benchrun import _clone_inputs, compare, cuda_graph_step, frozen_result, input_sets, make_step
+    from graphtool.capture.bench_modes import _clone_inputs, compare, cuda_graph_step, frozen_result, input_sets, make_step
     from graphtool.capture.loader import load_model, map_tensors
     from tests.conftest import example
 
@@ -69,7 +69,7 @@ def test_capture_and_replay_match_eager(name, backward):
 
 
 def test_uncapturable_model_really_fails_capture():
-    from graphtool.capture.benchrun import cuda_graph_step, make_step
+    from graphtool.capture.bench_modes import cuda_graph_step, make_step
     from graphtool.capture.loader import load_model
     from tests.conftest import example
 
@@ -84,7 +84,7 @@ def test_a_failed_capture_keeps_the_other_modes():
     """After a capture that fails (a host sync), CUDA still works and reduce-overhead still runs."""
     from dataclasses import replace
 
-    from graphtool.capture.benchrun import run_modes
+    from graphtool.capture.bench_modes import run_modes
     from graphtool.capture.loader import load_model, map_tensors
     from tests.conftest import example
 

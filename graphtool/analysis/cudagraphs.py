@@ -14,7 +14,7 @@ the order torch runs them (see ``torch/_dynamo/backends/cudagraphs.py`` and
   graph instead of skipping it.
 
 Graphs come from the accelerator stand-in trace (meta stands for cuda:0; see
-``graphtool.capture.standin``). Config flags are read from the installed torch at run time.
+``graphtool.capture.meta_standin``). Config flags are read from the installed torch at run time.
 
 Example::
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from graphtool.analysis.graphs import Source, placeholder_roles, user_source
+from graphtool.analysis.graph_summary import Source, placeholder_roles, user_source
 from graphtool.capture import compat
 
 BACKENDS = ("inductor", "cudagraphs")
@@ -294,7 +294,7 @@ def check_backend(backend: str) -> None:
 
 def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = True) -> Verdict:
     """Run torch's CUDA-graph checks on every region of ``capture`` (a stand-in trace)."""
-    from graphtool.analysis.report import dedupe_breaks
+    from graphtool.analysis.trace_report import dedupe_breaks
 
     check_backend(backend)
     reasons: list[Reason] = []

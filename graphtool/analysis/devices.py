@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphtool.analysis.graphs import Source, node_device, op_name, user_source
+from graphtool.analysis.graph_summary import Source, node_device, op_name, user_source
 
 _COPY_OPS = ("aten._to_copy", "aten.copy_", "aten.copy", "aten.to", "aten._device_put", "aten.lift_fresh_copy")
 

@@ -1,6 +1,6 @@
 """Judge lint results against budgets, allowed break reasons and a baseline.
 
-Pure functions over plain values: the child processes give dicts (``capture.lintrun``), this turns
+Pure functions over plain values: the child processes give dicts (``capture.lint_worker``), this turns
 them into :class:`ModelLint` records and decides ``passed``.
 
 A baseline entry matches a break by file (relative), reason kind (torch's ``gbNNNN`` id, else the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from graphtool.paths import display_path as _rel
+from graphtool.display_paths import display_path as _rel
 
 BASELINE_VERSION = 1
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphtool.analysis.graphs import Source, user_source
+from graphtool.analysis.graph_summary import Source, user_source
 from graphtool.capture import compat
 
 
@@ -138,7 +138,7 @@ class MutationReport:
 
 def _forward_refs(region) -> list:
     """For each forward placeholder: the region InputRef it stands for (or None)."""
-    from graphtool.analysis.graphs import placeholder_roles
+    from graphtool.analysis.graph_summary import placeholder_roles
 
     refs = []
     by_name = {r.name: r for r in region.inputs}

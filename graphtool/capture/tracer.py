@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graphtool.capture import compat
-from graphtool.capture.breaks import BreakRecorder, GraphBreak, quiet_torch_logs
+from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.loader import ModelSpec, argument_names, full_traceback, iter_tensors, user_code_error
 from graphtool.errors import TraceFailed
 
@@ -99,7 +99,7 @@ def trace_model(
     def _runner(aot_gm):
         if not standin:
             return compat.boxed_fn(aot_gm.forward)
-        from graphtool.capture.standin import standin_mode
+        from graphtool.capture.meta_standin import standin_mode
 
         def run_on_standin(*args):
             with standin_mode():
@@ -152,7 +152,7 @@ def trace_model(
             if training:
                 _run_backward(torch, out)
             if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
-                from graphtool.capture.lintrun import dynamic_variant
+                from graphtool.capture.lint_worker import dynamic_variant
 
                 args, kwargs = dynamic_variant(spec, to_device=standin and "meta")
                 more = compiled(*args, **kwargs)

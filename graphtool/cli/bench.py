@@ -67,10 +67,10 @@ def bench(
     spec = _inputs_to(torch, spec, run_on)
     results = _run(spec, compile_mode, cudagraphs and has_cuda, backward, warmup, iters, repeat, blocked)
     if cudagraphs and not has_cuda:
-        from graphtool.capture.benchrun import ModeResult
+        from graphtool.capture.bench_modes import ModeResult
 
         results.append(ModeResult("cudagraph replay", "skipped", "no CUDA device is present"))
-    from graphtool.analysis.bench import build_bench_report
+    from graphtool.analysis.bench_report import build_bench_report
 
     device_name = torch.cuda.get_device_name(run_on) if has_cuda else "cpu"
     report = build_bench_report(spec, device_name, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat, verdict=verdict)
@@ -98,8 +98,8 @@ def bench_report(target, ent, *, compile_mode="default", backward=False, warmup=
 
         spec = load_model(target, entry=ent)
     results = _run(spec, compile_mode, False, backward, warmup, iters, repeat, None)
-    from graphtool.analysis.bench import build_bench_report
-    from graphtool.capture.benchrun import cuda_device_of
+    from graphtool.analysis.bench_report import build_bench_report
+    from graphtool.capture.bench_modes import cuda_device_of
 
     cuda = cuda_device_of(spec)  # where the script put the model: trace --bench times it there
     device = torch.cuda.get_device_name(cuda) if cuda is not None else "cpu"
@@ -124,7 +124,7 @@ def _run_device(torch, device: str | None, cudagraphs: bool):
 
 
 def _check_compile_mode(compat, mode: str) -> None:
-    from graphtool.capture.benchrun import COMPILE_MODES
+    from graphtool.capture.bench_modes import COMPILE_MODES
 
     known = list(COMPILE_MODES) + compat.compile_backends()
     if mode != "none" and mode not in known:
@@ -155,7 +155,7 @@ def _inputs_to(torch, spec, device):
 def _run(spec, compile_mode, cudagraphs, backward, warmup, iters, repeat, blocked):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from graphtool.capture.benchrun import run_modes
+    from graphtool.capture.bench_modes import run_modes
 
     modes = 1 + (compile_mode not in (None, "none")) + 2 * cudagraphs
     total = modes * repeat * iters

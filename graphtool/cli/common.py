@@ -109,7 +109,7 @@ def quiet_stdout():
 
 
 def emit(data: dict, fmt: str) -> None:
-    from graphtool.render.serialize import format_data
+    from graphtool.render.documents import format_data
 
     sys.stdout.write(format_data(data, fmt))
 
@@ -118,7 +118,7 @@ def load_and_trace_standin(model: Optional[str], entry: Optional[str], device: O
     """The accelerator view: trace on the model's GPU, or on meta standing for one."""
     with _loading(model, entry, device) as (spec, status):
         from graphtool.analysis.cudagraphs import keep_input_mutations_for
-        from graphtool.capture.standin import accelerator_of, to_meta
+        from graphtool.capture.meta_standin import accelerator_of, to_meta
         from graphtool.capture.tracer import trace_model
 
         accel = accelerator_of(spec)

@@ -72,7 +72,7 @@ def lint(
     results = _run(targets, parallel, limit)
     report = LintReport(tuple(judge(t, r, baseline=base) for t, r in zip(targets, results)), str(baseline_path) if baseline_path else None)
     if update_baseline:
-        from graphtool.render.serialize import format_json, write_atomic
+        from graphtool.render.documents import format_json, write_atomic
 
         write_atomic(baseline_path, format_json(make_baseline(report)))
         common.stderr_console().print(f"wrote {baseline_path} ({sum(len(m.breaks) for m in report.models)} breaks)", markup=False, highlight=False)
@@ -123,7 +123,7 @@ def _merge(entry, override):
 
 
 def _run(targets, parallel: int, limit: float | None) -> list[dict]:
-    from graphtool.capture.isolate import run_jobs
+    from graphtool.capture.child_processes import run_jobs
 
     debug = common.debug_enabled()
     jobs = [t.job(debug) for t in targets]
@@ -141,7 +141,7 @@ def _emit(report, fmt: str, output: Optional[Path]) -> None:
     import sys
 
     from graphtool.render import lint as render
-    from graphtool.render.serialize import format_json, write_atomic
+    from graphtool.render.documents import format_json, write_atomic
 
     text = {
         "json": lambda: format_json(report.to_dict()),

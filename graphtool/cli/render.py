@@ -57,7 +57,7 @@ def render(
     if fmt not in FORMATS:
         raise UsageError(f"format {fmt!r} is not one of {', '.join(FORMATS)} (from --format or the file name)")
     vg = _build(target, ent, device, graph, saved, region, modules=collapse != "none")
-    from graphtool.analysis.vgraph import COLLAPSE_THRESHOLD, auto_depth, collapse as fold
+    from graphtool.analysis.drawing import COLLAPSE_THRESHOLD, auto_depth, collapse as fold
 
     err = common.stderr_console()
     size = len(vg.nodes)
@@ -83,12 +83,12 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool = T
 
             compat.import_torch()
             compat.freeze_gc_after_import()
-            from graphtool.capture.autograd import capture_autograd
+            from graphtool.capture.autograd_graph import capture_autograd
             from graphtool.capture.loader import load_model
 
             spec = load_model(target, entry=ent, device=device)
             status.update("walking the autograd graph...")
-            from graphtool.analysis.vgraph import autograd_vgraph
+            from graphtool.analysis.drawing import autograd_drawing
 
             captured = capture_autograd(spec, saved=saved, modules=modules)
             if not captured.nodes:
@@ -97,13 +97,13 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool = T
                     "so there is no autograd graph to draw",
                     hint="draw the traced graph instead: --graph forward",
                 )
-            return autograd_vgraph(captured, f"autograd graph of {Path(spec.path).name}")
+            return autograd_drawing(captured, f"autograd graph of {Path(spec.path).name}")
     capture, accel = common.load_and_trace_standin(target, ent, device, inference=False)
     if not capture.regions:
         raise UsageError(f"{target}: torch.compile captured no graph to draw")
     if region_index >= len(capture.regions):
         raise UsageError(f"--region {region_index}: the model has {len(capture.regions)} compiled region(s)")
-    from graphtool.analysis.vgraph import fx_highlights, fx_vgraph, joint_vgraph
+    from graphtool.analysis.drawing import fx_highlights, fx_drawing, joint_drawing
 
     region = capture.regions[region_index]
     classes = {n: type(m).__name__ for n, m in capture.spec.model.named_modules()} if hasattr(capture.spec.model, "named_modules") else {}
@@ -112,12 +112,12 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool = T
 
     def draw(kind, **extra):
         gm = region.forward if kind == "forward" else region.backward
-        return fx_vgraph(gm, kind, region, highlights=fx_highlights(region, kind), classes=classes, main_device=accel, **extra)
+        return fx_drawing(gm, kind, region, highlights=fx_highlights(region, kind), classes=classes, main_device=accel, **extra)
 
     if graph == "backward":
         vg = draw("backward")
     elif graph == "joint" and region.backward is not None:
-        vg = joint_vgraph(draw("forward", prefix="fw_", cluster="forward"), draw("backward", prefix="bw_", cluster="backward"))
+        vg = joint_drawing(draw("forward", prefix="fw_", cluster="forward"), draw("backward", prefix="bw_", cluster="backward"))
     else:  # forward, or joint of a forward-only trace
         vg = draw("forward")
     name = Path(capture.spec.path).name

@@ -40,7 +40,7 @@ def trace(
         from graphtool.analysis.cudagraphs import check_backend
 
         check_backend(with_cudagraphs)
-    from graphtool.analysis.report import build_trace_report
+    from graphtool.analysis.trace_report import build_trace_report
 
     chosen = common.targets(model, entry)
     docs = []
@@ -78,7 +78,7 @@ def trace(
 
 def _write_out(capture, folder: Path, data: dict) -> None:
     from graphtool.render.graph_code import graph_files
-    from graphtool.render.serialize import write_all
+    from graphtool.render.documents import write_all
 
     files = graph_files(capture, folder)
     files[folder / "report.json"] = _json(data)
@@ -87,6 +87,6 @@ def _write_out(capture, folder: Path, data: dict) -> None:
 
 
 def _json(data: dict) -> str:
-    from graphtool.render.serialize import format_json
+    from graphtool.render.documents import format_json
 
     return format_json(data)

@@ -6,8 +6,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from graphtool.paths import display_path
-from graphtool.render.cells import row
+from graphtool.display_paths import display_path
+from graphtool.render.tables import row
 
 
 def _src(source) -> str:

@@ -1,4 +1,4 @@
-"""DOT text for a :class:`~graphtool.analysis.vgraph.VGraph`, deterministic run to run.
+"""DOT text for a :class:`~graphtool.analysis.drawing.Drawing`, deterministic run to run.
 
 Colours come from a hash of the op family (or module class), so the same model gives the same
 picture; node order is the graph's own order. Fonts are Helvetica/Courier, which both Graphviz and

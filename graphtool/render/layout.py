@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from graphtool.errors import RendererMissing, UsageError
-from graphtool.render.serialize import _umask, cannot_write
+from graphtool.render.documents import _umask, cannot_write
 
 FORMATS = ("svg", "png", "pdf", "dot")
 PURE_FORMATS = ("svg", "png")
@@ -34,7 +34,7 @@ def find_renderer() -> tuple[str, str] | None:
 
 def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = None) -> str:
     """Write ``out`` in ``fmt``; returns the renderer's name (or ``"none"`` for DOT output)."""
-    from graphtool.render.serialize import write_atomic
+    from graphtool.render.documents import write_atomic
 
     out = Path(out)
     if fmt == "dot":

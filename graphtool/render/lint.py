@@ -11,8 +11,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from graphtool.paths import display_path as _rel
-from graphtool.render.cells import row
+from graphtool.display_paths import display_path as _rel
+from graphtool.render.tables import row
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://pypi.org/project/torch-graphtool/"

@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from graphtool.render.cells import row
+from graphtool.render.tables import row
 
 TOP_OPS = 8
 

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 import torch
 
-from graphtool.analysis.report import build_trace_report
+from graphtool.analysis.trace_report import build_trace_report
 from graphtool.capture.loader import load_model
 from tests.conftest import example, traced
 

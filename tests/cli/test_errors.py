@@ -79,7 +79,7 @@ def test_unknown_option_exits_2(cli):
 
 
 def test_internal_bug_exits_3(cli, monkeypatch):
-    import graphtool.analysis.report as report
+    import graphtool.analysis.trace_report as report
 
     def boom(capture):
         raise ValueError("simulated bug")

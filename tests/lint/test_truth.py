@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from graphtool.capture.lintrun import lint_one
+from graphtool.capture.lint_worker import lint_one
 from tests.conftest import FIXTURES
 
 BREAKS = FIXTURES / "breaks"

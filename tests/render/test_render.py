@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from graphtool.analysis.vgraph import autograd_vgraph, collapse
-from graphtool.capture.autograd import capture_autograd
+from graphtool.analysis.drawing import autograd_drawing, collapse
+from graphtool.capture.autograd_graph import capture_autograd
 from graphtool.capture.loader import load_model
 from graphtool.render.dot import to_dot
 from tests.conftest import example
@@ -68,7 +68,7 @@ def test_saved_tensors_shapes():
 @pytest.mark.parametrize("name", ["mlp.py", "convnet_bn.py"])
 def test_golden_dot(name):
     torch.manual_seed(0)
-    vg = autograd_vgraph(capture_autograd(load_model(example(name)), saved=True), f"autograd graph of {name}")
+    vg = autograd_drawing(capture_autograd(load_model(example(name)), saved=True), f"autograd graph of {name}")
     text = to_dot(vg)
     golden = GOLDEN / f"{Path(name).stem}-autograd.dot"
     if os.environ.get("GRAPHTOOL_UPDATE_GOLDEN") == "1":
@@ -79,8 +79,8 @@ def test_golden_dot(name):
 def test_dot_is_deterministic_and_colours_come_from_names():
     from graphtool.render.dot import colour
 
-    a = to_dot(autograd_vgraph(capture_autograd(load_model(example("transformer.py")))))
-    b = to_dot(autograd_vgraph(capture_autograd(load_model(example("transformer.py")))))
+    a = to_dot(autograd_drawing(capture_autograd(load_model(example("transformer.py")))))
+    b = to_dot(autograd_drawing(capture_autograd(load_model(example("transformer.py")))))
     assert a == b
     families = ["addmm", "relu", "mm", "add", "mul", "softmax", "layernorm", "t", "view", "gelu"]
     assert [colour(f) for f in families] == [colour(f) for f in families]
@@ -89,7 +89,7 @@ def test_dot_is_deterministic_and_colours_come_from_names():
 
 def test_collapse_folds_identical_layers():
     spec = load_model(str(Path(__file__).resolve().parents[2] / "benchmarks" / "encoder12.py"))
-    vg = autograd_vgraph(capture_autograd(spec))
+    vg = autograd_drawing(capture_autograd(spec))
     small = collapse(vg, 1)
     labels = [n.label.split("\n")[0] for n in small.nodes if n.kind == "module"]
     assert sorted(labels) == ["11 x TransformerEncoderLayer", "TransformerEncoderLayer"]

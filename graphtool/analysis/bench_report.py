@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphtool.analysis.timing import speedup
+from graphtool.analysis.timing_stats import speedup
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def run_jobs(
     on_done: Callable[[int, dict], None] | None = None,
     poll: float = 0.05,
 ) -> list[dict]:
-    """Run each job with ``python -m graphtool.capture.lintrun``; return their results in order."""
+    """Run each job with ``python -m graphtool.capture.lint_worker``; return their results in order."""
     results: list[dict | None] = [None] * len(jobs)
     pending = list(enumerate(jobs))
     running: list[_Running] = []
@@ -87,7 +87,7 @@ def _start(index: int, job: dict, tmpdir: Path) -> _Running:
     job_path.write_text(json.dumps(job))
     err = open(stderr_path, "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "graphtool.capture.lintrun", str(job_path), str(result_path)],
+        [sys.executable, "-m", "graphtool.capture.lint_worker", str(job_path), str(result_path)],
         stdin=subprocess.DEVNULL,
         stdout=err,
         stderr=err,

@@ -1,6 +1,6 @@
 """Run one model or script under a recording torch.compile backend and collect what dynamo did.
 
-This runs inside a child process (``python -m graphtool.capture.lintrun JOB.json RESULT.json``):
+This runs inside a child process (``python -m graphtool.capture.lint_worker JOB.json RESULT.json``):
 a model that crashes the interpreter, hangs or raises costs only its own lint. The result is a
 plain JSON dict (see :func:`lint_one`); ``graphtool.analysis.lint`` judges it against budgets.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from graphtool.capture import compat
-from graphtool.capture.breaks import BreakRecorder, quiet_torch_logs
+from graphtool.capture.graph_breaks import BreakRecorder, quiet_torch_logs
 from graphtool.errors import GraphtoolError
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphtool.analysis.timing import TimingStats, measure
+from graphtool.analysis.timing_stats import TimingStats, measure
 from graphtool.capture.loader import ModelSpec, iter_tensors, map_tensors, user_code_error, user_location_now
 from graphtool.errors import BadModelSpec
 

@@ -1,13 +1,13 @@
 """Drawable graphs as plain values, built from an autograd capture or from AOT FX graphs, and
 collapsed by module for large models.
 
-``VGraph`` is what ``graphtool.render.dot`` draws: it knows nothing of Graphviz, and the renderer
+``Drawing`` is what ``graphtool.render.dot`` draws: it knows nothing of Graphviz, and the renderer
 computes nothing. Collapsing folds nodes into one box per module at a depth, then folds runs of
 identical sibling blocks (``12 x TransformerEncoderLayer``).
 
 Example::
 
-    >>> vg = autograd_vgraph(capture_autograd(spec))        # doctest: +SKIP
+    >>> vg = autograd_drawing(capture_autograd(spec))        # doctest: +SKIP
     >>> small = collapse(vg, depth=1)
     >>> [n.label for n in small.nodes if n.kind == "module"]
     ['12 x TransformerEncoderLayer\\nlayers.0 .. layers.11\\n636 nodes']
@@ -19,14 +19,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from graphtool.analysis.graphs import op_name, placeholder_roles, user_source
+from graphtool.analysis.graph_summary import op_name, placeholder_roles, user_source
 
 COLLAPSE_THRESHOLD = 500
 _BACKWARD = re.compile(r"Backward\d*$")
 
 
 @dataclass(frozen=True)
-class VNode:
+class DrawNode:
     id: str
     label: str
     kind: str  # op | parameter | buffer | user_input | tangent | saved | other | leaf | output | module
@@ -39,9 +39,9 @@ class VNode:
 
 
 @dataclass(frozen=True)
-class VGraph:
+class Drawing:
     title: str
-    nodes: tuple[VNode, ...]
+    nodes: tuple[DrawNode, ...]
     edges: tuple[tuple[str, str], ...]
     note: str | None = None
 
@@ -61,22 +61,22 @@ def _shape(shape) -> str:
 # -- autograd ----------------------------------------------------------------------------------
 
 
-def autograd_vgraph(graph, title: str = "autograd graph") -> VGraph:
+def autograd_drawing(graph, title: str = "autograd graph") -> Drawing:
     nodes = []
     for n in graph.nodes:
         if n.kind == "op":
             label = n.op
             if n.saved:
                 label += "\n" + "\n".join(f"{k}: {_shape(s)}" for k, s in n.saved)
-            nodes.append(VNode(f"a{n.id}", label, "op", family_of(n.op), n.module))
+            nodes.append(DrawNode(f"a{n.id}", label, "op", family_of(n.op), n.module))
         else:
             label = f"{n.name}\n{_shape(n.shape)} {n.dtype}"
-            nodes.append(VNode(f"a{n.id}", label, n.kind, n.kind, n.module))
+            nodes.append(DrawNode(f"a{n.id}", label, n.kind, n.kind, n.module))
     edges = [(f"a{s}", f"a{d}") for s, d in graph.edges]
     for i, nid in graph.outputs:
-        nodes.append(VNode(f"out{i}", f"output {i}", "output", "output"))
+        nodes.append(DrawNode(f"out{i}", f"output {i}", "output", "output"))
         edges.append((f"a{nid}", f"out{i}"))
-    return VGraph(title, tuple(nodes), tuple(edges))
+    return Drawing(title, tuple(nodes), tuple(edges))
 
 
 # -- FX graphs ---------------------------------------------------------------------------------
@@ -109,8 +109,8 @@ def _owner(fqn: str | None, classes: dict) -> tuple[tuple[str, str], ...]:
                  if classes.get(".".join(parts[:i]), "") not in ("ModuleList", "ModuleDict", "Sequential"))
 
 
-def fx_vgraph(gm, graph_kind: str, region, *, highlights: dict | None = None, classes: dict | None = None,
-              prefix: str = "", cluster: str | None = None, main_device: str | None = None) -> VGraph:
+def fx_drawing(gm, graph_kind: str, region, *, highlights: dict | None = None, classes: dict | None = None,
+              prefix: str = "", cluster: str | None = None, main_device: str | None = None) -> Drawing:
     """One AOT graph: placeholders by kind and name, ops by name, the user's line as tooltip.
 
     ``highlights`` maps a node name to the reason it stands out (mutated inputs, cudagraph skips);
@@ -126,11 +126,11 @@ def fx_vgraph(gm, graph_kind: str, region, *, highlights: dict | None = None, cl
             p = roles[node.name]
             label = f"{p.name}\n{_shape(p.shape)} {p.dtype or ''}".rstrip()
             module = _owner(p.target, classes) if p.kind in ("parameter", "buffer") else ()
-            nodes.append(VNode(nid, label, p.kind, p.kind, module, f"{node.name}: {p.kind} {p.name}",
+            nodes.append(DrawNode(nid, label, p.kind, p.kind, module, f"{node.name}: {p.kind} {p.name}",
                                highlights.get(node.name), cluster))
             continue
         if node.op == "output":
-            nodes.append(VNode(nid, f"{graph_kind} outputs", "output", "output", (), None, None, cluster))
+            nodes.append(DrawNode(nid, f"{graph_kind} outputs", "output", "output", (), None, None, cluster))
         elif node.op == "call_function":
             op = op_name(node)
             src = user_source(node.meta.get("stack_trace"))
@@ -141,15 +141,15 @@ def fx_vgraph(gm, graph_kind: str, region, *, highlights: dict | None = None, cl
                 reason = f"runs on {device}"
             tip = f"{node.name}: {op}" + (f"\n{src}" if src else "") + (f"\n{reason}" if reason else "")
             short = op.replace("aten.", "").rsplit(".", 1)[0] if op.startswith("aten.") else op
-            nodes.append(VNode(nid, short, "op", family_of(op), _fx_module(node), tip, reason, cluster))
+            nodes.append(DrawNode(nid, short, "op", family_of(op), _fx_module(node), tip, reason, cluster))
         else:
             continue
         for arg in node.all_input_nodes:
             edges.append((prefix + arg.name, nid))
-    return VGraph(f"{graph_kind} graph", tuple(nodes), tuple(edges))
+    return Drawing(f"{graph_kind} graph", tuple(nodes), tuple(edges))
 
 
-def joint_vgraph(forward: VGraph, backward: VGraph) -> VGraph:
+def joint_drawing(forward: Drawing, backward: Drawing) -> Drawing:
     """Forward and backward in one picture: a backward input that the forward saved is drawn as
     the forward node that produced it, so the saved-tensor edges cross between the two."""
     fw_ids = {n.id[len("fw_"):]: n.id for n in forward.nodes}
@@ -162,20 +162,20 @@ def joint_vgraph(forward: VGraph, backward: VGraph) -> VGraph:
             continue
         nodes.append(n)
     edges = list(forward.edges) + [(rename.get(s, s), rename.get(d, d)) for s, d in backward.edges]
-    return VGraph("joint graph", tuple(nodes), tuple(dict.fromkeys(edges)))
+    return Drawing("joint graph", tuple(nodes), tuple(dict.fromkeys(edges)))
 
 
 # -- collapsing --------------------------------------------------------------------------------
 
 
-def collapse(graph: VGraph, depth: int) -> VGraph:
+def collapse(graph: Drawing, depth: int) -> Drawing:
     """Fold nodes into one box per module at ``depth`` (1 = the root's children).
 
     Runs of identical sibling blocks (``layers.1`` .. ``layers.11`` with the same ops and shapes)
     fold further: at the chosen depth into one ``N x Class`` box; above it, the first block of the
     run stays expanded and the others become one ``N x Class`` box.
     """
-    subtree: dict[tuple[str, str], list[VNode]] = {}
+    subtree: dict[tuple[str, str], list[DrawNode]] = {}
     for n in graph.nodes:
         for level, (fqn, cls) in enumerate(n.module):
             subtree.setdefault((n.cluster or "", fqn), []).append(n)
@@ -215,7 +215,7 @@ def collapse(graph: VGraph, depth: int) -> VGraph:
         b = boxes[key]
         ms = b["members"]
         reasons = sorted({m.highlight for m in ms if m.highlight})
-        nodes.append(VNode(
+        nodes.append(DrawNode(
             id=box_id[key],
             label=f"{b['cls']}\n{b['fqn']}\n{len(ms)} nodes",
             kind="module",
@@ -231,10 +231,10 @@ def collapse(graph: VGraph, depth: int) -> VGraph:
         a, b_ = ids.get(s_, s_), ids.get(d, d)
         if a != b_:
             edges.append((a, b_))
-    return VGraph(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note)
+    return Drawing(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note)
 
 
-def _shape_key(n: VNode) -> str:
+def _shape_key(n: DrawNode) -> str:
     """What a node is, without its name: ops by label, inputs by kind, shape and dtype."""
     return n.label if n.kind in ("op", "module") else n.kind + ":" + n.label.split("\n", 1)[-1]
 
@@ -263,7 +263,7 @@ def _identical_runs(subtree: dict, classes: dict) -> dict[tuple[str, str], list[
     return runs
 
 
-def auto_depth(graph: VGraph, limit: int = 40) -> int:
+def auto_depth(graph: Drawing, limit: int = 40) -> int:
     """The deepest module level whose collapsed picture keeps at most ``limit`` boxes."""
     deepest = max((len(n.module) for n in graph.nodes), default=1)
     best = 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphtool.analysis.graphs import GraphSummary, summarize_graph
+from graphtool.analysis.graph_summary import GraphSummary, summarize_graph
 from graphtool.analysis.mutations import MutationReport, analyze_mutations
 
 SCHEMA_VERSION = 1
