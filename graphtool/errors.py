@@ -28,15 +28,18 @@ EXIT_INTERRUPTED = 130
 
 
 class GraphtoolError(Exception):
-    """Base class. ``hint`` says what to do next; ``detail`` holds extra lines (user traceback)."""
+    """Base class. ``hint`` says what to do next; ``detail`` holds extra lines (the user's frames);
+    ``full_traceback`` every frame, shown only with ``--debug``."""
 
     exit_code = EXIT_BUG
 
-    def __init__(self, message: str, *, hint: str | None = None, detail: str | None = None):
+    def __init__(self, message: str, *, hint: str | None = None, detail: str | None = None,
+                 full_traceback: str | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.detail = detail
+        self.full_traceback = full_traceback
 
 
 class UsageError(GraphtoolError):

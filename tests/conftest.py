@@ -31,7 +31,7 @@ def cli(capsys):
 
 @functools.lru_cache(maxsize=None)
 def traced(name: str, inference: bool = False):
-    from graphtool.capture.loader import load_model
+    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
 
     return trace_model(load_model(example(name)), inference=inference)
@@ -40,7 +40,7 @@ def traced(name: str, inference: bool = False):
 @functools.lru_cache(maxsize=None)
 def standin_traced(name: str, backend: str = "inductor"):
     from graphtool.analysis.cudagraphs import keep_input_mutations_for
-    from graphtool.capture.loader import load_model
+    from graphtool.capture.script import load_model
     from graphtool.capture.meta_standin import to_meta
     from graphtool.capture.tracer import trace_model
 

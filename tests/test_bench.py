@@ -9,7 +9,7 @@ import torch
 
 from graphtool.analysis.timing_stats import measure, speedup, summarize
 from graphtool.capture.bench_modes import compare, input_sets, make_step, run_modes
-from graphtool.capture.loader import load_model
+from graphtool.capture.script import load_model
 from tests.conftest import FIXTURES, example
 
 
@@ -172,7 +172,7 @@ def test_gradient_mismatch_is_named_as_such():
 
 
 def test_rotated_inputs_keep_layout_and_handle_empty_and_bool_tensors():
-    from graphtool.capture.loader import ModelSpec
+    from graphtool.capture.script import ModelSpec
 
     image = torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)
     ids, empty, mask = torch.tensor([3, 5, 7]), torch.zeros(0, dtype=torch.long), torch.tensor([True, False])

@@ -22,7 +22,7 @@ from graphtool.capture.bench_modes import (
     make_step,
     run_modes,
 )
-from graphtool.capture.loader import load_model
+from graphtool.capture.script import load_model
 from tests.conftest import FIXTURES, example
 from tests.fake_cuda import FakeCuda
 

@@ -21,7 +21,7 @@ def test_cudagraphs_backend_skips_agree(name):
     from torch._dynamo.utils import counters
 
     from graphtool.analysis.cudagraphs import cudagraph_verdict
-    from graphtool.capture.loader import load_model
+    from graphtool.capture.script import load_model
     from graphtool.capture.meta_standin import to_meta
     from graphtool.capture.tracer import trace_model
     from tests.conftest import example
@@ -52,7 +52,8 @@ def test_capture_and_replay_match_eager(name, backward):
     from dataclasses import replace
 
     from graphtool.capture.bench_modes import _clone_inputs, compare, cuda_graph_step, frozen_result, input_sets, make_step
-    from graphtool.capture.loader import load_model, map_tensors
+    from graphtool.capture.script import load_model
+    from graphtool.capture.tensors import map_tensors
     from tests.conftest import example
 
     spec = load_model(example(name))
@@ -70,7 +71,7 @@ def test_capture_and_replay_match_eager(name, backward):
 
 def test_uncapturable_model_really_fails_capture():
     from graphtool.capture.bench_modes import cuda_graph_step, make_step
-    from graphtool.capture.loader import load_model
+    from graphtool.capture.script import load_model
     from tests.conftest import example
 
     spec = load_model(example("item_branch.py"))
@@ -85,7 +86,8 @@ def test_a_failed_capture_keeps_the_other_modes():
     from dataclasses import replace
 
     from graphtool.capture.bench_modes import run_modes
-    from graphtool.capture.loader import load_model, map_tensors
+    from graphtool.capture.script import load_model
+    from graphtool.capture.tensors import map_tensors
     from tests.conftest import example
 
     spec = load_model(example("item_branch.py"))

@@ -210,7 +210,8 @@ def analyze_mutations(capture) -> MutationReport:
 
 def model_output_aliases(capture) -> list[ModelOutputAlias]:
     """Storage sharing among the tensors the compiled model really returned, and with its inputs."""
-    from graphtool.capture.loader import all_named_inputs, iter_tensors
+    from graphtool.capture.input_names import all_named_inputs
+    from graphtool.capture.tensors import iter_tensors
 
     inputs = {}
     for i, (name, t) in enumerate(all_named_inputs(capture.spec)):
@@ -265,7 +266,7 @@ def _output_aliases(region, meta, refs) -> list[OutputAlias]:
 
 def input_aliases(capture) -> list[InputAlias]:
     """Groups of user inputs (by argument name) that share storage."""
-    from graphtool.capture.loader import all_named_inputs
+    from graphtool.capture.input_names import all_named_inputs
 
     groups: dict = {}
     for name, t in all_named_inputs(capture.spec):

@@ -18,7 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graphtool.capture import compat
-from graphtool.capture.loader import ModelSpec, argument_names, iter_tensors, user_code_error
+from graphtool.capture.input_names import argument_names
+from graphtool.capture.script import ModelSpec
+from graphtool.capture.tensors import iter_tensors
+from graphtool.capture.user_code import user_code_error
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graphtool.analysis.timing_stats import TimingStats, measure
-from graphtool.capture.loader import ModelSpec, iter_tensors, map_tensors, user_code_error, user_location_now
+from graphtool.capture.script import ModelSpec
+from graphtool.capture.tensors import iter_tensors, map_tensors
+from graphtool.capture.user_code import user_code_error, user_location_now
 from graphtool.errors import BadModelSpec
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

@@ -40,7 +40,7 @@ def dynamic_variant(spec, to_device: str | None = None) -> tuple[tuple, dict]:
     grown by one row (its first row repeated)."""
     import torch
 
-    from graphtool.capture.loader import iter_tensors, map_tensors
+    from graphtool.capture.tensors import iter_tensors, map_tensors
 
     module = sys.modules.get(getattr(spec, "module_name", "") or "")
     if module is not None and hasattr(module, "dynamic_inputs"):
@@ -85,7 +85,8 @@ def _redirected_compile(torch, backend):
 def lint_one(job: dict) -> dict:
     """Lint one model (``{"path", "entry", "dynamic"}``) or script (``{"run", "args"}``)."""
     torch = compat.import_torch()
-    from graphtool.capture.loader import load_model, user_code_error
+    from graphtool.capture.script import load_model
+    from graphtool.capture.user_code import user_code_error
 
     graphs: list[int] = []
     backend = _recording_backend(graphs)

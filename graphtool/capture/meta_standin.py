@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from graphtool.capture.loader import ModelSpec
+from graphtool.capture.script import ModelSpec
 
 
 def accelerator_of(spec: ModelSpec) -> str:
     """``cuda`` when the model already lives on a GPU, else ``meta`` (the stand-in)."""
-    from graphtool.capture.loader import iter_tensors
+    from graphtool.capture.tensors import iter_tensors
 
     tensors = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
     tensors += list(iter_tensors((spec.args, spec.kwargs)))
@@ -26,7 +26,7 @@ def to_meta(spec: ModelSpec) -> ModelSpec:
     """Move the model (in place) and the example inputs to meta, keeping input aliasing."""
     import torch
 
-    from graphtool.capture.loader import map_tensors
+    from graphtool.capture.tensors import map_tensors
 
     memo: dict[int, torch.Tensor] = {}
 

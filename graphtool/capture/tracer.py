@@ -20,7 +20,10 @@ from typing import Any, Callable
 
 from graphtool.capture import compat
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
-from graphtool.capture.loader import ModelSpec, argument_names, full_traceback, iter_tensors, user_code_error
+from graphtool.capture.input_names import argument_names
+from graphtool.capture.script import ModelSpec
+from graphtool.capture.tensors import iter_tensors
+from graphtool.capture.user_code import full_traceback, user_code_error
 from graphtool.errors import TraceFailed
 
 
@@ -234,7 +237,7 @@ def _metadata_changes(spec: ModelSpec, before: dict[int, tuple], names) -> dict[
 
 
 def _stop_note(exc: BaseException) -> str:
-    from graphtool.capture.loader import user_frames
+    from graphtool.capture.user_code import user_frames
 
     frames = user_frames(exc)
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
@@ -259,10 +262,9 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
             return err
         return user_code_error(eager_exc, "the model raised on its example inputs")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    err = TraceFailed(
+    return TraceFailed(
         f"{spec.location}: torch.compile could not trace the model "
         f"(it runs eagerly): {type(exc).__name__}: {first}",
         hint="run with --debug for torch's full message",
+        full_traceback=full_traceback(exc),
     )
-    err.full_traceback = full_traceback(exc)
-    return err

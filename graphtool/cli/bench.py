@@ -47,7 +47,7 @@ def bench(
 
         torch = compat.import_torch()
         run_on = _run_device(torch, device, cudagraphs)
-        from graphtool.capture.loader import load_model
+        from graphtool.capture.script import load_model
 
         spec = load_model(target, entry=ent, device=device)
     _check_compile_mode(compat, compile_mode)
@@ -94,7 +94,7 @@ def bench_report(target, ent, *, compile_mode="default", backward=False, warmup=
         from graphtool.capture import compat
 
         torch = compat.import_torch()
-        from graphtool.capture.loader import load_model
+        from graphtool.capture.script import load_model
 
         spec = load_model(target, entry=ent)
     results = _run(spec, compile_mode, False, backward, warmup, iters, repeat, None)
@@ -108,7 +108,7 @@ def bench_report(target, ent, *, compile_mode="default", backward=False, warmup=
 
 def _run_device(torch, device: str | None, cudagraphs: bool):
     """The device bench runs on: ``--device``, else CUDA when present, else the CPU."""
-    from graphtool.capture.loader import parse_device
+    from graphtool.capture.devices import parse_device
 
     if device is None:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
@@ -142,7 +142,7 @@ def _verdict(target, ent) -> dict:
 def _inputs_to(torch, spec, device):
     from dataclasses import replace
 
-    from graphtool.capture.loader import map_tensors
+    from graphtool.capture.tensors import map_tensors
 
     def move(t):
         if t.device == device:

@@ -82,7 +82,7 @@ def _loading(model: Optional[str], entry: Optional[str], device: Optional[str]):
 
         compat.import_torch()
         compat.freeze_gc_after_import()
-        from graphtool.capture.loader import load_model
+        from graphtool.capture.script import load_model
 
         status.update(f"loading {Path(target.split(':')[0]).name}...")
         yield load_model(target, entry=entry, device=device), status

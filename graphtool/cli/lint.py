@@ -92,7 +92,7 @@ def _targets(models, run, extra_args, cfg, override, dynamic) -> list:
     if extra_args:
         raise UsageError(f"unexpected arguments: {' '.join(extra_args)} (script arguments go after --run SCRIPT --)")
     if models:
-        from graphtool.capture.loader import split_target
+        from graphtool.capture.script import split_target
 
         by_path = {str(m.path): m for m in cfg.models} if cfg else {}
         out = []

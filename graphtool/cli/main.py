@@ -74,7 +74,7 @@ def report_error(err: GraphtoolError, debug: bool) -> int:
         print(err.detail.rstrip(), file=sys.stderr)
     if err.hint:
         print(f"hint: {err.hint}", file=sys.stderr)
-    if debug and getattr(err, "full_traceback", None):
+    if debug and err.full_traceback:
         print(err.full_traceback, file=sys.stderr)
     return err.exit_code
 

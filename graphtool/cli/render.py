@@ -84,7 +84,7 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool = T
             compat.import_torch()
             compat.freeze_gc_after_import()
             from graphtool.capture.autograd_graph import capture_autograd
-            from graphtool.capture.loader import load_model
+            from graphtool.capture.script import load_model
 
             spec = load_model(target, entry=ent, device=device)
             status.update("walking the autograd graph...")

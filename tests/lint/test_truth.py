@@ -61,7 +61,7 @@ def test_breaks_equal_torchs_graph_break_log(name, torch_graph_break_log):
 
 @pytest.mark.parametrize("name", ["before_first_op.py", "in_loop.py"])
 def test_explain_miscounts_where_lint_is_right(name):
-    from graphtool.capture.loader import load_model
+    from graphtool.capture.script import load_model
 
     spec = load_model(str(BREAKS / name))
     torch._dynamo.reset()
