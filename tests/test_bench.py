@@ -7,7 +7,8 @@ import json
 import pytest
 import torch
 
-from graphtool.analysis.timing_stats import measure, speedup, summarize
+from graphtool.analysis.timing_stats import speedup, summarize
+from graphtool.capture.timers import measure
 from graphtool.capture.bench_modes import compare, input_sets, make_step, run_modes
 from graphtool.capture.script import load_model
 from tests.conftest import FIXTURES, example
@@ -38,10 +39,11 @@ def test_summary_statistics():
 def test_measure_warms_up_then_times_each_repeat_per_iteration():
     calls = []
     timer = ScriptedTimer([100.0, 110.0, 90.0])
-    stats = measure(calls.append, timer, warmup=5, iters=10, repeat=3)
+    samples = measure(calls.append, timer, warmup=5, iters=10, repeat=3)
     assert calls == list(range(35))  # warm-up calls count too: input rotation keeps going
     assert timer.starts == 3
-    assert stats.samples_ms == (10.0, 11.0, 9.0)
+    assert samples == (10.0, 11.0, 9.0)
+    stats = summarize(list(samples))
     assert stats.median_ms == 10.0 and stats.spread_pct == pytest.approx(20.0)
 
 
@@ -83,7 +85,7 @@ def test_run_modes_on_cpu_with_injected_timer():
     results = run_modes(spec, compile_mode="aot_eager", warmup=1, iters=2, repeat=3,
                         timer_factory=lambda: ScriptedTimer([4.0, 4.0, 4.0]))
     assert [r.name for r in results] == ["eager", "compile[aot_eager]"]
-    assert all(r.status == "ok" and r.stats.median_ms == 2.0 for r in results)
+    assert all(r.status == "ok" and summarize(list(r.samples_ms)).median_ms == 2.0 for r in results)
 
 
 def test_a_mode_that_differs_from_eager_is_not_timed(monkeypatch):
@@ -93,7 +95,7 @@ def test_a_mode_that_differs_from_eager_is_not_timed(monkeypatch):
     monkeypatch.setattr(br, "_compiled", lambda torch, model, mode: (lambda x: model(x) + 1.0))
     results = run_modes(spec, compile_mode="aot_eager", warmup=0, iters=1, repeat=1)
     bad = results[1]
-    assert bad.status == "mismatch" and bad.stats is None and "not timed" in bad.reason
+    assert bad.status == "mismatch" and bad.samples_ms is None and "not timed" in bad.reason
 
 
 def test_a_failing_mode_keeps_the_others(monkeypatch):
@@ -200,7 +202,7 @@ def test_bench_device_cuda_without_cuda(cli):
 
 
 def test_bench_device_choice(monkeypatch):
-    from graphtool.cli.bench import _run_device
+    from graphtool.commands.bench import _run_device
     from graphtool.errors import UsageError
 
     assert _run_device(torch, "cpu", False) == torch.device("cpu")
@@ -281,7 +283,7 @@ def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
     on a machine with CUDA (before, the GPU's name was printed for CPU timings)."""
     import graphtool.analysis.bench_report as ab
     from graphtool.capture.bench_modes import cuda_device_of
-    from graphtool.cli.bench import bench_report
+    from graphtool.commands.steps import eager_vs_compiled
 
     assert cuda_device_of(load_model(example("mlp.py"))) is None
     assert cuda_device_of(load_model(example("mutate_input.py"))) is None  # a function model
@@ -289,5 +291,5 @@ def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "A GPU that was not used")
     seen = {}
     monkeypatch.setattr(ab, "build_bench_report", lambda spec, device, *a, **k: seen.setdefault("device", device))
-    bench_report(example("mlp.py"), None, compile_mode="none", warmup=0, iters=1, repeat=1)
+    eager_vs_compiled(example("mlp.py"), None, compile_mode="none", warmup=0, iters=1, repeat=1)
     assert seen["device"] == "cpu"

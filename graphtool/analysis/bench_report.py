@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphtool.analysis.timing_stats import speedup
+from graphtool.analysis.timing_stats import speedup, summarize
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,10 @@ class BenchReport:
 
 
 def build_bench_report(spec, device: str, results, *, backward, warmup, iters, repeat, verdict=None) -> BenchReport:
-    eager = next((r.stats for r in results if r.name == "eager"), None)
+    stats = {r.name: summarize(list(r.samples_ms)) if r.samples_ms else None for r in results}
+    eager = stats.get("eager")
     modes = tuple(
-        ModeReport(r.name, r.status, r.reason, r.stats, speedup(eager, r.stats) if r.stats else None,
+        ModeReport(r.name, r.status, r.reason, stats[r.name], speedup(eager, stats[r.name]),
                    r.max_abs_diff, r.peak_memory_bytes, r.pool_bytes)
         for r in results
     )

@@ -146,14 +146,15 @@ def _device_reason(gm, region: int, graph: str) -> Reason | None:
     cpu = mapping.get(torch.device("cpu"))
     code = "cpu-node" if msg.startswith(compat.cudagraph_skip_message("cpu device")) else "multiple-devices"
     node = cpu if code == "cpu-node" else None
-    return _reason(code, _first_line(msg), region, graph, True, _src(node))
+    return _reason(code, _without_stack(msg), region, graph, True, _src(node))
 
 
 def _src(node) -> Source | None:
     return user_source(node.meta.get("stack_trace")) if node is not None else None
 
 
-def _first_line(msg: str) -> str:
+def _without_stack(msg: str) -> str:
+    """torch's message without its 'Found from' stack trace."""
     return msg.split(". Found from")[0].strip()
 
 
@@ -216,7 +217,7 @@ def _cudagraphs_backend(region) -> list[Reason]:
             idxs = compat.graph_input_mutations(gm.graph) - set(range(fixed))
             if idxs:
                 msg = compat.mutation_skip_message(gm, idxs)
-                found.append(_reason("mutated-input", _first_line(msg), region.index, graph, True, user_source(msg)))
+                found.append(_reason("mutated-input", _without_stack(msg), region.index, graph, True, user_source(msg)))
         dev = _device_reason(gm, region.index, graph)
         if dev:
             found.append(dev)
@@ -247,7 +248,7 @@ def _inductor_backend(region) -> list[Reason]:
         storage = compat.input_storage_mutation_reason(gm)
         if storage:
             reasons.append(
-                _reason("input-storage-mutation", compat.cudagraph_skip_message(_first_line(storage)), region.index, graph, True, user_source(storage))
+                _reason("input-storage-mutation", compat.cudagraph_skip_message(_without_stack(storage)), region.index, graph, True, user_source(storage))
             )
         if graph == "forward":
             reasons += _inductor_mutations(gm, region)
@@ -270,9 +271,9 @@ def _inductor_mutations(gm, region) -> list[Reason]:
         if not idxs:
             return []
         msg = compat.mutation_skip_message(gm, idxs)
-        return [_reason("mutated-input", _first_line(msg) + " (checked at run time)", region.index, "forward", True, user_source(msg))]
+        return [_reason("mutated-input", _without_stack(msg) + " (checked at run time)", region.index, "forward", True, user_source(msg))]
     msg = compat.mutation_skip_message(gm, idxs)
-    return [_reason("mutated-input", _first_line(msg), region.index, "forward", True, user_source(msg))]
+    return [_reason("mutated-input", _without_stack(msg), region.index, "forward", True, user_source(msg))]
 
 
 def _break_reasons(breaks) -> list[Reason]:

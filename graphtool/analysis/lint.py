@@ -1,23 +1,25 @@
 """Judge lint results against budgets, allowed break reasons and a baseline.
 
-Pure functions over plain values: the child processes give dicts (``capture.lint_worker``), this turns
-them into :class:`ModelLint` records and decides ``passed``.
+Pure functions over plain values: each child process gives a :class:`LintResult`
+(``graphtool.capture.lint_job``), this turns it into a :class:`ModelLint` and decides ``passed``.
 
 A baseline entry matches a break by file (relative), reason kind (torch's ``gbNNNN`` id, else the
 reason text) and the stripped text of the source line, so a break that only moved lines is not new.
 
 Example::
 
-    >>> b = Break("print", None, "m.py", 3, "print(x)", None, 1)
-    >>> judge(LintTarget("m.py"), {"ok": True, "graph_count": 2, "breaks": [b.to_dict()],
-    ...        "recompiles": [], "skipped_frames": []}, Budget(max_graph_breaks=0)).passed
+    >>> from graphtool.capture.lint_job import BreakRecord
+    >>> b = BreakRecord("print", None, "m.py", 3, "print(x)", None, 1)
+    >>> judge(LintTarget("m.py"), LintResult(ok=True, graph_count=2, breaks=(b,)), Budget(max_graph_breaks=0)).passed
     False
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+
+from graphtool.capture.lint_job import LintJob, LintResult
 
 from graphtool.display_paths import display_path as _rel
 
@@ -46,10 +48,10 @@ class LintTarget:
     def name(self) -> str:
         return f"{self.path}:{self.entry}" if self.entry else self.path
 
-    def job(self, debug: bool = False) -> dict:
+    def job(self, debug: bool = False) -> LintJob:
         if self.run:
-            return {"run": self.path, "args": list(self.args), "debug": debug}
-        return {"path": self.path, "entry": self.entry, "dynamic": self.dynamic, "debug": debug}
+            return LintJob(path=self.path, run=True, args=self.args, debug=debug)
+        return LintJob(path=self.path, entry=self.entry, dynamic=self.dynamic, debug=debug)
 
 
 @dataclass(frozen=True)
@@ -157,16 +159,16 @@ class LintReport:
         }
 
 
-def judge(target: LintTarget, result: dict, budget: Budget | None = None, baseline: dict | None = None) -> ModelLint:
+def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, baseline: dict | None = None) -> ModelLint:
     """Turn one child-process result into a judged :class:`ModelLint`."""
     budget = budget or target.budget
-    if not result.get("ok"):
-        return ModelLint(target, "error", result.get("error") or "unknown error", result.get("detail"), 0, (), (), (), (), (), result.get("seconds", 0.0))
+    if not result.ok:
+        return ModelLint(target, "error", result.error or "unknown error", result.detail, 0, (), (), (), (), (), result.seconds)
     patterns = [re.compile(p) for p in budget.allowed_breaks]
     known = _baseline_keys(baseline, target) if baseline is not None else None
     breaks = []
-    for d in result["breaks"]:
-        b = Break(d["reason"], d.get("code"), d.get("file"), d.get("line"), d.get("source_text"), d.get("hint"), d.get("occurrences", 1))
+    for d in result.breaks:
+        b = Break(d.reason, d.code, d.file, d.line, d.source_text, d.hint, d.occurrences)
         b = replace(b, allowed=any(p.search(b.reason) for p in patterns))
         if known is not None:
             b = replace(b, new=b.key() not in known)
@@ -175,7 +177,7 @@ def judge(target: LintTarget, result: dict, budget: Budget | None = None, baseli
     failures = []
     if budget.max_graph_breaks is not None and len(counted) > budget.max_graph_breaks:
         failures.append(f"{len(counted)} graph breaks, budget {budget.max_graph_breaks}")
-    recompiles = tuple(result.get("recompiles", ()))
+    recompiles = tuple(asdict(f) for f in result.recompiles)
     if budget.max_recompiles is not None and len(recompiles) > budget.max_recompiles:
         failures.append(f"{len(recompiles)} recompiles, budget {budget.max_recompiles}")
     new = [b for b in counted if b.new]
@@ -190,13 +192,13 @@ def judge(target: LintTarget, result: dict, budget: Budget | None = None, baseli
         status="over_budget" if failures else "ok",
         error=None,
         error_detail=None,
-        graph_count=result.get("graph_count", 0),
+        graph_count=result.graph_count,
         breaks=tuple(breaks),
         recompiles=recompiles,
-        skipped_frames=tuple(result.get("skipped_frames", ())),
+        skipped_frames=tuple(asdict(f) for f in result.skipped_frames),
         failures=tuple(failures),
         fixed=fixed,
-        seconds=result.get("seconds", 0.0),
+        seconds=result.seconds,
     )
 
 

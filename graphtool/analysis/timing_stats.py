@@ -15,18 +15,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Callable, Protocol
-
-
-class Timer(Protocol):
-    """Measures a block of work. ``start()`` then ``stop()`` returns milliseconds elapsed.
-
-    On CUDA: events recorded on the stream, then synchronised. On CPU: the host clock, with the
-    work finished before each reading. Tests inject a fake one."""
-
-    def start(self) -> None: ...
-
-    def stop(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -54,30 +42,6 @@ def summarize(samples_ms: list[float]) -> TimingStats:
     lo, hi = min(samples_ms), max(samples_ms)
     spread = (hi - lo) / med * 100.0 if med > 0 else 0.0
     return TimingStats(tuple(samples_ms), med, lo, hi, spread)
-
-
-def measure(step: Callable[[int], object], timer: Timer, *, warmup: int, iters: int, repeat: int,
-            on_progress: Callable[[int], None] | None = None) -> TimingStats:
-    """Run ``step(i)`` ``warmup`` times untimed, then ``repeat`` timed blocks of ``iters`` calls.
-
-    ``i`` counts every call, so a step can rotate through several input sets.
-    """
-    if iters < 1 or repeat < 1 or warmup < 0:
-        raise ValueError("iters and repeat must be >= 1, warmup >= 0")
-    calls = 0
-    for _ in range(warmup):
-        step(calls)
-        calls += 1
-    samples = []
-    for _ in range(repeat):
-        timer.start()
-        for _ in range(iters):
-            step(calls)
-            calls += 1
-        samples.append(timer.stop() / iters)
-        if on_progress:
-            on_progress(iters)
-    return summarize(samples)
 
 
 def speedup(baseline: TimingStats | None, other: TimingStats | None) -> float | None:

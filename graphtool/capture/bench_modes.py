@@ -12,15 +12,15 @@ caught and explained; the others still run.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphtool.analysis.timing_stats import TimingStats, measure
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors, map_tensors
+from graphtool.capture.timers import CudaEventTimer, HostTimer, measure
 from graphtool.capture.user_code import user_code_error, user_location_now
 from graphtool.errors import BadModelSpec
+from graphtool.text import first_line
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 ROTATE = 4  # distinct input sets cycled through, so no cache sees the same tensor twice in a row
@@ -31,46 +31,11 @@ class ModeResult:
     name: str
     status: str  # ok | mismatch | error | skipped
     reason: str | None = None
-    stats: TimingStats | None = None
+    samples_ms: tuple[float, ...] | None = None  # per-iteration latency of each timed repeat
     max_abs_diff: float | None = None
     peak_memory_bytes: int | None = None
     pool_bytes: int | None = None
     details: list[str] = field(default_factory=list)
-
-
-class HostTimer:
-    """Host clock around work finished by ``sync`` (``torch.cuda.synchronize`` or a no-op)."""
-
-    def __init__(self, sync: Callable[[], None] = lambda: None):
-        self.sync = sync
-        self._t0 = 0.0
-
-    def start(self) -> None:
-        self.sync()
-        self._t0 = time.perf_counter()
-
-    def stop(self) -> float:
-        self.sync()
-        return (time.perf_counter() - self._t0) * 1000.0
-
-
-class CudaEventTimer:
-    """CUDA events on the current stream: measures GPU time, not host launch time."""
-
-    def __init__(self, torch):
-        self.torch = torch
-        self._start = self._end = None
-
-    def start(self) -> None:
-        self.torch.cuda.synchronize()
-        self._start = self.torch.cuda.Event(enable_timing=True)
-        self._end = self.torch.cuda.Event(enable_timing=True)
-        self._start.record()
-
-    def stop(self) -> float:
-        self._end.record()
-        self._end.synchronize()
-        return float(self._start.elapsed_time(self._end))
 
 
 def input_sets(torch, spec: ModelSpec, count: int = ROTATE) -> list[tuple[tuple, dict]]:
@@ -267,7 +232,7 @@ def run_modes(
         return stats, mem
 
     stats, mem = timed("eager", eager_step)
-    results.append(ModeResult("eager", "ok", stats=stats, max_abs_diff=0.0, peak_memory_bytes=mem))
+    results.append(ModeResult("eager", "ok", samples_ms=stats, max_abs_diff=0.0, peak_memory_bytes=mem))
 
     modes: list[tuple[str, Callable]] = []
     if compile_mode and compile_mode != "none":
@@ -295,9 +260,9 @@ def run_modes(
                 results.append(ModeResult(name, "mismatch", _mismatch(which, diff, random_ops), max_abs_diff=diff))
                 continue
             stats, mem = timed(name, step)
-            results.append(ModeResult(name, "ok", stats=stats, max_abs_diff=diff, peak_memory_bytes=mem))
+            results.append(ModeResult(name, "ok", samples_ms=stats, max_abs_diff=diff, peak_memory_bytes=mem))
         except Exception as exc:  # noqa: BLE001 - one mode failing must not lose the others
-            results.append(ModeResult(name, "error", f"{type(exc).__name__}: {_first_line(exc)}"))
+            results.append(ModeResult(name, "error", f"{type(exc).__name__}: {first_line(exc) or ''}"))
     return results
 
 
@@ -348,9 +313,9 @@ def _graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cu
         if not same:
             return ModeResult(name, "mismatch", _mismatch(f"replay's {which}", diff, random_ops), max_abs_diff=diff)
         stats, mem = timed(name, replay)
-        return ModeResult(name, "ok", stats=stats, max_abs_diff=diff, peak_memory_bytes=mem, pool_bytes=pool)
+        return ModeResult(name, "ok", samples_ms=stats, max_abs_diff=diff, peak_memory_bytes=mem, pool_bytes=pool)
     except Exception as exc:  # noqa: BLE001 - a capture error is explained, the other modes kept
-        return ModeResult(name, "error", f"capture failed: {type(exc).__name__}: {_first_line(exc)}")
+        return ModeResult(name, "error", f"capture failed: {type(exc).__name__}: {first_line(exc) or ''}")
 
 
 def _clone_inputs(torch, pair):
@@ -365,8 +330,3 @@ def _compiled(torch, model, mode: str):
     if mode in COMPILE_MODES:
         return torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
     return torch.compile(model, backend=mode)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""

@@ -1,4 +1,4 @@
-"""Run lint jobs in child processes, ``jobs`` at a time, each with its own timeout.
+"""Run jobs in child processes, ``jobs`` at a time, each with its own timeout.
 
 A job that crashes the interpreter, hangs or raises becomes an error result for that job alone;
 every job asked for comes back, in the order asked.
@@ -30,12 +30,15 @@ class _Running:
 def run_jobs(
     jobs: list[dict],
     *,
+    worker: str,
     parallel: int = 1,
     timeout: float | None = None,
     on_done: Callable[[int, dict], None] | None = None,
     poll: float = 0.05,
 ) -> list[dict]:
-    """Run each job with ``python -m graphtool.capture.lint_worker``; return their results in order."""
+    """Run each job with ``python -m WORKER JOB.json RESULT.json``; return their results in order.
+
+    Jobs and results are JSON dicts here; :mod:`graphtool.capture.lint_job` gives them types."""
     results: list[dict | None] = [None] * len(jobs)
     pending = list(enumerate(jobs))
     running: list[_Running] = []
@@ -45,7 +48,7 @@ def run_jobs(
             while pending or running:
                 while pending and len(running) < max(1, parallel):
                     index, job = pending.pop(0)
-                    running.append(_start(index, job, tmpdir))
+                    running.append(_start(index, job, tmpdir, worker))
                 _wait_any(running, timeout, poll)
                 for r in list(running):
                     elapsed = time.perf_counter() - r.started
@@ -80,14 +83,14 @@ def _wait_any(running: list[_Running], timeout: float | None, poll: float) -> No
     time.sleep(poll)
 
 
-def _start(index: int, job: dict, tmpdir: Path) -> _Running:
+def _start(index: int, job: dict, tmpdir: Path, worker: str) -> _Running:
     job_path = tmpdir / f"job{index}.json"
     result_path = tmpdir / f"result{index}.json"
     stderr_path = tmpdir / f"stderr{index}.txt"
     job_path.write_text(json.dumps(job))
     err = open(stderr_path, "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "graphtool.capture.lint_worker", str(job_path), str(result_path)],
+        [sys.executable, "-m", worker, str(job_path), str(result_path)],
         stdin=subprocess.DEVNULL,
         stdout=err,
         stderr=err,

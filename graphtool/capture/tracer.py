@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graphtool.capture import compat
+from graphtool.capture.dynamic_inputs import dynamic_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.input_names import argument_names
 from graphtool.capture.script import ModelSpec
@@ -155,8 +156,6 @@ def trace_model(
             if training:
                 _run_backward(torch, out)
             if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
-                from graphtool.capture.lint_worker import dynamic_variant
-
                 args, kwargs = dynamic_variant(spec, to_device=standin and "meta")
                 more = compiled(*args, **kwargs)
                 if training:

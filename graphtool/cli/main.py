@@ -51,10 +51,10 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import analyze, bench, lint, render, trace
+    from graphtool.cli import analyses, bench, lint, render, trace
 
     trace.register(app)
-    analyze.register(app)
+    analyses.register(app)
     render.register(app)
     bench.register(app)
     lint.register(app)
@@ -80,7 +80,7 @@ def report_error(err: GraphtoolError, debug: bool) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    from graphtool.cli.common import DEBUG
+    from graphtool.cli.options import DEBUG
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(argv)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from graphtool.cli import common
+from graphtool.cli import console, options
 
 
 def register(app: typer.Typer) -> None:
@@ -24,69 +24,45 @@ def register(app: typer.Typer) -> None:
 
 
 def trace(
-    model: Optional[str] = common.ModelArg,
-    entry: Optional[str] = common.EntryOpt,
-    device: Optional[str] = common.DeviceOpt,
-    inference: bool = common.InferenceOpt,
-    fmt: str = common.FormatOpt,
+    model: Optional[str] = options.ModelArg,
+    entry: Optional[str] = options.EntryOpt,
+    device: Optional[str] = options.DeviceOpt,
+    inference: bool = options.InferenceOpt,
+    fmt: str = options.FormatOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write forward.py, backward.py and report.json into this folder."),
     with_cudagraphs: Optional[str] = typer.Option(
         None, "--cudagraphs", help="Add the CUDA-graph verdict for this backend (inductor or cudagraphs); costs a second, stand-in trace."
     ),
     with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
 ) -> int:
-    common.check_format(fmt)
-    if with_cudagraphs:
-        from graphtool.analysis.cudagraphs import check_backend
+    from graphtool.commands.trace import trace as run_trace
 
-        check_backend(with_cudagraphs)
-    from graphtool.analysis.trace_report import build_trace_report
-
-    chosen = common.targets(model, entry)
-    docs = []
-    for target, ent in chosen:
-        capture = common.load_and_trace(target, ent, device, inference)
-        report = build_trace_report(capture)
-        data = report.to_dict()
-        verdict = None
-        if with_cudagraphs:
-            from graphtool.analysis.cudagraphs import cudagraph_verdict
-
-            standin, accel = common.load_and_trace_standin(target, ent, device, inference, backend=with_cudagraphs)
-            verdict = cudagraph_verdict(standin, backend=with_cudagraphs, predicted=accel == "meta")
-            data["cudagraphs"] = verdict.to_dict()
-        if with_bench:
-            from graphtool.cli.bench import bench_report
-
-            data["bench"] = bench_report(target, ent).to_dict()
+    options.check_format(fmt)
+    with console.RichProgress() as progress:
+        results = run_trace(model, entry=entry, device=device, inference=inference, cudagraphs=with_cudagraphs,
+                            bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
+                            progress=progress)
+    for result in results:
         if out is not None:
-            folder = Path(out) if len(chosen) == 1 else Path(out) / Path(target).stem
-            _write_out(capture, folder, data)
+            folder = Path(out) if len(results) == 1 else Path(out) / Path(result.target).stem
+            _write_out(result, folder)
         if fmt == "table":
             from graphtool.render.trace import trace_view
 
-            common.stdout_console().print(trace_view(report))
-            if verdict is not None:
+            console.stdout_console().print(trace_view(result.report))
+            if result.verdict is not None:
                 from graphtool.render.analyses import cudagraphs_view
 
-                common.stdout_console().print(cudagraphs_view(verdict))
-        docs.append(data)
+                console.stdout_console().print(cudagraphs_view(result.verdict))
     if fmt != "table":
-        common.emit_all(docs, fmt)
+        console.emit_all([r.to_dict() for r in results], fmt)
     return 0
 
 
-def _write_out(capture, folder: Path, data: dict) -> None:
-    from graphtool.render.graph_code import graph_files
-    from graphtool.render.documents import write_all
+def _write_out(result, folder: Path) -> None:
+    from graphtool.render.documents import format_json, write_all
 
-    files = graph_files(capture, folder)
-    files[folder / "report.json"] = _json(data)
+    files = {folder / name: text for name, text in (result.graph_code or {}).items()}
+    files[folder / "report.json"] = format_json(result.to_dict())
     write_all(files)
-    common.stderr_console().print(f"wrote {len(files)} files to {folder}", markup=False, highlight=False)
-
-
-def _json(data: dict) -> str:
-    from graphtool.render.documents import format_json
-
-    return format_json(data)
+    console.say(f"wrote {len(files)} files to {folder}")

@@ -24,7 +24,7 @@ def _flags(m) -> str:
 
 def mutations_view(report, *, show_all: bool = False) -> Group:
     rows = report.inputs if show_all else report.mutated
-    parts = [Text(report.verdict(), style="bold")]
+    parts = [Text(report.verdict(), style="verdict")]
     if rows:
         table = Table(title="inputs" if show_all else "mutated inputs", title_justify="left")
         for col in ("input", "kind", "mutates", "where", "regions"):
@@ -50,7 +50,7 @@ def mutations_view(report, *, show_all: bool = False) -> Group:
 
 
 def devices_view(report) -> Group:
-    parts = [Text(report.verdict(), style="bold")]
+    parts = [Text(report.verdict(), style="verdict")]
     table = Table(title="nodes per device", title_justify="left")
     for col in ("region", "graph", "devices"):
         table.add_column(col)
@@ -77,11 +77,11 @@ def devices_view(report) -> Group:
 
 
 def cudagraphs_view(verdict, stopped: str | None = None) -> Group:
-    style = "bold green" if verdict.eligible else "bold red"
+    style = "verdict.ok" if verdict.eligible else "verdict.bad"
     label = " (predicted from a stand-in trace; not yet confirmed on a GPU)" if verdict.predicted else ""
     parts = [Text(verdict.summary() + label, style=style)]
     if stopped:
-        parts.append(Text(f"note: {stopped}", style="yellow"))
+        parts.append(Text(f"note: {stopped}", style="note"))
     if verdict.reasons:
         table = Table(title="findings", title_justify="left")
         for col in ("code", "region", "graph", "skips", "where", "message", "fix"):

@@ -30,7 +30,7 @@ def bench_view(report) -> Group:
         s = m.stats
         row(table, 
             m.name,
-            Text(m.status, style="green" if m.status == "ok" else "red" if m.status in ("mismatch", "error") else "yellow"),
+            Text(m.status, style="status.ok" if m.status == "ok" else "status.bad" if m.status in ("mismatch", "error") else "status.skipped"),
             f"{s.median_ms:.4f}" if s else "-",
             f"{s.min_ms:.4f}-{s.max_ms:.4f}" if s else "-",
             f"{s.spread_pct:.1f}%" if s else "-",
@@ -41,11 +41,11 @@ def bench_view(report) -> Group:
     parts = [table]
     for m in report.modes:
         if m.reason:
-            parts.append(Text(f"{m.name}: {m.reason}", style="yellow" if m.status == "skipped" else "red"))
+            parts.append(Text(f"{m.name}: {m.reason}", style="note" if m.status == "skipped" else "finding"))
     if report.verdict and report.verdict.get("reasons"):
         from graphtool.analysis.cudagraphs import EAGER_CAPTURE_BLOCKERS
 
-        parts.append(Text(f"CUDA-graph verdict: {report.verdict.get('summary')}", style="bold"))
+        parts.append(Text(f"CUDA-graph verdict: {report.verdict.get('summary')}", style="verdict"))
         for r in report.verdict["reasons"]:
             where = f"{r['source']['file']}:{r['source']['line']}" if r.get("source") else "-"
             effect = ("stops graphtool's capture" if r["code"] in EAGER_CAPTURE_BLOCKERS

@@ -29,7 +29,7 @@ def lint_view(report) -> Group:
     for col in ("status", "graphs", "breaks", "recompiles", "skipped", "seconds"):
         table.add_column(col, justify="left" if col == "status" else "right", no_wrap=True)
     for m in report.models:
-        style = {"ok": "green", "over_budget": "red", "error": "red"}[m.status]
+        style = "status.ok" if m.status == "ok" else "status.bad"
         row(table, 
             _rel(m.target.name), Text(m.status.replace("_", " "), style=style), str(m.graph_count),
             str(len(m.counted_breaks)), str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}",
@@ -37,7 +37,7 @@ def lint_view(report) -> Group:
     parts.append(table)
     for m in report.models:
         if m.error:
-            parts.append(Text(f"{_rel(m.target.name)}: could not lint: {m.error}", style="red"))
+            parts.append(Text(f"{_rel(m.target.name)}: could not lint: {m.error}", style="finding"))
         for b in m.breaks:
             tag = " (allowed)" if b.allowed else " (new)" if b.new else ""
             parts.append(Text(f"  {_where(b)}: graph break{tag}: {b.reason}"))
@@ -46,11 +46,11 @@ def lint_view(report) -> Group:
         for s in m.skipped_frames:
             parts.append(Text(f"  {_rel(s['file'])}:{s['line']}: frame {s['function']} skipped: {s['reason']}"))
         for f in m.failures:
-            parts.append(Text(f"  {_rel(m.target.name)}: over budget: {f}", style="red"))
+            parts.append(Text(f"  {_rel(m.target.name)}: over budget: {f}", style="finding"))
         for e in m.fixed:
-            parts.append(Text(f"  fixed since the baseline: {e['file']}:{e.get('line')}: {e['reason']}", style="green"))
+            parts.append(Text(f"  fixed since the baseline: {e['file']}:{e.get('line')}: {e['reason']}", style="fixed"))
     verdict = "passed" if report.passed else "could not lint every model" if report.errored else "failed"
-    parts.append(Text(f"lint {verdict}", style="bold green" if report.passed else "bold red"))
+    parts.append(Text(f"lint {verdict}", style="verdict.ok" if report.passed else "verdict.bad"))
     return Group(*parts)
 
 

@@ -15,12 +15,12 @@ def trace_view(report) -> Group:
     parts = [_header(report)]
     for b in report.breaks:
         where = f"{b.file}:{b.line}" if b.file else "unknown location"
-        parts.append(Text(f"graph break at {where}: {b.reason}", style="yellow"))
+        parts.append(Text(f"graph break at {where}: {b.reason}", style="warning"))
     for region in report.regions:
         parts.append(_region_table(region, len(report.regions)))
         if region.forward is not None:
             parts.append(_placeholder_table(region.forward, "forward inputs"))
-    parts.append(Text(f"mutations: {report.mutations.verdict()}", style="bold"))
+    parts.append(Text(f"mutations: {report.mutations.verdict()}", style="verdict"))
     return Group(*parts)
 
 
@@ -28,7 +28,7 @@ def _header(report) -> Text:
     mode = "training" if report.training else "inference"
     n = len(report.regions)
     return Text.assemble(
-        (f"{report.path}", "bold"),
+        (f"{report.path}", "header"),
         f"  entry {report.entry}  device {report.device}  {mode}  torch {report.torch_version}\n",
         f"{n} compiled region{'s' if n != 1 else ''}, {len(report.breaks)} graph break"
         f"{'s' if len(report.breaks) != 1 else ''}",

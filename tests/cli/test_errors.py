@@ -152,12 +152,12 @@ def test_unknown_compile_backend(cli):
 
 
 def test_unknown_cudagraphs_backend_is_refused_before_tracing(cli, monkeypatch):
-    import graphtool.cli.common as common
+    import graphtool.commands.steps as steps
     from tests.conftest import example
 
     def must_not_trace(*a, **k):
         raise AssertionError("traced before checking --cudagraphs")
 
-    monkeypatch.setattr(common, "load_and_trace", must_not_trace)
+    monkeypatch.setattr(steps, "trace_own_device", must_not_trace)
     rc, _, err = cli("trace", example("mlp.py"), "--cudagraphs", "bogus")
     assert rc == 2 and "--backend 'bogus' is not one of inductor, cudagraphs" in err

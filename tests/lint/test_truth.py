@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 
+from graphtool.capture.lint_job import LintJob
 from graphtool.capture.lint_worker import lint_one
 from tests.conftest import FIXTURES
 
@@ -53,8 +54,8 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_breaks_equal_torchs_graph_break_log(name, torch_graph_break_log):
-    result = lint_one({"path": str(BREAKS / name), "debug": True, "reset": True})
-    ours = {(b["file"], b["line"]) for b in result["breaks"]}
+    result = lint_one(LintJob(str(BREAKS / name), debug=True, reset=True))
+    ours = {(b.file, b.line) for b in result.breaks}
     assert ours == torch_graph_break_log.locations
     assert {line for _, line in ours} == CASES[name]
 
@@ -66,32 +67,32 @@ def test_explain_miscounts_where_lint_is_right(name):
     spec = load_model(str(BREAKS / name))
     torch._dynamo.reset()
     explained = torch._dynamo.explain(spec.model)(*spec.args).graph_break_count
-    ours = len(lint_one({"path": str(BREAKS / name), "reset": True})["breaks"])
+    ours = len(lint_one(LintJob(str(BREAKS / name), reset=True)).breaks)
     assert ours == 1
     assert explained != ours  # graphs - 1: 0 before the first op, -1 or 0 in a loop
 
 
 def test_recompile_on_a_new_shape_with_guard_reason():
-    result = lint_one({"path": str(BREAKS / "recompile.py"), "dynamic": True, "reset": True})
-    assert result["graph_count"] == 2
-    (r,) = result["recompiles"]
-    assert "size mismatch at index 0. expected 4, actual 5" in r["reason"]
-    assert r["function"] == "f" and r["file"].endswith("recompile.py")
+    result = lint_one(LintJob(str(BREAKS / "recompile.py"), dynamic=True, reset=True))
+    assert result.graph_count == 2
+    (r,) = result.recompiles
+    assert "size mismatch at index 0. expected 4, actual 5" in r.reason
+    assert r.function == "f" and r.file.endswith("recompile.py")
 
 
 def test_dynamic_inputs_convention_is_used():
-    result = lint_one({"path": "examples/dynamic_batch.py", "dynamic": True, "reset": True})
-    (r,) = result["recompiles"]
-    assert "expected 4, actual 7" in r["reason"]
+    result = lint_one(LintJob("examples/dynamic_batch.py", dynamic=True, reset=True))
+    (r,) = result.recompiles
+    assert "expected 4, actual 7" in r.reason
 
 
 def test_skipped_frame_in_loop():
-    result = lint_one({"path": str(BREAKS / "in_loop.py"), "reset": True})
-    assert [(s["function"], s["line"]) for s in result["skipped_frames"]] == [("f", 4)]
+    result = lint_one(LintJob(str(BREAKS / "in_loop.py"), reset=True))
+    assert [(s.function, s.line) for s in result.skipped_frames] == [("f", 4)]
 
 
 def test_script_mode_redirects_every_compile():
-    result = lint_one({"run": str(BREAKS / "train_script.py"), "args": ["3"], "reset": True})
-    assert [(b["line"], b["occurrences"] >= 1) for b in result["breaks"]] == [(13, True)]
-    assert len(result["recompiles"]) == 2
-    assert result["graph_count"] >= 2
+    result = lint_one(LintJob(str(BREAKS / "train_script.py"), run=True, args=("3",), reset=True))
+    assert [(b.line, b.occurrences >= 1) for b in result.breaks] == [(13, True)]
+    assert len(result.recompiles) == 2
+    assert result.graph_count >= 2

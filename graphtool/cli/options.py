@@ -1,0 +1,31 @@
+"""Options several commands share, and the per-invocation ``--debug`` flag."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+import typer
+
+from graphtool.errors import UsageError
+
+FORMATS = ("table", "json", "yaml")
+
+ModelArg = typer.Argument(None, help="Model script (path.py or path.py:FACTORY). Default: the bundled example.", show_default=False)
+EntryOpt = typer.Option(None, "--entry", help="Factory function returning (model, inputs[, kwargs]).")
+DeviceOpt = typer.Option(None, "--device", help="Build the model and inputs under this device (e.g. meta, for models too big for memory).")
+FormatOpt = typer.Option("table", "--format", "-f", help="table (rich, default), json or yaml: one document on stdout.")
+InferenceOpt = typer.Option(False, "--inference", help="Trace the forward only (no backward graph).")
+CheckOpt = typer.Option(False, "--check", help="Exit 1 when anything is found (for CI).")
+
+#: set once per invocation by graphtool.cli.main.run from --debug / GRAPHTOOL_DEBUG
+DEBUG: ContextVar[bool] = ContextVar("graphtool_debug", default=False)
+
+
+def debug_enabled() -> bool:
+    return DEBUG.get()
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    return fmt

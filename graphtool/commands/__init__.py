@@ -1,0 +1,15 @@
+"""One plain function per command: options in, report dataclasses out, progress through a callback.
+
+``graphtool.cli`` parses options, calls one of these, renders what it returns and picks the exit
+code; tests call them directly, without typer. No command module imports another: what two
+commands share (finding the models, loading a script, the two kinds of trace) is in
+:mod:`graphtool.commands.steps`.
+
+    trace       trace.trace()            -> list[TraceResult]
+    mutations   mutations.mutations()    -> list[ModelResult]   (MutationReport)
+    devices     devices.devices()        -> list[ModelResult]   (DeviceReport)
+    cudagraphs  cudagraphs.cudagraphs()  -> list[ModelResult]   (Verdict)
+    render      render.render()          -> RenderResult
+    bench       bench.bench()            -> BenchResult
+    lint        lint.lint()              -> LintOutcome
+"""

@@ -1,0 +1,112 @@
+"""``graphtool bench``: eager vs torch.compile vs CUDA-graph replay, each checked against eager, then timed.
+
+Example::
+
+    >>> res = bench("examples/mlp.py", iters=20, repeat=2)            # doctest: +SKIP
+    >>> [m.name for m in res.report.modes]
+    ['eager', 'compile[default]']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Optional
+
+from graphtool.commands import steps
+from graphtool.commands.progress import SILENT, Progress
+from graphtool.errors import UsageError
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    report: Any  # BenchReport
+    cuda_missing: bool  # --cudagraphs was asked for on a machine without CUDA: eager and compiled only
+
+
+def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraphs: bool = False,
+          compile_mode: str = "default", backward: bool = False, warmup: int = 10, iters: int = 100, repeat: int = 3,
+          device: Optional[str] = None, debug: bool = False, progress: Progress = SILENT) -> BenchResult:
+    """Time the first model's modes side by side on the same inputs."""
+    if iters < 1 or repeat < 1 or warmup < 0:
+        raise UsageError("--iters and --repeat must be 1 or more, --warmup 0 or more")
+    target, ent = steps.targets(model, entry)[0]
+    progress.phase("importing torch...")
+    with steps.quiet_stdout():
+        from graphtool.capture import compat
+
+        torch = compat.import_torch()
+        run_on = _run_device(torch, device, cudagraphs)
+    spec = steps.load(target, ent, device, progress)
+    _check_compile_mode(compat, compile_mode)
+    has_cuda = run_on.type == "cuda"
+    verdict, blocked = None, None
+    if cudagraphs:
+        verdict, blocked = _capture_verdict(target, ent, debug, progress)
+    if hasattr(spec.model, "to"):
+        spec.model.to(run_on)
+    spec = _inputs_to(spec, run_on)
+    results = steps.run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda,
+                                    backward=backward, warmup=warmup, iters=iters, repeat=repeat, blocked=blocked,
+                                    progress=progress)
+    if cudagraphs and not has_cuda:
+        from graphtool.capture.bench_modes import ModeResult
+
+        results.append(ModeResult("cudagraph replay", "skipped", "no CUDA device is present"))
+    from graphtool.analysis.bench_report import build_bench_report
+
+    device_name = torch.cuda.get_device_name(run_on) if has_cuda else "cpu"
+    report = build_bench_report(spec, device_name, results, backward=backward, warmup=warmup, iters=iters,
+                                repeat=repeat, verdict=verdict)
+    return BenchResult(report, cuda_missing=cudagraphs and not has_cuda)
+
+
+def _run_device(torch, device: Optional[str], cudagraphs: bool):
+    """The device bench runs on: ``--device``, else CUDA when present, else the CPU."""
+    from graphtool.capture.devices import parse_device
+
+    if device is None:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    dev = parse_device(device, choices="cpu or cuda", no_cuda_hint=(
+        "drop --device to time on the CPU; graphtool cudagraphs predicts the CUDA-graph verdict without a GPU"))
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device}: bench times real work, on cpu or cuda",
+                         hint="the meta device has no data to time; graphtool cudagraphs predicts without a GPU")
+    if dev.type == "cpu" and cudagraphs and torch.cuda.is_available():
+        raise UsageError("--cudagraphs captures on a CUDA device, but --device cpu was asked for",
+                         hint="drop --device cpu, or drop --cudagraphs")
+    return dev
+
+
+def _check_compile_mode(compat, mode: str) -> None:
+    from graphtool.capture.bench_modes import COMPILE_MODES
+
+    known = list(COMPILE_MODES) + compat.compile_backends()
+    if mode != "none" and mode not in known:
+        raise UsageError(f"--compile {mode!r} is neither a torch.compile mode nor a backend",
+                         hint=f"one of: none, {', '.join(known)}")
+
+
+def _capture_verdict(target, entry, debug: bool, progress: Progress) -> tuple[dict, Optional[str]]:
+    """The cudagraphs backend's verdict, and the reasons (with lines) that stop a capture of eager code."""
+    from graphtool.analysis.cudagraphs import cudagraph_verdict, eager_capture_blockers
+
+    capture, accel = steps.trace_standin(target, entry, None, inference=False, backend="cudagraphs", debug=debug,
+                                         progress=progress)
+    verdict = cudagraph_verdict(capture, backend="cudagraphs", predicted=accel == "meta").to_dict()
+    blockers = eager_capture_blockers(verdict)
+    blocked = "; ".join(
+        f"{r['message']} ({r['source']['file']}:{r['source']['line']})" if r.get("source") else r["message"]
+        for r in blockers
+    ) or None
+    return verdict, blocked
+
+
+def _inputs_to(spec, device):
+    from graphtool.capture.tensors import map_tensors
+
+    def move(t):
+        if t.device == device:
+            return t
+        return t.detach().to(device).requires_grad_(t.requires_grad)
+
+    return replace(spec, args=map_tensors(spec.args, move), kwargs=map_tensors(spec.kwargs, move))

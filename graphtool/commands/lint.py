@@ -1,0 +1,129 @@
+"""``graphtool lint``: graph breaks, recompiles and skipped frames against budgets and a baseline.
+
+Each model (or script) is linted in its own child process; this function gathers the targets from
+the arguments and the config, runs them, judges them and, with ``update_baseline``, writes the
+baseline file.
+
+Example::
+
+    >>> out = lint(["examples/graph_breaks.py"], max_graph_breaks=0)        # doctest: +SKIP
+    >>> out.report.exit_code()
+    1
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from graphtool.commands.progress import SILENT, Progress
+from graphtool.errors import UsageError
+
+
+@dataclass(frozen=True)
+class LintOutcome:
+    report: object  # LintReport
+    baseline_written: Optional[Path] = None  # where --update-baseline wrote, when it did
+
+    def exit_code(self) -> int:
+        if self.baseline_written is not None:
+            return 2 if self.report.errored else 0
+        return self.report.exit_code()
+
+
+def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, script_args: Sequence[str] = (),
+         max_graph_breaks: Optional[int] = None, max_recompiles: Optional[int] = None, dynamic: bool = False,
+         config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False,
+         jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
+         progress: Progress = SILENT) -> LintOutcome:
+    """Lint every target; judge each against its budget and the baseline."""
+    from graphtool.analysis.lint import Budget, LintReport, judge, make_baseline
+    from graphtool.config import find_config, load_config
+
+    cfg_path = config or (find_config() if not models and not run else None)
+    cfg = load_config(cfg_path) if cfg_path else None
+    override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles)
+    targets = _targets(models, run, script_args, cfg, override, dynamic)
+    baseline_path = baseline or (cfg.baseline if cfg else None)
+    if update_baseline and baseline_path is None:
+        raise UsageError("--update-baseline needs --baseline FILE (or 'baseline' in the config)")
+    base = _read_baseline(baseline_path) if baseline_path is not None and not update_baseline else None
+    parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
+    limit = timeout or (cfg.timeout if cfg else None)
+    results = _run(targets, parallel, limit, debug, progress)
+    report = LintReport(tuple(judge(t, r, baseline=base) for t, r in zip(targets, results)),
+                        str(baseline_path) if baseline_path else None)
+    if not update_baseline:
+        return LintOutcome(report)
+    from graphtool.render.documents import format_json, write_atomic
+
+    write_atomic(baseline_path, format_json(make_baseline(report)))
+    return LintOutcome(report, baseline_written=Path(baseline_path))
+
+
+def _read_baseline(path: Path) -> dict:
+    from graphtool.analysis.lint import validate_baseline
+
+    if not path.is_file():
+        raise UsageError(f"{path}: no such baseline file", hint="create it with --update-baseline")
+    try:
+        return validate_baseline(json.loads(path.read_text(encoding="utf-8")), str(path))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+
+
+def _targets(models, run, extra_args, cfg, override, dynamic) -> list:
+    from graphtool.analysis.lint import LintTarget
+
+    if run:
+        # with --run, everything after `--` belongs to the script (typer hands it over as MODELs)
+        script_args = tuple(models or ()) + tuple(extra_args)
+        return [LintTarget(path=run, run=True, args=script_args, budget=override)]
+    if extra_args:
+        raise UsageError(f"unexpected arguments: {' '.join(extra_args)} (script arguments go after --run SCRIPT --)")
+    if models:
+        from graphtool.capture.script import split_target
+
+        by_path = {str(m.path): m for m in cfg.models} if cfg else {}
+        out = []
+        for m in models:
+            path, entry = split_target(m)
+            base = by_path.get(str(Path(path).resolve()))
+            out.append(LintTarget(path=path, entry=entry, dynamic=dynamic, budget=_merge(base, override)))
+        return out
+    if cfg is None:
+        raise UsageError("nothing to lint: pass MODEL scripts or --run SCRIPT, or add graphtool.yaml with a 'models' list")
+    if not cfg.models:
+        raise UsageError(f"{cfg.file}: no models listed under 'models'")
+    return [
+        LintTarget(path=str(m.path), entry=m.entry, dynamic=dynamic or m.dynamic, budget=_merge(m, override))
+        for m in cfg.models
+    ]
+
+
+def _merge(entry, override):
+    from graphtool.analysis.lint import Budget
+
+    def pick(flag, attr):
+        return flag if flag is not None else (getattr(entry, attr) if entry else None)
+
+    return Budget(
+        max_graph_breaks=pick(override.max_graph_breaks, "max_graph_breaks"),
+        max_recompiles=pick(override.max_recompiles, "max_recompiles"),
+        allowed_breaks=tuple(entry.allowed_breaks) if entry else (),
+    )
+
+
+def _run(targets, parallel: int, limit: Optional[float], debug: bool, progress: Progress) -> list:
+    from graphtool.capture.lint_job import run_lint_jobs
+
+    done = 0
+
+    def finished(index, result) -> None:
+        nonlocal done
+        done += 1
+        progress.advance(done, len(targets), "linting")
+
+    return run_lint_jobs([t.job(debug) for t in targets], parallel=parallel, timeout=limit, on_done=finished)

@@ -1,0 +1,157 @@
+"""Steps several commands share: which models to run on, loading a script, and the two traces.
+
+The own-device trace is what torch.compile sees on the user's machine; the stand-in trace moves the
+model to the meta device standing for a GPU (or traces on the real GPU) for devices and CUDA graphs.
+User code's prints go to stderr meanwhile: stdout carries only graphtool's one document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from graphtool.commands.progress import SILENT, Progress
+
+
+def bundled_example() -> Path:
+    return Path(__file__).resolve().parents[1] / "bundled" / "example_model.py"
+
+
+def targets(model: Optional[str], entry: Optional[str]) -> list[tuple[str, Optional[str]]]:
+    """The models a command runs on: MODEL, else the config's models, else the bundled example."""
+    if model:
+        return [(model, entry)]
+    from graphtool.config import find_config, load_config
+
+    found = find_config()
+    if found is not None:
+        cfg = load_config(found)
+        if cfg.models:
+            return [(str(m.path), entry or m.entry) for m in cfg.models]
+    return [(str(bundled_example()), entry)]
+
+
+def quiet_stdout():
+    """The user's own prints go to stderr: stdout carries only graphtool's output."""
+    return contextlib.redirect_stdout(sys.stderr)
+
+
+def load(target: Optional[str], entry: Optional[str], device: Optional[str], progress: Progress = SILENT):
+    """Import torch (checking its version) and load the script: its :class:`ModelSpec`."""
+    target = target or str(bundled_example())
+    progress.phase("importing torch...")
+    with quiet_stdout():
+        from graphtool.capture import compat
+
+        compat.import_torch()
+        compat.freeze_gc_after_import()
+        from graphtool.capture.script import load_model
+
+        progress.phase(f"loading {Path(target.split(':')[0]).name}...")
+        return load_model(target, entry=entry, device=device)
+
+
+def trace_own_device(target, entry, device, inference: bool, *, record_breaks: bool = True,
+                     debug: bool = False, progress: Progress = SILENT):
+    """Load the script and trace it on its own device: a :class:`~graphtool.capture.tracer.Capture`."""
+    spec = load(target, entry, device, progress)
+    from graphtool.capture.tracer import trace_model
+
+    progress.phase("tracing with dynamo + AOT autograd...")
+    with quiet_stdout():
+        return trace_model(
+            spec, inference=inference, record_breaks=record_breaks, quiet=not debug,
+            on_region=lambda i: progress.phase(f"tracing region {i}..."),
+        )
+
+
+def trace_standin(target, entry, device, inference: bool, *, backend: str = "inductor", dynamic: bool = False,
+                  debug: bool = False, progress: Progress = SILENT):
+    """The accelerator view: trace on the model's GPU, or on meta standing for one.
+
+    Returns ``(capture, accelerator)``; ``accelerator`` is ``"meta"`` for the stand-in."""
+    spec = load(target, entry, device, progress)
+    from graphtool.analysis.cudagraphs import keep_input_mutations_for
+    from graphtool.capture.meta_standin import accelerator_of, to_meta
+    from graphtool.capture.tracer import trace_model
+
+    accel = accelerator_of(spec)
+    with quiet_stdout():
+        if accel == "meta":
+            progress.phase("moving the model to the meta device (the accelerator stand-in)...")
+            spec = to_meta(spec)
+        progress.phase("tracing on the accelerator stand-in..." if accel == "meta" else "tracing on the GPU...")
+        capture = trace_model(
+            spec, inference=inference, keep_inference_input_mutations=keep_input_mutations_for(backend),
+            standin=accel == "meta", dynamic=dynamic, quiet=not debug,
+            on_region=lambda i: progress.phase(f"tracing region {i}..."),
+        )
+    if capture.stopped:
+        progress.note(capture.stopped)
+    return capture, accel
+
+
+def model_header(capture) -> dict:
+    """The ``model`` object every report starts with."""
+    return {
+        "path": str(capture.spec.path),
+        "entry": capture.spec.entry,
+        "device": capture.device,
+        "training": capture.training,
+        "stopped": capture.stopped,
+    }
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """One model's report from mutations, devices or cudagraphs, with its header and whether it found anything."""
+
+    header: dict
+    report: Any
+    found: bool
+    key: str  # the report's key in the document ("devices", "cudagraphs"), or "" to merge it in
+    stopped: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        body = self.report.to_dict()
+        return {"model": self.header, **(body if not self.key else {self.key: body})}
+
+
+def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool, warmup: int, iters: int,
+                    repeat: int, blocked: Optional[str], progress: Progress = SILENT) -> list:
+    """Check each mode against eager, then time it; progress counts timed iterations."""
+    from graphtool.capture.bench_modes import run_modes
+
+    modes = 1 + (compile_mode not in (None, "none")) + 2 * cudagraphs
+    total = modes * repeat * iters
+    done = 0
+
+    def advance(name: str, n: int) -> None:
+        nonlocal done
+        done += n
+        progress.advance(done, total, f"timing {name}")
+
+    with quiet_stdout():
+        return run_modes(
+            spec, compile_mode=compile_mode, cudagraphs=cudagraphs, backward=backward, warmup=warmup, iters=iters,
+            repeat=repeat, capture_blocked=blocked, on_progress=advance,
+        )
+
+
+def eager_vs_compiled(target, entry, *, compile_mode="default", backward=False, warmup=10, iters=100, repeat=3,
+                      progress: Progress = SILENT):
+    """Eager vs torch.compile with bench's defaults, where the script put the model (``trace --bench``)."""
+    spec = load(target, entry, None, progress)
+    import torch
+
+    from graphtool.analysis.bench_report import build_bench_report
+    from graphtool.capture.bench_modes import cuda_device_of
+
+    results = run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=False, backward=backward, warmup=warmup,
+                              iters=iters, repeat=repeat, blocked=None, progress=progress)
+    cuda = cuda_device_of(spec)
+    device = torch.cuda.get_device_name(cuda) if cuda is not None else "cpu"
+    return build_bench_report(spec, device, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat)
