@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from graphtool.analysis.graph_summary import Source, placeholder_roles, user_source
+from graphtool.analysis.graph_summary import Source, user_source
 from graphtool.capture import compat
 
 BACKENDS = ("inductor", "cudagraphs")
@@ -185,8 +185,7 @@ def _partition_splits(gm, region, graph) -> list[Reason]:
 
 
 def _static_indices(gm, region) -> set[int]:
-    roles = placeholder_roles(gm, region, "forward")
-    return {i for i, p in enumerate(roles) if p.kind in ("parameter", "buffer")}
+    return {r.position for r in region.forward_inputs if r.ref is not None and r.ref.kind in ("parameter", "buffer")}
 
 
 def _dynamic(gm, region, graph) -> list[Reason]:

@@ -282,22 +282,18 @@ def fx_highlights(region, graph_kind: str) -> dict[str, str]:
 
     gm = region.forward if graph_kind == "forward" else region.backward
     marks: dict[str, str] = {}
-    if graph_kind == "forward" and region.fw_metadata is not None:
-        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        for node, info in zip(placeholders, region.fw_metadata.input_info):
-            kinds = [k for k, on in (("data", info.mutates_data), ("metadata", info.mutates_metadata),
-                                     ("storage", info.mutates_storage_metadata)) if on]
-            if kinds:
-                marks[node.name] = f"mutated ({', '.join(kinds)})"
+    if graph_kind == "forward":
+        for rec in region.forward_inputs:
+            if rec.mutated:
+                marks[rec.graph_name] = f"mutated ({', '.join(rec.mutation_kinds)})"
         out = next(iter(gm.graph.find_nodes(op="output")))
         values = list(out.args[0]) if out.args else []
         descs = compat.output_descriptors(gm.graph) or []
-        infos = list(region.fw_metadata.output_info)
+        outputs = region.forward_outputs
         for value, desc in zip(values, descs):
             role, idx = compat.describe_aot_output(desc)
-            if role == "user_output" and idx is not None and idx < len(infos) and hasattr(value, "name"):
-                kind = infos[idx].output_type.name
-                if kind in ("alias_of_input", "is_input"):
+            if role == "user_output" and idx is not None and idx < len(outputs) and hasattr(value, "name"):
+                if outputs[idx].alias_type in ("alias_of_input", "is_input"):
                     marks.setdefault(value.name, f"output {idx} aliases an input")
     node = compat.first_incompatible_cudagraph_node(gm)
     if node is not None:

@@ -143,8 +143,7 @@ def placeholder_roles(gm, region, graph_kind: str) -> list[Placeholder]:
             name = ref.name if role == "plain" else f"base of {ref.name}"
             kind, target = ref.kind, ref.target
         elif role == "tangent":
-            out_idx = getattr(getattr(desc, "output", None), "idx", None)
-            name = f"tangent of output {out_idx}" if out_idx is not None else node.name
+            name = f"tangent of output {idx}" if idx is not None else node.name
             kind, target = "tangent", None
         elif graph_kind == "backward":
             name, kind, target = node.name, "saved", None

@@ -136,17 +136,6 @@ class MutationReport:
         }
 
 
-def _forward_refs(region) -> list:
-    """For each forward placeholder: the region InputRef it stands for (or None)."""
-    from graphtool.analysis.graph_summary import placeholder_roles
-
-    refs = []
-    by_name = {r.name: r for r in region.inputs}
-    for p in placeholder_roles(region.forward, region, "forward"):
-        refs.append(by_name.get(p.name[len("base of "):] if p.name.startswith("base of ") else p.name))
-    return refs
-
-
 def _mutation_sources(region) -> dict[int, Source | None]:
     """dynamo input index -> the user's line of the op whose result AOT writes back."""
     out_node = next(iter(region.forward.graph.find_nodes(op="output")))
@@ -166,27 +155,21 @@ def analyze_mutations(capture) -> MutationReport:
     for region in capture.regions:
         if region.forward is None:
             continue
-        meta = region.fw_metadata
-        refs = _forward_refs(region)
         index_of = {id(r): i for i, r in enumerate(region.inputs)}
         sources = _mutation_sources(region)
-        infos = list(meta.input_info) if meta is not None else []
         for ref in region.inputs:
             _merge(merged, ref, region.index)
-        for ref, info in zip(refs, infos):
-            if ref is None:
+        for rec in region.forward_inputs:
+            if rec.ref is None or not rec.mutated:
                 continue
-            entry = _merge(merged, ref, region.index)
-            data, md, st = bool(info.mutates_data), bool(info.mutates_metadata), bool(info.mutates_storage_metadata)
-            if data or md or st:
-                entry["mutates_data"] |= data
-                entry["mutates_metadata"] |= md
-                entry["mutates_storage"] |= st
-                # an inference trace runs everything without grad: only meaningful in training
-                entry["under_no_grad"] |= bool(info.mutations_under_no_grad_or_inference_mode) and capture.training
-                entry["source"] = entry["source"] or sources.get(index_of.get(id(ref)))
-        if meta is not None:
-            outputs.extend(_output_aliases(region, meta, refs))
+            entry = _merge(merged, rec.ref, region.index)
+            entry["mutates_data"] |= rec.mutates_data
+            entry["mutates_metadata"] |= rec.mutates_metadata
+            entry["mutates_storage"] |= rec.mutates_storage
+            # an inference trace runs everything without grad: only meaningful in training
+            entry["under_no_grad"] |= rec.under_no_grad and capture.training
+            entry["source"] = entry["source"] or sources.get(index_of.get(id(rec.ref)))
+        outputs.extend(_output_aliases(region))
     for name, how in capture.metadata_changes.items():
         entry = merged.setdefault(name, _blank(name, "user_input"))
         entry["mutates_metadata"] = True
@@ -247,11 +230,11 @@ def _merge(merged: dict, ref, region_index: int) -> dict:
     return entry
 
 
-def _output_aliases(region, meta, refs) -> list[OutputAlias]:
+def _output_aliases(region) -> list[OutputAlias]:
+    refs = [rec.ref for rec in region.forward_inputs]
     result = []
-    for i, info in enumerate(meta.output_info):
-        kind = info.output_type.name
-        base = info.base_idx
+    for out in region.forward_outputs:
+        i, kind, base = out.index, out.alias_type, out.base_index
         alias_of = None
         if kind in ("alias_of_input", "is_input") and base is not None and base < len(refs) and refs[base]:
             alias_of = {"kind": "input", "name": refs[base].name, "index": base}

@@ -121,6 +121,30 @@ def current_fw_metadata():
     return getattr(ctx, "fw_metadata", None) if ctx is not None else None
 
 
+def input_mutation_flags(meta: Any) -> list[dict]:
+    """Per AOT input of a ViewAndMutationMeta: how it is mutated, as plain flags
+    (``mutates_data``, ``mutates_metadata``, ``mutates_storage``, ``under_no_grad``)."""
+    return [
+        {
+            "mutates_data": bool(info.mutates_data),
+            "mutates_metadata": bool(info.mutates_metadata),
+            "mutates_storage": bool(getattr(info, "mutates_storage_metadata", False)),
+            "under_no_grad": bool(getattr(info, "mutations_under_no_grad_or_inference_mode", False)),
+        }
+        for info in meta.input_info
+    ]
+
+
+def output_aliasing(meta: Any) -> list[tuple[str, int | None]]:
+    """Per user output of a ViewAndMutationMeta: ``(OutputType name, base index)``."""
+    return [(info.output_type.name, info.base_idx) for info in meta.output_info]
+
+
+def static_input_indices(meta: Any) -> set[int]:
+    """AOT inputs torch treats as static (parameters, buffers, ``mark_static_address``)."""
+    return set(getattr(meta, "static_input_indices", None) or ())
+
+
 def node_descriptor(node: Any) -> Any:
     """AOT autograd's descriptor of a placeholder (``PlainAOTInput(idx=0)``) or None."""
     return node.meta.get("desc")
@@ -139,15 +163,15 @@ def describe_aot_input(desc: Any) -> tuple[str, int | None]:
     """Map an AOT input descriptor to ``(role, dynamo_input_index)``.
 
     Roles: ``plain`` (a dynamo graph input), ``view_base`` (a synthetic base AOT made for inputs
-    that alias each other), ``tangent``, ``unknown``. Works on the dataclasses in
-    ``torch._functorch._aot_autograd.descriptors`` by their names and fields.
+    that alias each other), ``tangent`` (the index is the output it is the tangent of), ``unknown``.
+    Works on the dataclasses in ``torch._functorch._aot_autograd.descriptors`` by their names and fields.
     """
     seen = 0
     while desc is not None and seen < 8:
         seen += 1
         name = type(desc).__name__
         if name == "TangentAOTInput":
-            return "tangent", None
+            return "tangent", getattr(getattr(desc, "output", None), "idx", None)
         if name in ("PlainAOTInput", "ParamAOTInput", "BufferAOTInput") and hasattr(desc, "idx"):
             return "plain", desc.idx
         if hasattr(desc, "base_of"):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from graphtool.capture import compat
+from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, decode_forward
 from graphtool.capture.dynamic_inputs import dynamic_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.input_names import argument_names
@@ -26,15 +27,6 @@ from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import full_traceback, user_code_error
 from graphtool.errors import TraceFailed
-
-
-@dataclass(frozen=True)
-class InputRef:
-    """What one dynamo graph input is, found by identity against the model's own tensors."""
-
-    kind: str  # parameter | buffer | user_input | other
-    name: str  # FQN, forward argument name, or dynamo's placeholder name
-    target: str | None  # the FQN for parameters and buffers
 
 
 @dataclass
@@ -46,7 +38,9 @@ class Region:
     inputs: list[InputRef]
     forward: Any = None
     backward: Any = None
-    fw_metadata: Any = None
+    fw_metadata: Any = None  # AOT's ViewAndMutationMeta, for compat-level checks; analyses read the records below
+    forward_inputs: tuple[InputRecord, ...] = ()
+    forward_outputs: tuple[OutputRecord, ...] = ()
     num_aot_inputs: int = 0
     inference: bool = False
     example_inputs: list = field(default_factory=list)
@@ -125,6 +119,7 @@ def trace_model(
         def fw(aot_gm, aot_inputs):
             region.forward = aot_gm
             region.fw_metadata = compat.current_fw_metadata()
+            region.forward_inputs, region.forward_outputs = decode_forward(aot_gm, region.fw_metadata, region.inputs)
             region.num_aot_inputs = len(aot_inputs)
             region.aot_input_types = [type(x).__name__ for x in aot_inputs]
             return _runner(aot_gm)
