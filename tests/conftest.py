@@ -29,7 +29,7 @@ def cli(capsys):
     return _run
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def traced(name: str, inference: bool = False):
     from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
@@ -37,11 +37,11 @@ def traced(name: str, inference: bool = False):
     return trace_model(load_model(example(name)), inference=inference)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def standin_traced(name: str, backend: str = "inductor"):
     from graphtool.analysis.cudagraphs import keep_input_mutations_for
-    from graphtool.capture.script import load_model
     from graphtool.capture.meta_standin import to_meta
+    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
 
     spec = to_meta(load_model(example(name)))

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from graphtool.analysis.timing_stats import speedup, summarize
-from graphtool.capture.timers import measure
 from graphtool.capture.bench_modes import compare, input_sets, make_step, run_modes
 from graphtool.capture.script import load_model
+from graphtool.capture.timers import measure
 from tests.conftest import FIXTURES, example
 
 

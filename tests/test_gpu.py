@@ -10,7 +10,10 @@ import torch
 
 pytestmark = [
     pytest.mark.cuda,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; on CPU the verdict is predicted and the capture logic runs against tests/fake_cuda.py"),
+    pytest.mark.skipif(
+        not torch.cuda.is_available(),
+        reason="needs a CUDA GPU; on CPU the verdict is predicted and the capture logic runs against tests/fake_cuda.py",
+    ),
 ]
 
 CASES = ["mlp.py", "convnet_bn.py", "cpu_roundtrip.py", "mutate_input.py", "view_outputs.py", "transformer.py"]
@@ -21,8 +24,8 @@ def test_cudagraphs_backend_skips_agree(name):
     from torch._dynamo.utils import counters
 
     from graphtool.analysis.cudagraphs import cudagraph_verdict
-    from graphtool.capture.script import load_model
     from graphtool.capture.meta_standin import to_meta
+    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
     from tests.conftest import example
 

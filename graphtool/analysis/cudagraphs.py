@@ -18,9 +18,13 @@ Graphs come from the accelerator stand-in trace (meta stands for cuda:0; see
 
 Example::
 
-    >>> v = cudagraph_verdict(capture, backend="cudagraphs")   # doctest: +SKIP
+    >>> from graphtool.capture.meta_standin import to_meta
+    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.tracer import trace_model
+    >>> capture = trace_model(to_meta(load_model("examples/cpu_roundtrip.py")), standin=True)
+    >>> v = cudagraph_verdict(capture, backend="cudagraphs")
     >>> v.eligible, [r.code for r in v.reasons]
-    (False, ['cpu-node'])
+    (False, ['cpu-node', 'forward-skipped'])
 """
 
 from __future__ import annotations

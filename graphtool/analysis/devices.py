@@ -5,9 +5,12 @@ keep on the CPU: ``.cpu()`` round trips, tensors created on the CPU in forward, 
 
 Example::
 
-    >>> rep = device_report(capture)                    # doctest: +SKIP
-    >>> rep.graphs[0].counts
-    {'meta': 11, 'cpu': 2}
+    >>> from graphtool.capture.meta_standin import to_meta
+    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.tracer import trace_model
+    >>> capture = trace_model(to_meta(load_model("examples/cpu_roundtrip.py")), standin=True)
+    >>> device_report(capture, main_device="meta").verdict()
+    '5 node(s) off meta, 4 cross-device copies'
 """
 
 from __future__ import annotations

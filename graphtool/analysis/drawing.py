@@ -7,10 +7,13 @@ identical sibling blocks (``12 x TransformerEncoderLayer``).
 
 Example::
 
-    >>> vg = autograd_drawing(capture_autograd(spec))        # doctest: +SKIP
-    >>> small = collapse(vg, depth=1)
-    >>> [n.label for n in small.nodes if n.kind == "module"]
-    ['12 x TransformerEncoderLayer\\nlayers.0 .. layers.11\\n636 nodes']
+    >>> from graphtool.capture.autograd_graph import capture_autograd
+    >>> from graphtool.capture.script import load_model
+    >>> picture = autograd_drawing(capture_autograd(load_model("examples/mlp.py")))
+    >>> picture.title, len(picture.nodes)
+    ('autograd graph', 10)
+    >>> sorted(n.label for n in collapse(picture, depth=1).nodes if n.kind == "module")
+    ['Linear\\nfc1\\n4 nodes', 'Linear\\nfc2\\n4 nodes']
 """
 
 from __future__ import annotations
@@ -177,7 +180,7 @@ def collapse(graph: Drawing, depth: int) -> Drawing:
     """
     subtree: dict[tuple[str, str], list[DrawNode]] = {}
     for n in graph.nodes:
-        for level, (fqn, cls) in enumerate(n.module):
+        for fqn, _cls in n.module:
             subtree.setdefault((n.cluster or "", fqn), []).append(n)
     classes = {fqn: cls for n in graph.nodes for fqn, cls in n.module}
     runs = _identical_runs(subtree, classes)

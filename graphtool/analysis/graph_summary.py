@@ -2,9 +2,12 @@
 
 Example::
 
-    >>> g = summarize_graph(region.forward, "forward", region)   # doctest: +SKIP
+    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.tracer import trace_model
+    >>> region = trace_model(load_model("examples/mlp.py")).regions[0]
+    >>> g = summarize_graph(region.forward, "forward", region)
     >>> [(p.name, p.kind) for p in g.placeholders][:2]
-    [('net.0.weight', 'parameter'), ('x', 'user_input')]
+    [('fc1.weight', 'parameter'), ('fc1.bias', 'parameter')]
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 
 from graphtool.capture.lint_job import LintJob, LintResult
-
 from graphtool.display_paths import display_path as _rel
 
 BASELINE_VERSION = 1

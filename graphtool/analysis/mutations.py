@@ -7,9 +7,11 @@ witnesses those by comparing each input's shape, strides, offset and storage bef
 
 Example::
 
-    >>> rep = analyze_mutations(capture)               # doctest: +SKIP
+    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.tracer import trace_model
+    >>> rep = analyze_mutations(trace_model(load_model("examples/convnet_bn.py")))
     >>> [(m.name, m.mutates_data) for m in rep.mutated]
-    [('bn.running_mean', True), ('bn.running_var', True), ('bn.num_batches_tracked', True)]
+    [('bn.num_batches_tracked', True), ('bn.running_mean', True), ('bn.running_var', True)]
 """
 
 from __future__ import annotations

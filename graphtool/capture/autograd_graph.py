@@ -8,7 +8,8 @@ return first, so every node lands in the innermost module that made it.
 
 Example::
 
-    >>> g = capture_autograd(load_model("examples/mlp.py"))     # doctest: +SKIP
+    >>> from graphtool.capture.script import load_model
+    >>> g = capture_autograd(load_model("examples/mlp.py"))
     >>> sorted(n.name for n in g.nodes if n.kind == "parameter")
     ['fc1.bias', 'fc1.weight', 'fc2.bias', 'fc2.weight']
 """
@@ -79,7 +80,7 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
     try:
         with torch.enable_grad():
             out = spec.model(*spec.args, **spec.kwargs)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise user_code_error(exc, "the model raised on its example inputs") from None
     finally:
         for h in hooks:
@@ -146,7 +147,7 @@ def _saved_shapes(torch, fn) -> tuple[tuple[str, tuple], ...]:
     for attr in sorted(a for a in dir(fn) if a.startswith("_saved_")):
         try:
             val = getattr(fn, attr)
-        except Exception:  # noqa: BLE001 - freed after backward, or not a tensor attribute
+        except Exception:
             continue
         if isinstance(val, torch.Tensor):
             found.append((attr[len("_saved_"):], tuple(val.shape)))

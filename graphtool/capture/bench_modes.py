@@ -12,8 +12,9 @@ caught and explained; the others still run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors, map_tensors
@@ -54,7 +55,7 @@ def input_sets(torch, spec: ModelSpec, count: int = ROTATE) -> list[tuple[tuple,
         return new.requires_grad_(t.requires_grad)
 
     return [
-        (map_tensors(spec.args, lambda t: fresh(t, k)), map_tensors(spec.kwargs, lambda t: fresh(t, k)))
+        (map_tensors(spec.args, lambda t, k=k: fresh(t, k)), map_tensors(spec.kwargs, lambda t, k=k: fresh(t, k)))
         for k in range(count)
     ]
 
@@ -218,7 +219,7 @@ def run_modes(
     except NothingToDifferentiate as exc:
         raise BadModelSpec(f"{spec.location}: --backward: {exc}",
                            hint="drop --backward, or give the model trainable parameters or inputs that require grad") from None
-    except Exception as exc:  # noqa: BLE001 - the user's forward: say where it failed
+    except Exception as exc:
         raise user_code_error(exc, "the model raised in eager mode on the example inputs or a fresh draw of them") from None
     results: list[ModeResult] = []
 
@@ -261,7 +262,7 @@ def run_modes(
                 continue
             stats, mem = timed(name, step)
             results.append(ModeResult(name, "ok", samples_ms=stats, max_abs_diff=diff, peak_memory_bytes=mem))
-        except Exception as exc:  # noqa: BLE001 - one mode failing must not lose the others
+        except Exception as exc:
             results.append(ModeResult(name, "error", f"{type(exc).__name__}: {first_line(exc) or ''}"))
     return results
 
@@ -314,7 +315,7 @@ def _graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cu
             return ModeResult(name, "mismatch", _mismatch(f"replay's {which}", diff, random_ops), max_abs_diff=diff)
         stats, mem = timed(name, replay)
         return ModeResult(name, "ok", samples_ms=stats, max_abs_diff=diff, peak_memory_bytes=mem, pool_bytes=pool)
-    except Exception as exc:  # noqa: BLE001 - a capture error is explained, the other modes kept
+    except Exception as exc:
         return ModeResult(name, "error", f"capture failed: {type(exc).__name__}: {first_line(exc) or ''}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+
 def parse_device(device: str, *, choices: str = "meta, cpu or cuda",
                  no_cuda_hint: str = "use --device meta to build without memory, or run on a GPU machine"):
     """``--device`` as a ``torch.device``; a CUDA device gets its index. Errors name the option:

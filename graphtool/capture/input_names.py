@@ -8,6 +8,7 @@ from typing import Any
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import named_tensors
 
+
 def positional_names(spec: ModelSpec) -> list[str]:
     """The forward's name for each positional example input (``args[i]`` past the signature)."""
     fn = spec.model.forward if hasattr(spec.model, "forward") else spec.model

@@ -13,8 +13,9 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 #: the child-process entry point (``python -m WORKER JOB.json RESULT.json``)
 WORKER = "graphtool.capture.lint_worker"
@@ -38,7 +39,7 @@ class LintJob:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "LintJob":
+    def from_dict(cls, d: dict) -> LintJob:
         return cls(path=d["path"], entry=d.get("entry"), run=bool(d.get("run")), args=tuple(d.get("args", ())),
                    dynamic=bool(d.get("dynamic")), debug=bool(d.get("debug")), reset=bool(d.get("reset")))
 
@@ -81,14 +82,14 @@ class LintResult:
     exit_code: int = 0
 
     @classmethod
-    def failed(cls, error: str, detail: Optional[str] = None, exit_code: int = 2, seconds: float = 0.0) -> "LintResult":
+    def failed(cls, error: str, detail: Optional[str] = None, exit_code: int = 2, seconds: float = 0.0) -> LintResult:
         return cls(ok=False, error=error, detail=detail, exit_code=exit_code, seconds=seconds)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "LintResult":
+    def from_dict(cls, d: dict) -> LintResult:
         return cls(
             ok=bool(d.get("ok")),
             graph_count=int(d.get("graph_count", 0)),

@@ -27,8 +27,8 @@ from graphtool.capture.lint_job import BreakRecord, FrameRecord, LintJob, LintRe
 from graphtool.capture.script import load_model
 from graphtool.capture.tracer import explain_failure
 from graphtool.capture.user_code import running_user_code
-from graphtool.text import first_line
 from graphtool.errors import GraphtoolError, ScriptNotFound, UserCodeFailed
+from graphtool.text import first_line
 
 
 def _recording_backend(counter: list):
@@ -79,7 +79,7 @@ def lint_one(job: LintJob) -> LintResult:
                 if job.dynamic:
                     args, kwargs = dynamic_variant(spec)
                     compiled(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - explain_failure decides: the user's model, or torch
+            except Exception as exc:
                 raise explain_failure(spec, exc) from None
     return _result(rec, graphs, time.perf_counter() - started)
 
@@ -142,7 +142,7 @@ def main(argv: list[str]) -> int:
         result = lint_one(job)
     except GraphtoolError as err:
         result = LintResult.failed(err.message, err.detail, err.exit_code)
-    except Exception as exc:  # noqa: BLE001 - reported as this model's error by the parent
+    except Exception as exc:
         import traceback
 
         result = LintResult.failed(f"internal error in graphtool: {type(exc).__name__}: {exc}",

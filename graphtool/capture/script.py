@@ -8,7 +8,7 @@ The convention, in order:
 
 Example::
 
-    >>> spec = load_model("examples/mlp.py")          # doctest: +SKIP
+    >>> spec = load_model("examples/mlp.py")
     >>> spec.entry, len(spec.args)
     ('get_model_and_inputs', 1)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 def iter_tensors(obj: Any, _depth: int = 0):
     """Every tensor in nested tuples, lists, dicts and dataclass-like outputs, in order."""
     import torch

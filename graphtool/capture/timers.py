@@ -15,7 +15,8 @@ Example::
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 
 class Timer(Protocol):

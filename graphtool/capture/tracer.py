@@ -7,16 +7,18 @@ torch compiled them, with its forward, its backward (in training) and AOT's View
 
 Example::
 
-    >>> cap = trace_model(load_model("examples/mlp.py"))   # doctest: +SKIP
+    >>> from graphtool.capture.script import load_model
+    >>> cap = trace_model(load_model("examples/mlp.py"))
     >>> [len(r.forward.graph.nodes) for r in cap.regions]
-    [14]
+    [12]
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from graphtool.capture import compat
 from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, decode_forward
@@ -155,7 +157,7 @@ def trace_model(
                 more = compiled(*args, **kwargs)
                 if training:
                     _run_backward(torch, more)
-        except Exception as exc:  # noqa: BLE001 - decide below whose fault it is
+        except Exception as exc:
             if not (standin and regions):
                 raise explain_failure(spec, exc, standin=standin) from None
             # On the stand-in, eager code between graphs can need real data (.item() on meta):
@@ -243,7 +245,7 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
     """A failed compile is the user's fault when eager fails too; else torch could not trace it."""
     try:
         spec.model(*spec.args, **spec.kwargs)
-    except Exception as eager_exc:  # noqa: BLE001
+    except Exception as eager_exc:
         if standin:
             err = user_code_error(
                 eager_exc, "the model raised on the accelerator stand-in (moved to meta, standing for cuda:0)"

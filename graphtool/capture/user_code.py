@@ -8,9 +8,10 @@ the code raises to a :class:`~graphtool.errors.UserCodeFailed` naming the user's
 
 Example::
 
-    >>> with running_user_code("calling the model"):      # doctest: +SKIP
-    ...     model(x)
-    UserCodeFailed: /m.py:9: calling the model: RuntimeError: shapes cannot be multiplied
+    >>> with running_user_code("calling the model"):
+    ...     int("seven")
+    Traceback (most recent call last):
+    graphtool.errors.UserCodeFailed: calling the model: ValueError: invalid literal for int() with base 10: 'seven'
 """
 
 from __future__ import annotations
@@ -78,5 +79,5 @@ def running_user_code(what: str, *, where: str | None = None):
     except SystemExit as exc:
         place = f"{where}: " if where else ""
         raise UserCodeFailed(f"{place}{what}: the script called sys.exit({exc.code})") from None
-    except BaseException as exc:  # noqa: BLE001 - the boundary: any failure of user code is the user's
+    except BaseException as exc:
         raise user_code_error(exc, what) from None

@@ -97,7 +97,10 @@ def cudagraphs(
     device: Optional[str] = options.DeviceOpt,
     inference: bool = options.InferenceOpt,
     backend: str = typer.Option("inductor", "--backend", help='inductor (mode="reduce-overhead") or cudagraphs (backend="cudagraphs").'),
-    dynamic: bool = typer.Option(False, "--dynamic", help="Also run a second input size (the script's dynamic_inputs, else batch + 1), as a model serving several sizes would."),
+    dynamic: bool = typer.Option(
+        False, "--dynamic",
+        help="Also run a second input size (the script's dynamic_inputs, else batch + 1), as a model serving several sizes would.",
+    ),
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
 ) -> int:

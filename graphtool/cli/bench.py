@@ -29,12 +29,18 @@ def bench(
     model: Optional[str] = options.ModelArg,
     entry: Optional[str] = options.EntryOpt,
     cudagraphs: bool = typer.Option(False, "--cudagraphs", help="Also capture and replay a CUDA graph, and run mode=\"reduce-overhead\" (needs CUDA)."),
-    compile_mode: str = typer.Option("default", "--compile", help="torch.compile mode (default, reduce-overhead, max-autotune...) or backend (aot_eager, inductor...); none to skip."),
+    compile_mode: str = typer.Option(
+        "default", "--compile",
+        help="torch.compile mode (default, reduce-overhead, max-autotune...) or backend (aot_eager, inductor...); none to skip.",
+    ),
     backward: bool = typer.Option(False, "--backward", help="Time the whole forward + backward step and check gradients too."),
     warmup: int = typer.Option(10, "--warmup", help="Untimed iterations before timing."),
     iters: int = typer.Option(100, "--iters", help="Iterations per timed repeat."),
     repeat: int = typer.Option(3, "--repeat", help="Timed repeats (median, min, max and spread are over these)."),
-    device: Optional[str] = typer.Option(None, "--device", help="Where to run: cpu, cuda or cuda:N (the script is built under it). Default: cuda when a GPU is present, else cpu."),
+    device: Optional[str] = typer.Option(
+        None, "--device",
+        help="Where to run: cpu, cuda or cuda:N (the script is built under it). Default: cuda when a GPU is present, else cpu.",
+    ),
     fmt: str = options.FormatOpt,
 ) -> int:
     from graphtool.commands.bench import bench as run

@@ -51,7 +51,7 @@ class RichProgress:
         self._bar = None
         self._task = None
 
-    def __enter__(self) -> "RichProgress":
+    def __enter__(self) -> RichProgress:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -33,8 +33,10 @@ def register(app: typer.Typer) -> None:
 
 def lint(
     ctx: typer.Context,
-    models: Optional[List[str]] = typer.Argument(None, help="Model scripts (path.py or path.py:FACTORY). Default: the config's models.", show_default=False),
-    run_script: Optional[str] = typer.Option(None, "--run", help="Run this script unchanged (as __main__), every torch.compile redirected; arguments after --."),
+    models: Optional[list[str]] = typer.Argument(None, help="Model scripts (path.py or path.py:FACTORY). Default: the config's models.", show_default=False),
+    run_script: Optional[str] = typer.Option(
+        None, "--run", help="Run this script unchanged (as __main__), every torch.compile redirected; arguments after --."
+    ),
     max_graph_breaks: Optional[int] = typer.Option(None, "--max-graph-breaks", help="Fail when a model has more graph breaks."),
     max_recompiles: Optional[int] = typer.Option(None, "--max-recompiles", help="Fail when a model recompiles more often."),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run differently-sized inputs (the script's dynamic_inputs, or batch + 1) to catch recompiles."),

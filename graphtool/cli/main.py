@@ -97,7 +97,7 @@ def run(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("graphtool: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001 - the one place a bug becomes a message
+    except Exception as exc:
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # a usage error from typer/click
             exc.show()
             return EXIT_USAGE

@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> res = bench("examples/mlp.py", iters=20, repeat=2)            # doctest: +SKIP
+    >>> res = bench("examples/mlp.py", iters=20, repeat=2)
     >>> [m.name for m in res.report.modes]
     ['eager', 'compile[default]']
 """

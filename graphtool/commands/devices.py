@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> devices("examples/cpu_roundtrip.py")[0].found    # doctest: +SKIP
+    >>> devices("examples/cpu_roundtrip.py")[0].found
     True
 """
 

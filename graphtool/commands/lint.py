@@ -6,7 +6,7 @@ baseline file.
 
 Example::
 
-    >>> out = lint(["examples/graph_breaks.py"], max_graph_breaks=0)        # doctest: +SKIP
+    >>> out = lint(["examples/graph_breaks.py"], max_graph_breaks=0)
     >>> out.report.exit_code()
     1
 """
@@ -14,9 +14,10 @@ Example::
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.errors import UsageError

@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> [r.report.verdict() for r in mutations("examples/mutate_input.py")]   # doctest: +SKIP
+    >>> [r.report.verdict() for r in mutations("examples/mutate_input.py")]
     ['1 user input mutated']
 """
 

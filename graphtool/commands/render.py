@@ -5,7 +5,7 @@ by module when large); :func:`render` also lays it out into a file.
 
 Example::
 
-    >>> d = drawing("examples/mlp.py", graph="forward")      # doctest: +SKIP
+    >>> d = drawing("examples/mlp.py", graph="forward")
     >>> d.title
     'forward graph of mlp.py'
 """

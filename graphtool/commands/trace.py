@@ -2,8 +2,8 @@
 
 Example::
 
-    >>> [r.report.to_dict()["graphs"][0]["forward"]["nodes"] for r in trace("examples/mlp.py")]  # doctest: +SKIP
-    [14]
+    >>> [r.report.to_dict()["graphs"][0]["forward"]["nodes"] for r in trace("examples/mlp.py")]
+    [12]
 """
 
 from __future__ import annotations

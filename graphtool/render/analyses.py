@@ -87,7 +87,7 @@ def cudagraphs_view(verdict, stopped: str | None = None) -> Group:
         for col in ("code", "region", "graph", "skips", "where", "message", "fix"):
             table.add_column(col, overflow="fold")
         for r in verdict.reasons:
-            row(table, 
+            row(table,
                 r.code,
                 "-" if r.region is None else str(r.region),
                 r.graph or "-",

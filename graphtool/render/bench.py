@@ -28,7 +28,7 @@ def bench_view(report) -> Group:
         table.add_column(col, justify="right", no_wrap=True)
     for m in report.modes:
         s = m.stats
-        row(table, 
+        row(table,
             m.name,
             Text(m.status, style="status.ok" if m.status == "ok" else "status.bad" if m.status in ("mismatch", "error") else "status.skipped"),
             f"{s.median_ms:.4f}" if s else "-",

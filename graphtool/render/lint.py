@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from xml.sax.saxutils import quoteattr, escape
+from xml.sax.saxutils import escape, quoteattr
 
 from rich.console import Group
 from rich.table import Table
@@ -30,7 +30,7 @@ def lint_view(report) -> Group:
         table.add_column(col, justify="left" if col == "status" else "right", no_wrap=True)
     for m in report.models:
         style = "status.ok" if m.status == "ok" else "status.bad"
-        row(table, 
+        row(table,
             _rel(m.target.name), Text(m.status.replace("_", " "), style=style), str(m.graph_count),
             str(len(m.counted_breaks)), str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}",
         )

@@ -56,6 +56,7 @@ def test_first_skip_equals_torchs_check_for_skip(name, monkeypatch):
     """Run torch's own ``check_for_skip`` (the cudagraphs backend) on the same stand-in graphs, with
     only its device mapping told that meta stands for cuda:0; its message must be our first skip."""
     import torch._dynamo.backends.cudagraphs as cg
+
     from graphtool.capture import compat
 
     real = cg.get_device_node_mapping

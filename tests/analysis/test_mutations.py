@@ -36,7 +36,7 @@ def test_batchnorm_eval_mutates_nothing():
 
 
 def test_mutations_agree_with_torch_export_signature():
-    for name, train in (("convnet_bn.py", True), ("mutate_input.py", False)):
+    for name, _train in (("convnet_bn.py", True), ("mutate_input.py", False)):
         spec = load_model(example(name))
         ours = {m.name for m in analyze_mutations(trace_model(spec)).mutated}
         spec = load_model(example(name))

@@ -15,8 +15,8 @@ from tests.conftest import example, traced
 
 def _bare_aot_graphs(spec):
     """The bare torch way: torch.compile with an aot_autograd backend that keeps the graphs."""
-    from torch._dynamo.backends.common import aot_autograd
     from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
 
     graphs = {"forward": [], "backward": []}
 

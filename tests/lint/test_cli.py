@@ -55,12 +55,18 @@ def test_baseline_only_new_breaks_fail_and_moved_lines_do_not(cli, tmp_path):
     rc, _, err = cli("lint", script, "--baseline", base, "--update-baseline")
     assert rc == 0 and base.is_file()
     # move the break down two lines: not new
-    script.write_text("import torch\n\n\ndef f(x):\n    y = x * 2\n    z = 1\n    w = 2\n    print('a')\n    return y + 1 + z + w\n\n\nmodel = f\nexample_inputs = (torch.randn(3),)\n")
+    script.write_text(
+        "import torch\n\n\ndef f(x):\n    y = x * 2\n    z = 1\n    w = 2\n    print('a')\n    return y + 1 + z + w\n\n\n"
+        "model = f\nexample_inputs = (torch.randn(3),)\n"
+    )
     rc, out, _ = cli("lint", script, "--baseline", base, "--format", "json")
     m = json.loads(out)["models"][0]
     assert rc == 0 and [b["new"] for b in m["breaks"]] == [False]
     # a new break fails; the old one is still known
-    script.write_text("import torch\n\n\ndef f(x):\n    y = x * 2\n    print('a')\n    y = y.sin()\n    print('b')\n    return y + 1\n\n\nmodel = f\nexample_inputs = (torch.randn(3),)\n")
+    script.write_text(
+        "import torch\n\n\ndef f(x):\n    y = x * 2\n    print('a')\n    y = y.sin()\n    print('b')\n    return y + 1\n\n\n"
+        "model = f\nexample_inputs = (torch.randn(3),)\n"
+    )
     rc, out, _ = cli("lint", script, "--baseline", base, "--format", "json")
     m = json.loads(out)["models"][0]
     assert rc == 1 and sorted(b["new"] for b in m["breaks"]) == [False, True]

@@ -30,7 +30,7 @@ class _Collect(logging.Handler):
 @pytest.fixture
 def torch_graph_break_log():
     """torch's own graph-break log records (TORCH_LOGS=graph_breaks), collected in-process."""
-    import torch._dynamo.symbolic_convert  # noqa: F401 - registers the artifact loggers
+    import torch._dynamo.symbolic_convert
 
     torch._logging.set_logs(graph_breaks=True)
     handler = _Collect()

@@ -99,9 +99,9 @@ def test_collapse_folds_identical_layers():
 
 
 def test_render_svg_and_png_with_the_embedded_renderer(cli, tmp_path, monkeypatch):
-    from graphtool.render import layout
-
     import shutil
+
+    from graphtool.render import layout
 
     real_which = shutil.which
     monkeypatch.setattr(layout.shutil, "which", lambda name: None if name == "dot" else real_which(name))
