@@ -7,7 +7,7 @@ import torch
 
 from graphtool.analysis.cudagraphs import cudagraph_verdict
 from graphtool.analysis.devices import device_report
-from tests.conftest import standin_traced
+from tests.helpers import standin_traced
 
 
 def _codes(name, backend):
@@ -97,7 +97,7 @@ def test_devices_clean_model_has_nothing_off_device():
 def test_cudagraphs_command_json_and_check(cli):
     import json
 
-    from tests.conftest import example
+    from tests.helpers import example
 
     rc, out, _ = cli("cudagraphs", example("cpu_roundtrip.py"), "--backend", "cudagraphs", "--format", "json", "--check")
     data = json.loads(out)
@@ -113,7 +113,7 @@ def test_cudagraphs_command_json_and_check(cli):
 
 
 def test_devices_command_check(cli):
-    from tests.conftest import example
+    from tests.helpers import example
 
     rc, out, _ = cli("devices", example("cpu_roundtrip.py"), "--check")
     assert rc == 1 and "cross-device" in out
@@ -122,7 +122,7 @@ def test_devices_command_check(cli):
 def test_dynamic_batch_is_a_warning_not_a_skip(cli):
     import json
 
-    from tests.conftest import example
+    from tests.helpers import example
 
     for backend in ("inductor", "cudagraphs"):
         rc, out, _ = cli("cudagraphs", example("dynamic_batch.py"), "--dynamic", "--backend", backend, "--format", "json", "--check")
@@ -132,7 +132,7 @@ def test_dynamic_batch_is_a_warning_not_a_skip(cli):
 
 
 def test_a_model_that_mixes_devices_fails_on_the_standin_with_a_clear_message(cli):
-    from tests.conftest import FIXTURES
+    from tests.helpers import FIXTURES
 
     rc, out, err = cli("cudagraphs", FIXTURES / "cpu_generator.py")
     assert rc == 2 and out == ""

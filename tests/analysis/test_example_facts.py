@@ -7,7 +7,7 @@ import pytest
 
 from graphtool.analysis.cudagraphs import cudagraph_verdict
 from graphtool.analysis.mutations import analyze_mutations
-from tests.conftest import standin_traced, traced
+from tests.helpers import standin_traced, traced
 
 FACTS = {
     # name: (mutation verdict, inductor findings, cudagraphs findings)

@@ -8,7 +8,7 @@ from torch import nn
 from graphtool.analysis.mutations import analyze_mutations
 from graphtool.capture.script import ModelSpec, load_model
 from graphtool.capture.tracer import trace_model
-from tests.conftest import example, traced
+from tests.helpers import example, traced
 
 
 def _spec(model, *args, **kwargs) -> ModelSpec:

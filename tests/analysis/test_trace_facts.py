@@ -10,7 +10,7 @@ import torch
 
 from graphtool.analysis.trace_report import build_trace_report
 from graphtool.capture.script import load_model
-from tests.conftest import example, traced
+from tests.helpers import example, traced
 
 
 def _bare_aot_graphs(spec):
@@ -115,7 +115,7 @@ def test_out_writes_code_and_report(cli, tmp_path):
 
 
 def test_no_output_left_behind_on_failure(cli, tmp_path):
-    from tests.conftest import FIXTURES
+    from tests.helpers import FIXTURES
 
     rc, _, _ = cli("trace", FIXTURES / "bad" / "forward_raises.py", "--out", tmp_path / "o")
     assert rc == 2

@@ -81,7 +81,7 @@ def test_skip_message_wording():
 
 def test_aot_descriptors_on_a_real_trace():
     """Placeholders and outputs carry AOT descriptors that compat decodes."""
-    from tests.conftest import traced
+    from tests.helpers import traced
 
     region = traced("convnet_bn.py").regions[0]
     fw_roles = [compat.describe_aot_input(compat.node_descriptor(n))[0] for n in region.forward.graph.find_nodes(op="placeholder")]
@@ -95,7 +95,7 @@ def test_aot_descriptors_on_a_real_trace():
 
 
 def test_fw_metadata_is_captured():
-    from tests.conftest import traced
+    from tests.helpers import traced
 
     meta = traced("convnet_bn.py").regions[0].fw_metadata
     assert hasattr(meta, "input_info") and hasattr(meta, "output_info")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.helpers import FIXTURES
 
 BAD = FIXTURES / "bad"
 
@@ -85,7 +85,7 @@ def test_internal_bug_exits_3(cli, monkeypatch):
         raise ValueError("simulated bug")
 
     monkeypatch.setattr(report, "build_trace_report", boom)
-    from tests.conftest import example
+    from tests.helpers import example
 
     rc, _, err = cli("trace", example("mlp.py"))
     assert rc == 3
@@ -95,7 +95,7 @@ def test_internal_bug_exits_3(cli, monkeypatch):
 def test_commands_use_the_config_models_when_given_no_model(cli, tmp_path, monkeypatch):
     import json
 
-    from tests.conftest import EXAMPLES
+    from tests.helpers import EXAMPLES
 
     (tmp_path / "graphtool.yaml").write_text(
         f"models:\n  - path: {EXAMPLES / 'mlp.py'}\n  - path: {EXAMPLES / 'convnet_bn.py'}\n"
@@ -123,7 +123,7 @@ def test_bad_config_stops_every_command(cli, tmp_path, monkeypatch):
 def test_bad_device(cli, args, message):
     import torch
 
-    from tests.conftest import example
+    from tests.helpers import example
 
     if "cuda" in args[1] and torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
@@ -132,7 +132,7 @@ def test_bad_device(cli, args, message):
 
 
 def test_unwritable_outputs_exit_2(cli, tmp_path):
-    from tests.conftest import example
+    from tests.helpers import example
 
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -145,7 +145,7 @@ def test_unwritable_outputs_exit_2(cli, tmp_path):
 
 
 def test_unknown_compile_backend(cli):
-    from tests.conftest import example
+    from tests.helpers import example
 
     rc, _, err = cli("bench", example("mlp.py"), "--compile", "nosuchbackend")
     assert rc == 2 and "neither a torch.compile mode nor a backend" in err and "aot_eager" in err
@@ -153,7 +153,7 @@ def test_unknown_compile_backend(cli):
 
 def test_unknown_cudagraphs_backend_is_refused_before_tracing(cli, monkeypatch):
     import graphtool.commands.steps as steps
-    from tests.conftest import example
+    from tests.helpers import example
 
     def must_not_trace(*a, **k):
         raise AssertionError("traced before checking --cudagraphs")

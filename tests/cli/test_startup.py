@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import example
+from tests.helpers import example
 
 
 def _modules_after(args: list[str]) -> set[str]:

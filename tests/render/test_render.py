@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from graphtool.analysis.drawing import autograd_drawing, collapse
 from graphtool.capture.autograd_graph import capture_autograd
 from graphtool.capture.script import load_model
 from graphtool.render.dot import to_dot
-from tests.conftest import example
+from tests.helpers import example
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -83,7 +85,11 @@ def test_dot_is_deterministic_and_colours_come_from_names():
     b = to_dot(autograd_drawing(capture_autograd(load_model(example("transformer.py")))))
     assert a == b
     families = ["addmm", "relu", "mm", "add", "mul", "softmax", "layernorm", "t", "view", "gelu"]
-    assert [colour(f) for f in families] == [colour(f) for f in families]
+    # the same colours in another interpreter with another hash seed: stable from run to run
+    code = f"from graphtool.render.dot import colour; print([colour(f) for f in {families!r}])"
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert other.strip() == str([colour(f) for f in families])
     assert len({colour(f) for f in families}) > 3
 
 

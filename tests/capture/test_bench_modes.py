@@ -11,7 +11,7 @@ from graphtool.analysis.timing_stats import speedup, summarize
 from graphtool.capture.bench_modes import compare, input_sets, make_step, run_modes
 from graphtool.capture.script import load_model
 from graphtool.capture.timers import measure
-from tests.conftest import FIXTURES, example
+from tests.helpers import FIXTURES, example
 
 
 class ScriptedTimer:
@@ -155,7 +155,7 @@ def test_backward_with_nothing_to_differentiate_is_a_clear_error(cli):
 def test_a_mismatch_from_random_ops_says_so_with_the_line(cli):
     """Dropout in training mode: inductor draws other random numbers than eager, so the check fails;
     the reason names the random op and the user's line instead of leaving a bare difference."""
-    from tests.conftest import FIXTURES
+    from tests.helpers import FIXTURES
 
     rc, out, _ = cli("bench", FIXTURES / "dropout_train.py", "--iters", "1", "--repeat", "1", "--format", "json")
     compiled = json.loads(out)["modes"][1]
@@ -226,7 +226,7 @@ def _bench_schema():
 def test_bench_json_validates_against_its_schema(cli):
     import jsonschema
 
-    from tests.conftest import FIXTURES
+    from tests.helpers import FIXTURES
 
     runs = [
         (example("mlp.py"), "--compile", "aot_eager", "--backward"),

@@ -10,7 +10,7 @@ import torch
 
 from graphtool.capture.lint_job import LintJob
 from graphtool.capture.lint_worker import lint_one
-from tests.conftest import FIXTURES
+from tests.helpers import FIXTURES
 
 BREAKS = FIXTURES / "breaks"
 _AT = re.compile(r"Graph break in user code at (.+?):(\d+)")

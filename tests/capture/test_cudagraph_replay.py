@@ -1,4 +1,4 @@
-"""graphtool's CUDA-graph capture, replay and CUDA timing logic, run on CPU against tests/fake_cuda.py.
+"""graphtool's CUDA-graph capture, replay and CUDA timing logic, run on CPU against tests/helpers/fake_cuda.py.
 
 The fake emulates a CUDA graph's semantics (ops recorded at capture, replayed on the same buffers,
 host syncs refused during capture), so these tests prove what does not need a GPU: fresh inputs
@@ -23,8 +23,8 @@ from graphtool.capture.bench_modes import (
 )
 from graphtool.capture.script import load_model
 from graphtool.capture.timers import CudaEventTimer
-from tests.conftest import FIXTURES, example
-from tests.fake_cuda import FakeCuda
+from tests.helpers import FIXTURES, example
+from tests.helpers.fake_cuda import FakeCuda
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(
         not torch.cuda.is_available(),
-        reason="needs a CUDA GPU; on CPU the verdict is predicted and the capture logic runs against tests/fake_cuda.py",
+        reason="needs a CUDA GPU; on CPU the verdict is predicted and the capture logic runs against tests/helpers/fake_cuda.py",
     ),
 ]
 
@@ -27,7 +27,7 @@ def test_cudagraphs_backend_skips_agree(name):
     from graphtool.capture.meta_standin import to_meta
     from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
-    from tests.conftest import example
+    from tests.helpers import example
 
     predicted = cudagraph_verdict(trace_model(to_meta(load_model(example(name))), standin=True), backend="cudagraphs")
     spec = load_model(example(name))
@@ -57,7 +57,7 @@ def test_capture_and_replay_match_eager(name, backward):
     from graphtool.capture.bench_modes import _clone_inputs, compare, cuda_graph_step, frozen_result, input_sets, make_step
     from graphtool.capture.script import load_model
     from graphtool.capture.tensors import map_tensors
-    from tests.conftest import example
+    from tests.helpers import example
 
     spec = load_model(example(name))
     if isinstance(spec.model, torch.nn.Module):
@@ -75,7 +75,7 @@ def test_capture_and_replay_match_eager(name, backward):
 def test_uncapturable_model_really_fails_capture():
     from graphtool.capture.bench_modes import cuda_graph_step, make_step
     from graphtool.capture.script import load_model
-    from tests.conftest import example
+    from tests.helpers import example
 
     spec = load_model(example("item_branch.py"))
     spec.model.cuda()
@@ -91,7 +91,7 @@ def test_a_failed_capture_keeps_the_other_modes():
     from graphtool.capture.bench_modes import run_modes
     from graphtool.capture.script import load_model
     from graphtool.capture.tensors import map_tensors
-    from tests.conftest import example
+    from tests.helpers import example
 
     spec = load_model(example("item_branch.py"))
     spec.model.cuda()
@@ -104,7 +104,7 @@ def test_a_failed_capture_keeps_the_other_modes():
 def test_bench_cli_on_gpu(cli):
     import json
 
-    from tests.conftest import example
+    from tests.helpers import example
 
     rc, out, _ = cli("bench", example("mlp.py"), "--cudagraphs", "--backward", "--iters", "5", "--repeat", "2",
                      "--format", "json")

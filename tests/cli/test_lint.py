@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import FIXTURES, example
+from tests.helpers import FIXTURES, example
 
 BREAKS = FIXTURES / "breaks"
 
