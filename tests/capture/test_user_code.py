@@ -1,0 +1,97 @@
+"""The one boundary between user code and graphtool: every exception user code can raise is mapped.
+
+httpx's test_exceptions.py is the model: each foreign exception type is raised through the boundary
+and the test checks what comes out."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from graphtool.capture.script import load_model
+from graphtool.capture.user_code import running_user_code
+from graphtool.errors import EXIT_USAGE, GraphtoolError, ScriptNotFound, UsageError, UserCodeFailed
+
+
+class CustomBase(BaseException):
+    """A BaseException that is not an Exception, as some libraries define."""
+
+
+FOREIGN = [
+    ValueError("bad value"),
+    TypeError("bad type"),
+    RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"),
+    AttributeError("'NoneType' object has no attribute 'shape'"),
+    KeyError("missing"),
+    IndexError("out of range"),
+    ImportError("cannot import name 'x'"),
+    ModuleNotFoundError("No module named 'transformers'"),
+    AssertionError("shape check"),
+    NotImplementedError("todo"),
+    ZeroDivisionError("division by zero"),
+    RecursionError("maximum recursion depth exceeded"),
+    MemoryError(),
+    OSError(2, "No such file or directory"),
+    UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+    StopIteration(),
+    GeneratorExit(),
+    CustomBase("library-specific"),
+    SystemExit(3),
+    SystemExit(0),
+]
+
+
+@pytest.mark.parametrize("exc", FOREIGN, ids=lambda e: type(e).__name__ + (f"({e.code})" if isinstance(e, SystemExit) else ""))
+def test_every_foreign_exception_becomes_a_user_error(exc):
+    with pytest.raises(UserCodeFailed) as info:
+        with running_user_code("running the model", where="m.py"):
+            raise exc
+    err = info.value
+    assert err.exit_code == EXIT_USAGE
+    assert "running the model" in err.message
+    if isinstance(exc, SystemExit):
+        assert f"sys.exit({exc.code})" in err.message
+    else:
+        assert type(exc).__name__ in err.message
+        assert err.full_traceback and type(exc).__name__ in err.full_traceback
+
+
+def test_keyboard_interrupt_stays_an_interrupt():
+    with pytest.raises(KeyboardInterrupt):
+        with running_user_code("importing m.py"):
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("err", [UsageError("bad option"), ScriptNotFound("m.py: no such file"), GraphtoolError("bug")])
+def test_graphtool_errors_pass_through_unchanged(err):
+    with pytest.raises(type(err)) as info:
+        with running_user_code("calling the factory"):
+            raise err
+    assert info.value is err
+
+
+@pytest.mark.parametrize("body, expect", [
+    ("raise ValueError('bad')", "ValueError: bad"),
+    ("import definitely_missing_module_xyz", "ModuleNotFoundError"),
+    ("class B(BaseException): pass\nraise B('odd')", "B: odd"),
+    ("import sys\nsys.exit(4)", "sys.exit(4)"),
+])
+def test_script_failures_name_the_file_and_line(tmp_path, body, expect):
+    script = tmp_path / "model.py"
+    script.write_text("x = 1\n" + textwrap.dedent(body) + "\n")
+    with pytest.raises(UserCodeFailed) as info:
+        load_model(script)
+    msg = info.value.message
+    assert expect in msg
+    assert str(script) in msg
+    if "sys.exit" not in body:  # the user's frame: the line that raised
+        assert f"{script}:{1 + body.count(chr(10)) + 1}" in msg
+
+
+def test_factory_failure_names_the_factory(tmp_path):
+    script = tmp_path / "model.py"
+    script.write_text("def get_model_and_inputs():\n    return {}['model']\n")
+    with pytest.raises(UserCodeFailed) as info:
+        load_model(script)
+    assert f"{script}:2: get_model_and_inputs() raised: KeyError" in info.value.message
