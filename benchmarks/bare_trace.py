@@ -1,7 +1,7 @@
 """The bare torch way of what `graphtool trace` does: torch.compile with an aot_autograd backend
 whose compilers keep the graphs, one forward and backward. Imports included in its wall time."""
-import sys
 import runpy
+import sys
 
 import torch
 from functorch.compile import make_boxed_func

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import machine_line, time_once  # noqa: E402
+from _bench import machine_line, time_once
 
 HERE = Path(__file__).resolve().parent
 MODEL = str(HERE / "mlp_bs1.py")

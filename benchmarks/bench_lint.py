@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import machine_line, time_once  # noqa: E402
+from _bench import machine_line, time_once
 
 ROOT = Path(__file__).resolve().parents[1]
 GT = shutil.which("graphtool") or "graphtool"

@@ -4,7 +4,7 @@ The fake emulates a CUDA graph's semantics (ops recorded at capture, replayed on
 host syncs refused during capture), so these tests prove what does not need a GPU: fresh inputs
 reach the captured buffers, replay returns eager's answer for *those* inputs (outputs and
 gradients), a capture failure is explained without losing the other modes, and the CUDA branch of
-``run_modes`` (events, memory figures) is wired correctly. tests/test_gpu.py runs the same checks on a
+``run_modes`` (events, memory figures) is wired correctly. tests/gpu/test_gpu.py runs the same checks on a
 real GPU."""
 
 from __future__ import annotations
