@@ -143,12 +143,4 @@ def _walk(torch, spec, out, assigned, classes, want_saved) -> AutogradGraph:
 
 
 def _saved_shapes(torch, fn) -> tuple[tuple[str, tuple], ...]:
-    found = []
-    for attr in sorted(a for a in dir(fn) if a.startswith("_saved_")):
-        try:
-            val = getattr(fn, attr)
-        except Exception:
-            continue
-        if isinstance(val, torch.Tensor):
-            found.append((attr[len("_saved_"):], tuple(val.shape)))
-    return tuple(found)
+    return tuple((name, tuple(val.shape)) for name, val in compat.saved_values(fn) if isinstance(val, torch.Tensor))

@@ -210,6 +210,44 @@ def run_modes(
     sets = input_sets(torch, spec)
     restore = snapshot(torch, spec.model, sets)
     eager_step = make_step(torch, spec.model, spec.model, backward)
+    reference, random_ops = _eager_reference(torch, spec, eager_step, sets)
+    clock = _Clock(torch, sets, timer_factory, cuda, warmup, iters, repeat, on_progress)
+    samples, mem = clock.timed("eager", eager_step)
+    results = [ModeResult("eager", "ok", samples_ms=samples, max_abs_diff=0.0, peak_memory_bytes=mem)]
+    for name, build in _other_modes(torch, spec, compile_mode, cudagraphs):
+        if build is None:
+            results.append(_graphtool_capture(torch, eager_step, sets, reference, random_ops, clock.timed, cuda,
+                                              capture_blocked, restore))
+        else:
+            results.append(_compiled_mode(torch, name, build, spec, backward, sets, reference, random_ops, clock, restore))
+    return results
+
+
+@dataclass
+class _Clock:
+    """Times one mode's step over the rotating input sets (and reads peak memory on CUDA)."""
+
+    torch: Any
+    sets: list
+    timer_factory: Callable[[], Any]
+    cuda: bool
+    warmup: int
+    iters: int
+    repeat: int
+    on_progress: Callable[[str, int], None] | None
+
+    def timed(self, name: str, step_for_set) -> tuple[tuple[float, ...], int | None]:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+            self.torch.cuda.reset_peak_memory_stats()
+        progress = (lambda n: self.on_progress(name, n)) if self.on_progress else None
+        samples = measure(lambda i: step_for_set(*self.sets[i % len(self.sets)]), self.timer_factory(),
+                          warmup=self.warmup, iters=self.iters, repeat=self.repeat, on_progress=progress)
+        return samples, self.torch.cuda.max_memory_allocated() if self.cuda else None
+
+
+def _eager_reference(torch, spec: ModelSpec, eager_step, sets):
+    """Eager's result on the first input set (and which random ops it drew); every set must run."""
     torch.manual_seed(0)
     try:
         reference, random_ops = _with_random_ops(torch, lambda: eager_step(*sets[0]))
@@ -221,50 +259,40 @@ def run_modes(
                            hint="drop --backward, or give the model trainable parameters or inputs that require grad") from None
     except Exception as exc:
         raise user_code_error(exc, "the model raised in eager mode on the example inputs or a fresh draw of them") from None
-    results: list[ModeResult] = []
+    return reference, random_ops
 
-    def timed(name, step_for_set):
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        stats = measure(lambda i: step_for_set(*sets[i % len(sets)]), timer_factory(), warmup=warmup, iters=iters,
-                        repeat=repeat, on_progress=(lambda n: on_progress(name, n)) if on_progress else None)
-        mem = torch.cuda.max_memory_allocated() if cuda else None
-        return stats, mem
 
-    stats, mem = timed("eager", eager_step)
-    results.append(ModeResult("eager", "ok", samples_ms=stats, max_abs_diff=0.0, peak_memory_bytes=mem))
-
-    modes: list[tuple[str, Callable]] = []
+def _other_modes(torch, spec: ModelSpec, compile_mode: str | None, cudagraphs: bool) -> list[tuple[str, Callable | None]]:
+    """The modes after eager, each with how to build its callable (None: graphtool's own capture)."""
+    modes: list[tuple[str, Callable | None]] = []
     if compile_mode and compile_mode != "none":
         modes.append((f"compile[{compile_mode}]", lambda: _compiled(torch, spec.model, compile_mode)))
     if cudagraphs:
         modes.append(("cudagraph replay", None))
-        modes.append(("compile[reduce-overhead]", lambda: _compiled(torch, spec.model, "reduce-overhead")))
-    for name, build in modes:
-        if name.startswith("cudagraph"):
-            results.append(_graphtool_capture(torch, eager_step, sets, reference, random_ops, timed, cuda, capture_blocked,
-                                              restore))
-            continue
-        if name == "compile[reduce-overhead]" and compile_mode == "reduce-overhead":
-            continue
-        try:
-            torch._dynamo.reset()
-            fn = build()
-            step = make_step(torch, fn, spec.model, backward)
-            restore()
-            torch.manual_seed(0)
-            got = step(*sets[0])
-            same, diff, which = check_against_eager(torch, reference, got)
-            del got  # reduce-overhead's outputs live in its graph pool: hold none across runs
-            if not same:
-                results.append(ModeResult(name, "mismatch", _mismatch(which, diff, random_ops), max_abs_diff=diff))
-                continue
-            stats, mem = timed(name, step)
-            results.append(ModeResult(name, "ok", samples_ms=stats, max_abs_diff=diff, peak_memory_bytes=mem))
-        except Exception as exc:
-            results.append(ModeResult(name, "error", f"{type(exc).__name__}: {first_line(exc) or ''}"))
-    return results
+        if compile_mode != "reduce-overhead":
+            modes.append(("compile[reduce-overhead]", lambda: _compiled(torch, spec.model, "reduce-overhead")))
+    return modes
+
+
+def _compiled_mode(torch, name: str, build, spec: ModelSpec, backward: bool, sets, reference, random_ops, clock: _Clock,
+                   restore) -> ModeResult:
+    """Build a compiled mode, check it against eager from the same state, then time it."""
+    from graphtool.capture import compat
+
+    try:
+        compat.dynamo_reset()
+        step = make_step(torch, build(), spec.model, backward)
+        restore()
+        torch.manual_seed(0)
+        got = step(*sets[0])
+        same, diff, which = check_against_eager(torch, reference, got)
+        del got  # reduce-overhead's outputs live in its graph pool: hold none across runs
+        if not same:
+            return ModeResult(name, "mismatch", _mismatch(which, diff, random_ops), max_abs_diff=diff)
+        samples, mem = clock.timed(name, step)
+        return ModeResult(name, "ok", samples_ms=samples, max_abs_diff=diff, peak_memory_bytes=mem)
+    except Exception as exc:
+        return ModeResult(name, "error", f"{type(exc).__name__}: {first_line(exc) or ''}")
 
 
 def _with_random_ops(torch, run):

@@ -311,6 +311,18 @@ def dispatch_mode_base():
     return _require("torch.utils._python_dispatch", "TorchDispatchMode")
 
 
+def saved_values(grad_fn: Any) -> list[tuple[str, Any]]:
+    """What an autograd node saved for backward, from its ``_saved_<name>`` attributes (the way
+    torchviz reads them): ``[(name, value)]``. Empty once backward has freed them."""
+    found = []
+    for attr in sorted(a for a in dir(grad_fn) if a.startswith("_saved_")):
+        try:
+            found.append((attr[len("_saved_"):], getattr(grad_fn, attr)))
+        except Exception:  # freed by backward (RuntimeError), or a value the binding cannot return
+            continue
+    return found
+
+
 def is_view(t: Any) -> bool:
     """Whether a tensor is a view of another (``Tensor._is_view``)."""
     return bool(t._is_view())

@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,65 @@ def model_device(spec: ModelSpec) -> str:
     return str(tensors[0].device.type) if tensors else "cpu"
 
 
+class KeepingBackend:
+    """A torch.compile backend: AOT autograd with compilers that keep every graph and run it unchanged.
+
+    Each call (one per region dynamo compiles) appends a :class:`Region`; the compilers fill in its
+    forward (with the decoded input and output records), backward and inference graphs."""
+
+    def __init__(self, names: dict, *, standin: bool, keep_inference_input_mutations: bool,
+                 on_region: Callable[[int], None] | None = None):
+        self.names = names
+        self.standin = standin
+        self.keep_inference_input_mutations = keep_inference_input_mutations
+        self.on_region = on_region
+        self.regions: list[Region] = []
+
+    def __call__(self, gm, example_inputs):
+        region = Region(
+            index=len(self.regions),
+            dynamo_graph=gm,
+            inputs=[_classify(t, node, self.names) for t, node in zip(example_inputs, _placeholders(gm))],
+            example_inputs=list(example_inputs),
+        )
+        self.regions.append(region)
+        if self.on_region:
+            self.on_region(region.index)
+        return compat.aot_autograd_backend(
+            fw_compiler=functools.partial(self._forward, region),
+            bw_compiler=functools.partial(self._backward, region),
+            inference_compiler=functools.partial(self._inference, region),
+            keep_inference_input_mutations=self.keep_inference_input_mutations,
+        )(gm, example_inputs)
+
+    def _forward(self, region: Region, aot_gm, aot_inputs):
+        region.forward = aot_gm
+        region.fw_metadata = compat.current_fw_metadata()
+        region.forward_inputs, region.forward_outputs = decode_forward(aot_gm, region.fw_metadata, region.inputs)
+        region.num_aot_inputs = len(aot_inputs)
+        region.aot_input_types = [type(x).__name__ for x in aot_inputs]
+        return self._runner(aot_gm)
+
+    def _inference(self, region: Region, aot_gm, aot_inputs):
+        region.inference = True
+        return self._forward(region, aot_gm, aot_inputs)
+
+    def _backward(self, region: Region, aot_gm, aot_inputs):
+        region.backward = aot_gm
+        return self._runner(aot_gm)
+
+    def _runner(self, aot_gm):
+        if not self.standin:
+            return compat.boxed_fn(aot_gm.forward)
+        from graphtool.capture.meta_standin import standin_mode
+
+        def run_on_standin(*args):
+            with standin_mode():
+                return aot_gm(*args)
+
+        return compat.boxed_fn(run_on_standin)
+
+
 def trace_model(
     spec: ModelSpec,
     *,
@@ -93,88 +153,47 @@ def trace_model(
     torch = compat.import_torch()
     compat.dynamo_reset()
     training = wants_training(spec, inference)
-    regions: list[Region] = []
     names = _tensor_names(spec)
-
-    def _runner(aot_gm):
-        if not standin:
-            return compat.boxed_fn(aot_gm.forward)
-        from graphtool.capture.meta_standin import standin_mode
-
-        def run_on_standin(*args):
-            with standin_mode():
-                return aot_gm(*args)
-
-        return compat.boxed_fn(run_on_standin)
-
-    def backend(gm, example_inputs):
-        region = Region(
-            index=len(regions),
-            dynamo_graph=gm,
-            inputs=[_classify(t, node, names) for t, node in zip(example_inputs, _placeholders(gm))],
-            example_inputs=list(example_inputs),
-        )
-        regions.append(region)
-        if on_region:
-            on_region(region.index)
-
-        def fw(aot_gm, aot_inputs):
-            region.forward = aot_gm
-            region.fw_metadata = compat.current_fw_metadata()
-            region.forward_inputs, region.forward_outputs = decode_forward(aot_gm, region.fw_metadata, region.inputs)
-            region.num_aot_inputs = len(aot_inputs)
-            region.aot_input_types = [type(x).__name__ for x in aot_inputs]
-            return _runner(aot_gm)
-
-        def infer(aot_gm, aot_inputs):
-            region.inference = True
-            return fw(aot_gm, aot_inputs)
-
-        def bw(aot_gm, aot_inputs):
-            region.backward = aot_gm
-            return _runner(aot_gm)
-
-        return compat.aot_autograd_backend(
-            fw_compiler=fw,
-            bw_compiler=bw,
-            inference_compiler=infer,
-            keep_inference_input_mutations=keep_inference_input_mutations,
-        )(gm, example_inputs)
-
+    backend = KeepingBackend(names, standin=standin, keep_inference_input_mutations=keep_inference_input_mutations,
+                             on_region=on_region)
     before = _metadata_snapshot(spec)
     recorder = BreakRecorder() if record_breaks else contextlib.nullcontext()
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
     meta_nonzero = compat.meta_nonzero_config() if standin else contextlib.nullcontext()
+    out, stopped = None, None
     with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero:
-        out, stopped = None, None
         try:
-            compiled = torch.compile(spec.model, backend=backend)
-            out = compiled(*spec.args, **spec.kwargs)
-            if training:
-                _run_backward(torch, out)
-            if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
-                args, kwargs = dynamic_variant(spec, to_device=standin and "meta")
-                more = compiled(*args, **kwargs)
-                if training:
-                    _run_backward(torch, more)
+            out = _run_examples(torch, spec, backend, training=training, dynamic=dynamic, standin=standin)
         except Exception as exc:
-            if not (standin and regions):
+            if not (standin and backend.regions):
                 raise explain_failure(spec, exc, standin=standin) from None
             # On the stand-in, eager code between graphs can need real data (.item() on meta):
             # keep the regions traced so far and say where the trace stopped.
             stopped = _stop_note(exc)
-    breaks = recorder.breaks if record_breaks else []
-    changes = _metadata_changes(spec, before, names)
     return Capture(
         spec=spec,
-        regions=regions,
+        regions=backend.regions,
         training=training,
         device=model_device(spec),
-        breaks=breaks,
+        breaks=recorder.breaks if record_breaks else [],
         outputs=out,
-        metadata_changes=changes,
+        metadata_changes=_metadata_changes(spec, before, names),
         stopped=stopped,
     )
+
+
+def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool):
+    """Compile the model with ``backend`` and run the example inputs (backward too, in training)."""
+    compiled = torch.compile(spec.model, backend=backend)
+    out = compiled(*spec.args, **spec.kwargs)
+    if training:
+        _run_backward(torch, out)
+    if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
+        args, kwargs = dynamic_variant(spec, to_device=standin and "meta")
+        more = compiled(*args, **kwargs)
+        if training:
+            _run_backward(torch, more)
+    return out
 
 
 def _run_backward(torch, out) -> None:

@@ -113,3 +113,20 @@ def test_structured_trace_logger_name():
     import torch._logging._internal as internal
 
     assert internal.trace_log.name == compat.STRUCTURED_TRACE_LOGGER
+
+
+def test_saved_values_reads_what_autograd_saved():
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, 2, requires_grad=True)
+    saved = dict(compat.saved_values((x @ w).grad_fn))
+    assert tuple(saved["self"].shape) == (3, 4) and tuple(saved["mat2"].shape) == (4, 2)
+
+
+def test_aot_records_decode_mutations_and_static_inputs():
+    from tests.helpers import traced
+
+    region = traced("convnet_bn.py").regions[0]
+    mutated = {r.ref.name: r.mutation_kinds for r in region.forward_inputs if r.mutated}
+    assert mutated == {n: ("data",) for n in ("bn.running_mean", "bn.running_var", "bn.num_batches_tracked")}
+    assert all(r.static for r in region.forward_inputs if r.ref and r.ref.kind == "parameter")
+    assert [o.alias_type for o in region.forward_outputs] == ["non_alias"]
