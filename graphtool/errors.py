@@ -12,6 +12,7 @@
      +-- UnsupportedTorch          exit 2: torch is missing, too old, or lacks an API graphtool needs
      +-- RendererMissing           exit 2: no Graphviz layout program could be found
      +-- NoCudaDevice              exit 2: a CUDA-only step was asked for on a machine without CUDA
+     +-- GraphtoolBug              exit 3: graphtool failed where torch itself succeeds
 
 Any other exception is a bug in graphtool: exit 3.
 
@@ -40,6 +41,11 @@ class GraphtoolError(Exception):
         self.hint = hint
         self.detail = detail
         self.full_traceback = full_traceback
+
+    def with_hint(self, hint: str) -> GraphtoolError:
+        """The same error with ``hint`` set (returns self, for ``raise err.with_hint(...)``)."""
+        self.hint = hint
+        return self
 
 
 class UsageError(GraphtoolError):
@@ -85,3 +91,8 @@ class RendererMissing(GraphtoolError):
 class NoCudaDevice(GraphtoolError):
     exit_code = EXIT_USAGE
 
+
+class GraphtoolBug(GraphtoolError):
+    """graphtool could not do what torch itself does (trace a model torch.compile compiles)."""
+
+    exit_code = EXIT_BUG

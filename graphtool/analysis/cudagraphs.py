@@ -21,7 +21,7 @@ Example::
     >>> from graphtool.capture.meta_standin import to_meta
     >>> from graphtool.capture.script import load_model
     >>> from graphtool.capture.tracer import trace_model
-    >>> capture = trace_model(to_meta(load_model("examples/cpu_roundtrip.py")), standin=True)
+    >>> capture = trace_model(to_meta(load_model("examples/cpu_roundtrip.py")), backend="cudagraphs", standin=True)
     >>> v = cudagraph_verdict(capture, backend="cudagraphs")
     >>> v.eligible, [r.code for r in v.reasons]
     (False, ['cpu-node', 'forward-skipped'])

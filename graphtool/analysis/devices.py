@@ -10,7 +10,7 @@ Example::
     >>> from graphtool.capture.tracer import trace_model
     >>> capture = trace_model(to_meta(load_model("examples/cpu_roundtrip.py")), standin=True)
     >>> device_report(capture, main_device="meta").verdict()
-    '5 node(s) off meta, 4 cross-device copies'
+    '6 node(s) off meta, 4 cross-device copies'
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from graphtool.analysis.graph_summary import Source, node_device, op_name, user_source
 
-_COPY_OPS = ("aten._to_copy", "aten.copy_", "aten.copy", "aten.to", "aten._device_put", "aten.lift_fresh_copy")
+_COPY_OPS = ("aten._to_copy", "aten.copy_", "aten.copy", "aten.to", "aten._device_put", "prims.device_put", "aten.lift_fresh_copy")
 
 
 @dataclass(frozen=True)

@@ -49,13 +49,15 @@ class TraceReport:
     regions: tuple[RegionReport, ...]
     breaks: tuple[BreakInfo, ...]
     mutations: MutationReport
+    backend: str = "inductor"  # whose AOT stage made the graphs
 
     def to_dict(self) -> dict:
         d = {
             "schema_version": SCHEMA_VERSION,
             "graphtool_version": self.graphtool_version,
             "torch_version": self.torch_version,
-            "model": {"path": self.path, "entry": self.entry, "device": self.device, "training": self.training},
+            "model": {"path": self.path, "entry": self.entry, "device": self.device, "training": self.training,
+                      "backend": self.backend},
             "graph_breaks": [b.to_dict() for b in self.breaks],
             "graphs": [r.to_dict() for r in self.regions],
         }
@@ -97,4 +99,5 @@ def build_trace_report(capture) -> TraceReport:
         regions=regions,
         breaks=dedupe_breaks(capture.breaks),
         mutations=analyze_mutations(capture),
+        backend=capture.backend,
     )

@@ -10,6 +10,7 @@ refuses to run unless GRAPHTOOL_ALLOW_UNTESTED_TORCH=1, because its facts are on
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
@@ -343,3 +344,150 @@ def compile_backends() -> list[str]:
     """The torch.compile backends this torch knows (``torch._dynamo.list_backends``)."""
     names = _require("torch._dynamo", "list_backends")(exclude_tags=())
     return [n for n in names if "TESTING_ONLY" not in n]
+
+
+# -- each backend's own AOT stage, with compilers that keep the graphs -------------------------
+
+#: the torch.compile backends whose AOT graphs graphtool reproduces
+AOT_BACKENDS = ("inductor", "aot_eager", "cudagraphs")
+
+
+def capture_config():
+    """functorch settings for a capture: AOT's autograd cache off, since a cache hit would skip the
+    keeping compilers (and a miss would try to save what they return)."""
+    cfg = _require("torch._functorch", "config")
+    return cfg.patch({"enable_autograd_cache": False}) if hasattr(cfg, "enable_autograd_cache") else _nullcontext()
+
+
+def _nullcontext():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def snapshot_graph(gm: Any):
+    """A GraphModule with its own Graph (nodes' meta shared), so later passes cannot change it."""
+    import copy
+
+    fx = importlib.import_module("torch.fx")
+    graph = copy.deepcopy(gm.graph)
+    boxed = getattr(importlib.import_module("torch.fx.graph"), "_BoxedCodeGen", None)
+    if boxed is not None and isinstance(graph._codegen, boxed):
+        graph.set_codegen(fx.graph.CodeGen())
+    new = fx.GraphModule(gm, graph, class_name=type(gm).__name__)
+    new.meta = dict(getattr(gm, "meta", {}))
+    return new
+
+
+def copy_fw_metadata():
+    """The ViewAndMutationMeta being compiled, copied: AOT later empties some of its fields."""
+    import copy
+
+    meta = current_fw_metadata()
+    return copy.copy(meta) if meta is not None else None
+
+
+def run_aot_stage(backend: str, gm: Any, example_inputs: list, *, keep: Any, standin: bool = False):
+    """Compile dynamo's graph ``gm`` with ``backend``'s own AOT stage (its decompositions, partitioner,
+    input-mutation handling and config), the final code generation replaced by ``keep``.
+
+    ``keep(kind, aot_gm, aot_inputs)`` is called with kind ``forward``, ``backward`` or
+    ``inference`` and the graph exactly as that backend's ``aot_*_graph`` structured-trace artifact
+    shows it, and returns the boxed callable that runs the graph; kind ``inference_lowered`` (inductor)
+    is the graph that really runs after an inference graph was kept, to run, not to record. ``standin``: the graphs run on the
+    meta device, where inductor's constant folding would fold whole graphs away."""
+    if backend == "inductor":
+        return _inductor_stage(gm, example_inputs, keep, standin)
+    aot_autograd = _require("torch._dynamo.backends.common", "aot_autograd")
+    compilers = {f"{k}_compiler": functools.partial(keep, k.replace("fw", "forward").replace("bw", "backward"))
+                 for k in ("fw", "bw", "inference")}
+    if backend == "aot_eager":
+        partition = _require("torch._functorch.partitioners", "min_cut_rematerialization_partition")
+        return aot_autograd(**compilers, partition_fn=partition, keep_inference_input_mutations=True)(gm, example_inputs)
+    if backend == "cudagraphs":
+        keep_mutations = bool(dynamo_flag("cudagraph_backend_keep_input_mutation"))
+        return aot_autograd(**compilers, keep_inference_input_mutations=keep_mutations)(gm, example_inputs)
+    raise ValueError(f"no AOT stage for backend {backend!r}")
+
+
+def _inductor_stage(gm: Any, example_inputs: list, keep: Any, standin: bool):
+    """``compile_fx`` with ``inner_compile`` (inductor's lowering) replaced by ``keep``.
+
+    Training graphs reach inner_compile as the artifacts show them. An inference graph reaches it
+    only after inductor's inference-time joint passes, so it is taken earlier, where
+    ``compile_fx_forward`` receives it."""
+    from unittest import mock
+
+    cfx = importlib.import_module("torch._inductor.compile_fx")
+    compile_fx = _require("torch._inductor.compile_fx", "compile_fx")
+    forward_stage = getattr(cfx, "compile_fx_forward", None)
+    taken: dict[str, bool] = {}
+
+    def inner_compile(aot_gm, aot_inputs, **kw):
+        if kw.get("is_backward"):
+            return keep("backward", aot_gm, aot_inputs)
+        if kw.get("is_inference") and taken.get("inference"):
+            return keep("inference_lowered", aot_gm, aot_inputs)  # runs it; the artifact's graph was kept
+        return keep("inference" if kw.get("is_inference") else "forward", aot_gm, aot_inputs)
+
+    def forward_stage_taking_inference(aot_gm, aot_inputs, *a, **kw):
+        if kw.get("is_inference"):
+            keep("inference", snapshot_graph(aot_gm), aot_inputs)
+            taken["inference"] = True
+        return forward_stage(aot_gm, aot_inputs, *a, **kw)
+
+    patches = {"joint_graph_constant_folding": False} if standin else None
+    if forward_stage is None:  # a torch without the split: inference graphs are taken after the joint passes
+        return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+    with mock.patch.object(cfx, "compile_fx_forward", forward_stage_taking_inference):
+        return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+
+
+def meta_constants_as_fake():
+    """A context manager under which fake tensor mode takes real meta tensors as constants.
+
+    ``torch.tensor(data, device="meta")`` skips fake tensor mode (pytorch/pytorch#139092): inside a
+    trace on meta it gives a real meta tensor, and the next op fails with "Please convert all
+    Tensors to FakeTensors" (transformers' ``DynamicCache`` starts each layer with
+    ``torch.tensor([], device=...)``). On a GPU the same call yields a fake constant. A meta tensor
+    holds no data, so faking it loses nothing; real tensors on other devices still fail. A no-op
+    where torch makes the fake tensor itself, or lacks the hook.
+
+    >>> import torch
+    >>> with meta_constants_as_fake(), torch._subclasses.fake_tensor.FakeTensorMode():
+    ...     (torch.tensor([], device="meta") + torch.ones(0, device="meta")).shape
+    torch.Size([0])
+    """
+    import contextlib
+    from unittest import mock
+
+    fake = importlib.import_module("torch._subclasses.fake_tensor")
+    mode, tls = getattr(fake, "FakeTensorMode", None), getattr(fake, "fake_tensor_tls", None)
+    validate = getattr(mode, "validate_and_convert_non_fake_tensors", None)
+    if validate is None or not hasattr(tls, "allow_non_fake_inputs_override") or meta_constructors_make_fake():
+        return contextlib.nullcontext()
+
+    def accepting_meta(self, func, converter, flat_args, args_spec):
+        import torch
+
+        loose = [a for a in flat_args if isinstance(a, torch.Tensor) and not self.is_our_fake(a)]
+        if not loose or not all(a.device.type == "meta" and not isinstance(a, fake.FakeTensor) for a in loose):
+            return validate(self, func, converter, flat_args, args_spec)
+        before, tls.allow_non_fake_inputs_override = tls.allow_non_fake_inputs_override, True
+        try:
+            return validate(self, func, converter, flat_args, args_spec)
+        finally:
+            tls.allow_non_fake_inputs_override = before
+
+    return mock.patch.object(mode, "validate_and_convert_non_fake_tensors", accepting_meta)
+
+
+@functools.cache
+def meta_constructors_make_fake() -> bool:
+    """Whether this torch's ``torch.tensor(..., device="meta")`` gives a fake tensor under fake
+    tensor mode (pytorch/pytorch#139092 fixed), so :func:`meta_constants_as_fake` has nothing to do."""
+    import torch
+
+    fake = importlib.import_module("torch._subclasses.fake_tensor")
+    with fake.FakeTensorMode():
+        return isinstance(torch.tensor(0.0, device="meta"), fake.FakeTensor)

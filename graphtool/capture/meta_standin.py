@@ -61,6 +61,7 @@ def standin_mode():
     from graphtool.capture import compat
 
     aten = torch.ops.aten
+    device_put = torch.ops.prims.device_put.default
 
     class _StandinMode(compat.dispatch_mode_base()):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -71,6 +72,10 @@ def standin_mode():
                     dev = kwargs.get("device")
                     if dev is not None and torch.device(dev).type != "meta":
                         return torch.zeros(src.shape, dtype=kwargs.get("dtype") or src.dtype, device=dev)
+                if func is device_put:  # .cpu() as inductor's decompositions write it
+                    dev = args[1] if len(args) > 1 else kwargs.get("device")
+                    if dev is not None and torch.device(dev).type != "meta":
+                        return torch.zeros(src.shape, dtype=src.dtype, device=dev)
                 if func is aten._local_scalar_dense.default:
                     return torch.zeros((), dtype=src.dtype).item()
             if func is aten.copy_.default and len(args) > 1 and isinstance(args[1], torch.Tensor):

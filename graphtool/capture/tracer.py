@@ -8,8 +8,10 @@ torch compiled them, with its forward, its backward (in training) and AOT's View
 Example::
 
     >>> from graphtool.capture.script import load_model
-    >>> cap = trace_model(load_model("examples/mlp.py"))
+    >>> cap = trace_model(load_model("examples/mlp.py"))                  # inductor's AOT stage
     >>> [len(r.forward.graph.nodes) for r in cap.regions]
+    [11]
+    >>> [len(r.forward.graph.nodes) for r in trace_model(load_model("examples/mlp.py"), backend="cudagraphs").regions]
     [12]
 """
 
@@ -29,7 +31,8 @@ from graphtool.capture.input_names import argument_names
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import full_traceback, user_code_error
-from graphtool.errors import TraceFailed
+from graphtool.errors import GraphtoolBug, TraceFailed
+from graphtool.text import first_line
 
 
 @dataclass
@@ -60,6 +63,7 @@ class Capture:
     outputs: Any = None
     metadata_changes: dict[str, str] = field(default_factory=dict)
     stopped: str | None = None  # why a stand-in trace ended early, with the user's line
+    backend: str = "inductor"  # whose AOT stage produced the graphs
 
 
 def wants_training(spec: ModelSpec, inference: bool) -> bool:
@@ -80,50 +84,44 @@ def model_device(spec: ModelSpec) -> str:
 
 
 class KeepingBackend:
-    """A torch.compile backend: AOT autograd with compilers that keep every graph and run it unchanged.
+    """A torch.compile backend: ``backend``'s own AOT stage with compilers that keep every graph and run it unchanged.
 
     Each call (one per region dynamo compiles) appends a :class:`Region`; the compilers fill in its
-    forward (with the decoded input and output records), backward and inference graphs."""
+    forward (with the decoded input and output records), backward and inference graphs, exactly as
+    that backend's AOT stage produces them (its decompositions, partitioner and input-mutation
+    handling), without its code generation."""
 
-    def __init__(self, names: dict, *, standin: bool, keep_inference_input_mutations: bool,
+    def __init__(self, names: dict, *, backend: str = "inductor", standin: bool,
                  on_region: Callable[[int], None] | None = None):
         self.names = names
+        self.backend = backend
         self.standin = standin
-        self.keep_inference_input_mutations = keep_inference_input_mutations
         self.on_region = on_region
         self.regions: list[Region] = []
 
     def __call__(self, gm, example_inputs):
         region = Region(
             index=len(self.regions),
-            dynamo_graph=gm,
+            dynamo_graph=compat.snapshot_graph(gm),  # inductor's pre-grad passes change gm
             inputs=[_classify(t, node, self.names) for t, node in zip(example_inputs, _placeholders(gm))],
             example_inputs=list(example_inputs),
         )
         self.regions.append(region)
         if self.on_region:
             self.on_region(region.index)
-        return compat.aot_autograd_backend(
-            fw_compiler=functools.partial(self._forward, region),
-            bw_compiler=functools.partial(self._backward, region),
-            inference_compiler=functools.partial(self._inference, region),
-            keep_inference_input_mutations=self.keep_inference_input_mutations,
-        )(gm, example_inputs)
+        keep = functools.partial(self._keep, region)
+        return compat.run_aot_stage(self.backend, gm, list(example_inputs), keep=keep, standin=self.standin)
 
-    def _forward(self, region: Region, aot_gm, aot_inputs):
-        region.forward = aot_gm
-        region.fw_metadata = compat.current_fw_metadata()
-        region.forward_inputs, region.forward_outputs = decode_forward(aot_gm, region.fw_metadata, region.inputs)
-        region.num_aot_inputs = len(aot_inputs)
-        region.aot_input_types = [type(x).__name__ for x in aot_inputs]
-        return self._runner(aot_gm)
-
-    def _inference(self, region: Region, aot_gm, aot_inputs):
-        region.inference = True
-        return self._forward(region, aot_gm, aot_inputs)
-
-    def _backward(self, region: Region, aot_gm, aot_inputs):
-        region.backward = aot_gm
+    def _keep(self, region: Region, kind: str, aot_gm, aot_inputs):
+        if kind in ("forward", "inference"):
+            region.inference = kind == "inference"
+            region.forward = aot_gm
+            region.fw_metadata = compat.copy_fw_metadata()
+            region.forward_inputs, region.forward_outputs = decode_forward(aot_gm, region.fw_metadata, region.inputs)
+            region.num_aot_inputs = len(aot_inputs)
+            region.aot_input_types = [type(x).__name__ for x in aot_inputs]
+        elif kind == "backward":
+            region.backward = aot_gm
         return self._runner(aot_gm)
 
     def _runner(self, aot_gm):
@@ -143,36 +141,37 @@ def trace_model(
     *,
     inference: bool = False,
     record_breaks: bool = True,
-    keep_inference_input_mutations: bool = False,
+    backend: str = "inductor",
     standin: bool = False,
     quiet: bool = True,
     dynamic: bool = False,
     on_region: Callable[[int], None] | None = None,
 ) -> Capture:
-    """Compile and run ``spec`` once (forward, and backward in training) and keep every graph."""
+    """Compile and run ``spec`` once (forward, and backward in training) with ``backend``'s own AOT
+    stage (``inductor``, ``aot_eager`` or ``cudagraphs``) and keep every graph it produces."""
     torch = compat.import_torch()
     compat.dynamo_reset()
     training = wants_training(spec, inference)
     names = _tensor_names(spec)
-    backend = KeepingBackend(names, standin=standin, keep_inference_input_mutations=keep_inference_input_mutations,
-                             on_region=on_region)
+    keeping = KeepingBackend(names, backend=backend, standin=standin, on_region=on_region)
     before = _metadata_snapshot(spec)
     recorder = BreakRecorder() if record_breaks else contextlib.nullcontext()
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
     meta_nonzero = compat.meta_nonzero_config() if standin else contextlib.nullcontext()
     out, stopped = None, None
-    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero:
+    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config():
         try:
-            out = _run_examples(torch, spec, backend, training=training, dynamic=dynamic, standin=standin)
+            out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin)
         except Exception as exc:
-            if not (standin and backend.regions):
-                raise explain_failure(spec, exc, standin=standin) from None
+            if not (standin and keeping.regions):
+                raise explain_failure(spec, exc, standin=standin, backend=backend, training=training) from None
             # On the stand-in, eager code between graphs can need real data (.item() on meta):
             # keep the regions traced so far and say where the trace stopped.
             stopped = _stop_note(exc)
     return Capture(
         spec=spec,
-        regions=backend.regions,
+        regions=keeping.regions,
+        backend=backend,
         training=training,
         device=model_device(spec),
         breaks=recorder.breaks if record_breaks else [],
@@ -260,26 +259,49 @@ def _stop_note(exc: BaseException) -> str:
     return f"{where}the stand-in trace stopped ({type(exc).__name__}: {first}); later regions were not analysed"
 
 
-def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = False) -> Exception:
-    """A failed compile is the user's fault when eager fails too; else torch could not trace it."""
+def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = False, backend: str | None = None,
+                    training: bool = False) -> Exception:
+    """Whose fault a failed trace is: the user's when eager fails too; torch's when
+    ``torch.compile(backend=...)`` fails as well; else graphtool's own (exit 3)."""
     try:
         spec.model(*spec.args, **spec.kwargs)
     except Exception as eager_exc:
         if standin:
-            err = user_code_error(
+            return user_code_error(
                 eager_exc, "the model raised on the accelerator stand-in (moved to meta, standing for cuda:0)"
-            )
-            err.hint = (
+            ).with_hint(
                 "a line that mixes devices (a CPU tensor or torch.Generator with the model's device) would "
                 "fail on a GPU too; a line that needs tensor values (.item(), printing) cannot run on the "
                 "stand-in: check it on a GPU"
             )
-            return err
         return user_code_error(eager_exc, "the model raised on its example inputs")
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    first = first_line(exc) or ""
+    if backend is not None and not standin and _torch_compiles(spec, backend, training):
+        return GraphtoolBug(
+            f"{spec.location}: graphtool could not trace this model, which torch.compile(backend={backend!r}) "
+            f"compiles and runs: {type(exc).__name__}: {first}",
+            hint="this is a bug in graphtool: please report it with the output of --debug",
+            full_traceback=full_traceback(exc),
+        )
     return TraceFailed(
         f"{spec.location}: torch.compile could not trace the model "
         f"(it runs eagerly): {type(exc).__name__}: {first}",
         hint="run with --debug for torch's full message",
         full_traceback=full_traceback(exc),
     )
+
+
+def _torch_compiles(spec: ModelSpec, backend: str, training: bool) -> bool:
+    """Whether a real ``torch.compile(backend=...)`` runs the example inputs (and backward in training)."""
+    import torch
+
+    compat.dynamo_reset()
+    try:
+        out = torch.compile(spec.model, backend=backend)(*spec.args, **spec.kwargs)
+        if training:
+            _run_backward(torch, out)
+    except Exception:
+        return False
+    finally:
+        compat.dynamo_reset()
+    return True

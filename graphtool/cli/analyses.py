@@ -59,6 +59,7 @@ def mutations(
     entry: Optional[str] = options.EntryOpt,
     device: Optional[str] = options.DeviceOpt,
     inference: bool = options.InferenceOpt,
+    backend: str = options.BackendOpt,
     show_all: bool = typer.Option(False, "--all", help="List every input, not only mutated ones."),
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
@@ -68,8 +69,8 @@ def mutations(
 
     options.check_format(fmt)
     with console.RichProgress() as progress:
-        results = run(model, entry=entry, device=device, inference=inference, debug=options.debug_enabled(),
-                      progress=progress)
+        results = run(model, entry=entry, device=device, inference=inference, backend=backend,
+                      debug=options.debug_enabled(), progress=progress)
     return _show(results, fmt, lambda r: mutations_view(r.report, show_all=show_all), check)
 
 
@@ -78,6 +79,7 @@ def devices(
     entry: Optional[str] = options.EntryOpt,
     device: Optional[str] = options.DeviceOpt,
     inference: bool = options.InferenceOpt,
+    backend: str = options.BackendOpt,
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
 ) -> int:
@@ -86,8 +88,8 @@ def devices(
 
     options.check_format(fmt)
     with console.RichProgress() as progress:
-        results = run(model, entry=entry, device=device, inference=inference, debug=options.debug_enabled(),
-                      progress=progress)
+        results = run(model, entry=entry, device=device, inference=inference, backend=backend,
+                      debug=options.debug_enabled(), progress=progress)
     return _show(results, fmt, lambda r: devices_view(r.report), check)
 
 

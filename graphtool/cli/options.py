@@ -16,6 +16,10 @@ DeviceOpt = typer.Option(None, "--device", help="Build the model and inputs unde
 FormatOpt = typer.Option("table", "--format", "-f", help="table (rich, default), json or yaml: one document on stdout.")
 InferenceOpt = typer.Option(False, "--inference", help="Trace the forward only (no backward graph).")
 CheckOpt = typer.Option(False, "--check", help="Exit 1 when anything is found (for CI).")
+BackendOpt = typer.Option(
+    "inductor", "--backend",
+    help="Whose graphs: the AOT stage of inductor (torch.compile's default), aot_eager or cudagraphs.",
+)
 
 #: set once per invocation by graphtool.cli.main.run from --debug / GRAPHTOOL_DEBUG
 DEBUG: ContextVar[bool] = ContextVar("graphtool_debug", default=False)

@@ -36,13 +36,14 @@ def render(
     depth: Optional[int] = typer.Option(None, "--depth", help="Module level to fold at (1 = the model's children; default: the deepest that stays readable)."),
     saved: bool = typer.Option(False, "--saved", help="Autograd graph: show each node's saved tensors' shapes."),
     region: int = typer.Option(0, "--region", help="Which compiled region (after graph breaks) to draw."),
+    backend: str = options.BackendOpt,
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop a layout that takes longer than this many seconds."),
 ) -> int:
     from graphtool.commands.render import render as run
 
     with console.RichProgress() as progress:
         result = run(model, output=output, fmt=fmt, timeout=timeout, entry=entry, device=device, graph=graph,
-                     saved=saved, region=region, collapse=collapse, depth=depth, debug=options.debug_enabled(),
+                     saved=saved, region=region, backend=backend, collapse=collapse, depth=depth, debug=options.debug_enabled(),
                      progress=progress)
     laid_out = f", laid out by {result.renderer}" if result.renderer != "none" else ""
     console.say(f"wrote {result.output} ({result.nodes} nodes, {result.edges} edges{laid_out})")

@@ -28,6 +28,7 @@ def trace(
     entry: Optional[str] = options.EntryOpt,
     device: Optional[str] = options.DeviceOpt,
     inference: bool = options.InferenceOpt,
+    backend: str = options.BackendOpt,
     fmt: str = options.FormatOpt,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write forward.py, backward.py and report.json into this folder."),
     with_cudagraphs: Optional[str] = typer.Option(
@@ -39,7 +40,7 @@ def trace(
 
     options.check_format(fmt)
     with console.RichProgress() as progress:
-        results = run_trace(model, entry=entry, device=device, inference=inference, cudagraphs=with_cudagraphs,
+        results = run_trace(model, entry=entry, device=device, inference=inference, backend=backend, cudagraphs=with_cudagraphs,
                             bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
                             progress=progress)
     for result in results:

@@ -15,13 +15,16 @@ from graphtool.commands.progress import SILENT, Progress
 
 
 def devices(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-            inference: bool = False, debug: bool = False, progress: Progress = SILENT) -> list[steps.ModelResult]:
+            inference: bool = False, backend: str = "inductor", debug: bool = False,
+            progress: Progress = SILENT) -> list[steps.ModelResult]:
     """One :class:`ModelResult` (a DeviceReport) per model; ``found`` when a node is off the main device."""
     from graphtool.analysis.devices import device_report
 
+    steps.check_backend(backend)
     results = []
     for target, ent in steps.targets(model, entry):
-        capture, accel = steps.trace_standin(target, ent, device, inference, debug=debug, progress=progress)
+        capture, accel = steps.trace_standin(target, ent, device, inference, backend=backend, debug=debug,
+                                             progress=progress)
         stand_in = "meta stands for cuda:0" if accel == "meta" else None
         report = device_report(capture, main_device=accel, stand_in=stand_in)
         results.append(steps.ModelResult(steps.model_header(capture), report, report.found, key="devices"))

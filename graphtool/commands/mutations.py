@@ -15,13 +15,16 @@ from graphtool.commands.progress import SILENT, Progress
 
 
 def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-              inference: bool = False, debug: bool = False, progress: Progress = SILENT) -> list[steps.ModelResult]:
+              inference: bool = False, backend: str = "inductor", debug: bool = False,
+              progress: Progress = SILENT) -> list[steps.ModelResult]:
     """One :class:`ModelResult` (a MutationReport) per model; ``found`` when anything is mutated or aliased."""
     from graphtool.analysis.mutations import analyze_mutations
 
+    steps.check_backend(backend)
     results = []
     for target, ent in steps.targets(model, entry):
-        capture = steps.trace_own_device(target, ent, device, inference, record_breaks=False, debug=debug, progress=progress)
+        capture = steps.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
+                                         debug=debug, progress=progress)
         report = analyze_mutations(capture)
         found = bool(report.mutated or report.aliased_outputs or report.input_aliases)
         results.append(steps.ModelResult(steps.model_header(capture), report, found, key=""))

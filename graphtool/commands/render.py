@@ -48,15 +48,16 @@ def default_output(target: str, graph: str, fmt: Optional[str]) -> Path:
 
 def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
             graph: str = "autograd", saved: bool = False, region: int = 0, collapse: str = "auto",
-            depth: Optional[int] = None, debug: bool = False, progress: Progress = SILENT):
+            depth: Optional[int] = None, backend: str = "inductor", debug: bool = False, progress: Progress = SILENT):
     """The first model's graph as a Drawing, folded by module when ``collapse`` says so."""
     from graphtool.analysis.drawing import COLLAPSE_THRESHOLD, auto_depth
     from graphtool.analysis.drawing import collapse as fold
 
     check_options(graph, collapse, depth)
+    steps.check_backend(backend)
     target, ent = steps.targets(model, entry)[0]
-    picture = _build(target, ent, device, graph, saved, region, modules=collapse != "none", debug=debug,
-                     progress=progress)
+    picture = _build(target, ent, device, graph, saved, region, modules=collapse != "none", backend=backend,
+                     debug=debug, progress=progress)
     size = len(picture.nodes)
     if collapse == "module" or (collapse == "auto" and size > COLLAPSE_THRESHOLD):
         level = depth or auto_depth(picture)
@@ -86,10 +87,12 @@ def render(model: Optional[str] = None, *, output: Optional[Path] = None, fmt: O
     return RenderResult(output, len(picture.nodes), len(picture.edges), renderer, picture.note)
 
 
-def _build(target, ent, device, graph, saved, region_index, *, modules: bool, debug: bool, progress: Progress):
+def _build(target, ent, device, graph, saved, region_index, *, modules: bool, backend: str, debug: bool,
+           progress: Progress):
     if graph == "autograd":
         return _autograd(target, ent, device, saved, modules, progress)
-    capture, accel = steps.trace_standin(target, ent, device, inference=False, debug=debug, progress=progress)
+    capture, accel = steps.trace_standin(target, ent, device, inference=False, backend=backend, debug=debug,
+                                         progress=progress)
     if not capture.regions:
         raise UsageError(f"{target}: torch.compile captured no graph to draw")
     if region_index >= len(capture.regions):

@@ -54,16 +54,17 @@ def load(target: Optional[str], entry: Optional[str], device: Optional[str], pro
         return load_model(target, entry=entry, device=device)
 
 
-def trace_own_device(target, entry, device, inference: bool, *, record_breaks: bool = True,
+def trace_own_device(target, entry, device, inference: bool, *, backend: str = "inductor", record_breaks: bool = True,
                      debug: bool = False, progress: Progress = SILENT):
-    """Load the script and trace it on its own device: a :class:`~graphtool.capture.tracer.Capture`."""
+    """Load the script and trace it on its own device with ``backend``'s AOT stage: a
+    :class:`~graphtool.capture.tracer.Capture`."""
     spec = load(target, entry, device, progress)
     from graphtool.capture.tracer import trace_model
 
-    progress.phase("tracing with dynamo + AOT autograd...")
+    progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
     with quiet_stdout():
         return trace_model(
-            spec, inference=inference, record_breaks=record_breaks, quiet=not debug,
+            spec, inference=inference, backend=backend, record_breaks=record_breaks, quiet=not debug,
             on_region=lambda i: progress.phase(f"tracing region {i}..."),
         )
 
@@ -74,7 +75,6 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
 
     Returns ``(capture, accelerator)``; ``accelerator`` is ``"meta"`` for the stand-in."""
     spec = load(target, entry, device, progress)
-    from graphtool.analysis.cudagraphs import keep_input_mutations_for
     from graphtool.capture.meta_standin import accelerator_of, to_meta
     from graphtool.capture.tracer import trace_model
 
@@ -85,7 +85,7 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
             spec = to_meta(spec)
         progress.phase("tracing on the accelerator stand-in..." if accel == "meta" else "tracing on the GPU...")
         capture = trace_model(
-            spec, inference=inference, keep_inference_input_mutations=keep_input_mutations_for(backend),
+            spec, inference=inference, backend=backend,
             standin=accel == "meta", dynamic=dynamic, quiet=not debug,
             on_region=lambda i: progress.phase(f"tracing region {i}..."),
         )
@@ -94,10 +94,22 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
     return capture, accel
 
 
+def check_backend(backend: str) -> str:
+    """``--backend``: a torch.compile backend whose AOT stage graphtool reproduces."""
+    from graphtool.capture.compat import AOT_BACKENDS
+    from graphtool.errors import UsageError
+
+    if backend not in AOT_BACKENDS:
+        raise UsageError(f"--backend {backend!r} is not one of {', '.join(AOT_BACKENDS)}",
+                         hint="graphtool shows the graphs of inductor (torch.compile's default), aot_eager or cudagraphs")
+    return backend
+
+
 def model_header(capture) -> dict:
     """The ``model`` object every report starts with."""
     return {
         "path": str(capture.spec.path),
+        "backend": capture.backend,
         "entry": capture.spec.entry,
         "device": capture.device,
         "training": capture.training,

@@ -3,7 +3,7 @@
 Example::
 
     >>> [r.report.to_dict()["graphs"][0]["forward"]["nodes"] for r in trace("examples/mlp.py")]
-    [12]
+    [11]
 """
 
 from __future__ import annotations
@@ -37,19 +37,20 @@ class TraceResult:
 
 
 def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-          inference: bool = False, cudagraphs: Optional[str] = None, bench: bool = False,
+          inference: bool = False, backend: str = "inductor", cudagraphs: Optional[str] = None, bench: bool = False,
           graph_code: bool = False, debug: bool = False, progress: Progress = SILENT) -> list[TraceResult]:
-    """Trace every model; ``cudagraphs`` (a backend) adds the verdict, ``bench`` the timings,
-    ``graph_code`` each graph's readable source."""
+    """Trace every model with ``backend``'s AOT stage; ``cudagraphs`` (a backend) adds the verdict,
+    ``bench`` the timings, ``graph_code`` each graph's readable source."""
     from graphtool.analysis.trace_report import build_trace_report
 
+    steps.check_backend(backend)
     if cudagraphs:
         from graphtool.analysis.cudagraphs import check_backend
 
         check_backend(cudagraphs)
     results = []
     for target, ent in steps.targets(model, entry):
-        capture = steps.trace_own_device(target, ent, device, inference, debug=debug, progress=progress)
+        capture = steps.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
         verdict = timings = code = None
         if cudagraphs:
             from graphtool.analysis.cudagraphs import cudagraph_verdict

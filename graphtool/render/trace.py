@@ -29,7 +29,7 @@ def _header(report) -> Text:
     n = len(report.regions)
     return Text.assemble(
         (f"{report.path}", "header"),
-        f"  entry {report.entry}  device {report.device}  {mode}  torch {report.torch_version}\n",
+        f"  entry {report.entry}  device {report.device}  {mode}  {report.backend}'s graphs  torch {report.torch_version}\n",
         f"{n} compiled region{'s' if n != 1 else ''}, {len(report.breaks)} graph break"
         f"{'s' if len(report.breaks) != 1 else ''}",
     )

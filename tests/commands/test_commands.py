@@ -31,7 +31,7 @@ def test_trace_returns_reports_and_graph_code():
     progress = Recorder()
     (result,) = trace(example("mlp.py"), graph_code=True, progress=progress)
     data = result.to_dict()
-    assert data["graphs"][0]["forward"]["nodes"] == 12
+    assert data["graphs"][0]["forward"]["nodes"] == 11  # inductor's view: addmm and permute, its decompositions
     assert set(result.graph_code) == {"forward.py", "backward.py"}
     assert "importing torch..." in progress.phases and any(p.startswith("tracing") for p in progress.phases)
     assert result.verdict is None and "cudagraphs" not in data

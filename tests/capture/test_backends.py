@@ -1,0 +1,64 @@
+"""Backend-faithful tracing: each backend's own AOT stage, and whose fault a failed trace is."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphtool.capture import compat
+from graphtool.capture.script import load_model
+from graphtool.capture.tracer import trace_model
+from graphtool.errors import EXIT_BUG, EXIT_USAGE, GraphtoolBug, TraceFailed
+from tests.helpers import FIXTURES, example
+
+BN_CHECKPOINT = str(FIXTURES / "field" / "bn_checkpoint.py")
+
+
+def _ops(gm) -> set[str]:
+    return {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+
+
+def test_inductor_graphs_use_inductors_decompositions():
+    """torch.compile's default backend decomposes layer norm (var_mean) where plain AOT keeps native_layer_norm."""
+    spec = load_model(example("transformer.py"))
+    inductor = trace_model(spec, backend="inductor").regions[0]
+    plain = trace_model(load_model(example("transformer.py")), backend="cudagraphs").regions[0]
+    assert any("var_mean" in op for op in _ops(inductor.forward))
+    assert not any("native_layer_norm" in op for op in _ops(inductor.forward))
+    assert any("native_layer_norm" in op for op in _ops(plain.forward))
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_batchnorm_inside_checkpoint_traces_like_torch_compile(backend):
+    """Problem 2: torch.compile with inductor or aot_eager compiles this and runs backward; so does graphtool."""
+    cap = trace_model(load_model(BN_CHECKPOINT), backend=backend)
+    assert cap.backend == backend and cap.training
+    (region,) = cap.regions
+    assert region.forward is not None and region.backward is not None
+    mutated = {r.ref.name for r in region.forward_inputs if r.mutated}
+    assert mutated == {"block.bn.running_mean", "block.bn.running_var", "block.bn.num_batches_tracked"}
+
+
+def test_cudagraphs_backend_fails_as_torch_does():
+    """torch.compile(backend="cudagraphs") itself fails on this model's backward: exit 2, torch's message."""
+    with pytest.raises(TraceFailed) as info:
+        trace_model(load_model(BN_CHECKPOINT), backend="cudagraphs")
+    assert info.value.exit_code == EXIT_USAGE and "modified by an inplace operation" in info.value.message
+
+
+def test_a_trace_that_fails_where_torch_compile_succeeds_is_graphtools_bug(monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("graphtool's own capture broke")
+
+    monkeypatch.setattr(compat, "run_aot_stage", broken)
+    with pytest.raises(GraphtoolBug) as info:
+        trace_model(load_model(example("mlp.py")), backend="aot_eager")
+    assert info.value.exit_code == EXIT_BUG
+    assert "torch.compile(backend='aot_eager') compiles and runs" in info.value.message
+
+
+@pytest.mark.parametrize("backend", compat.AOT_BACKENDS)
+def test_every_backend_names_its_view(backend):
+    from graphtool.analysis.trace_report import build_trace_report
+
+    report = build_trace_report(trace_model(load_model(example("mlp.py")), backend=backend))
+    assert report.to_dict()["model"]["backend"] == backend
