@@ -27,6 +27,7 @@ from graphtool.capture import compat
 from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, decode_forward
 from graphtool.capture.dynamic_inputs import dynamic_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
+from graphtool.capture.host_values import HostValues
 from graphtool.capture.input_names import argument_names
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
@@ -64,6 +65,11 @@ class Capture:
     metadata_changes: dict[str, str] = field(default_factory=dict)
     stopped: str | None = None  # why a stand-in trace ended early, with the user's line
     backend: str = "inductor"  # whose AOT stage produced the graphs
+    regions_compiled: int | None = None  # regions torch compiles, when a stand-in trace judged fewer
+
+    @property
+    def regions_judged(self) -> int:
+        return len(self.regions)
 
 
 def wants_training(spec: ModelSpec, inference: bool) -> bool:
@@ -146,9 +152,14 @@ def trace_model(
     quiet: bool = True,
     dynamic: bool = False,
     on_region: Callable[[int], None] | None = None,
+    host_values: HostValues | None = None,
+    host_mode: str | None = None,
 ) -> Capture:
     """Compile and run ``spec`` once (forward, and backward in training) with ``backend``'s own AOT
-    stage (``inductor``, ``aot_eager`` or ``cudagraphs``) and keep every graph it produces."""
+    stage (``inductor``, ``aot_eager`` or ``cudagraphs``) and keep every graph it produces.
+
+    ``host_mode`` ``"record"`` keeps every host value eager code reads (``.item()``...) in
+    ``host_values``; ``"replay"`` answers the stand-in's host reads with them."""
     torch = compat.import_torch()
     compat.dynamo_reset()
     training = wants_training(spec, inference)
@@ -159,7 +170,12 @@ def trace_model(
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
     meta_nonzero = compat.meta_nonzero_config() if standin else contextlib.nullcontext()
     out, stopped = None, None
-    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config():
+    host = contextlib.nullcontext()
+    if host_values is not None and host_mode == "record":
+        host = host_values.recording()
+    elif host_values is not None and host_mode == "replay":
+        host = host_values.replaying()
+    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config(), host:
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin)
         except Exception as exc:

@@ -73,25 +73,59 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
                   debug: bool = False, progress: Progress = SILENT):
     """The accelerator view: trace on the model's GPU, or on meta standing for one.
 
-    Returns ``(capture, accelerator)``; ``accelerator`` is ``"meta"`` for the stand-in."""
+    Returns ``(capture, accelerator)``; ``accelerator`` is ``"meta"`` for the stand-in. When eager
+    code between regions needs tensor data the stand-in lacks (``.item()``, a data-dependent
+    branch), the values are recorded from a run on the model's own device and replayed, so every
+    region torch compiles is judged; ``capture.regions_compiled`` says how many that is."""
     spec = load(target, entry, device, progress)
-    from graphtool.capture.meta_standin import accelerator_of, to_meta
-    from graphtool.capture.tracer import trace_model
+    from graphtool.capture.meta_standin import accelerator_of
 
     accel = accelerator_of(spec)
+    capture = _standin_trace(spec, accel, inference, backend, dynamic, debug, progress)
+    if capture.stopped and accel == "meta":
+        capture = _judge_every_region(capture, target, entry, device, inference, backend, dynamic, debug, progress)
+    if capture.stopped:
+        progress.note(capture.stopped)
+    return capture, accel
+
+
+def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None):
+    from graphtool.capture.meta_standin import to_meta
+    from graphtool.capture.tracer import trace_model
+
     with quiet_stdout():
         if accel == "meta":
             progress.phase("moving the model to the meta device (the accelerator stand-in)...")
             spec = to_meta(spec)
         progress.phase("tracing on the accelerator stand-in..." if accel == "meta" else "tracing on the GPU...")
-        capture = trace_model(
-            spec, inference=inference, backend=backend,
-            standin=accel == "meta", dynamic=dynamic, quiet=not debug,
+        return trace_model(
+            spec, inference=inference, backend=backend, standin=accel == "meta", dynamic=dynamic, quiet=not debug,
             on_region=lambda i: progress.phase(f"tracing region {i}..."),
+            host_values=host_values, host_mode="replay" if host_values is not None else None,
         )
-    if capture.stopped:
-        progress.note(capture.stopped)
-    return capture, accel
+
+
+def _judge_every_region(stopped, target, entry, device, inference, backend, dynamic, debug, progress):
+    """The stand-in stopped at a host sync: record the values a run on the own device reads, replay them."""
+    from dataclasses import replace
+
+    from graphtool.capture.host_values import HostValues
+    from graphtool.capture.tracer import trace_model
+
+    values = HostValues()
+    progress.phase("the stand-in needs tensor values: recording them from a run on the model's own device...")
+    own_spec = load(target, entry, device, progress)
+    with quiet_stdout():
+        own = trace_model(own_spec, inference=inference, backend=backend, record_breaks=False, dynamic=dynamic,
+                          quiet=not debug, host_values=values, host_mode="record")
+    retry = _standin_trace(load(target, entry, device, progress), "meta", inference, backend, dynamic, debug, progress,
+                           host_values=values)
+    best = retry if len(retry.regions) >= len(stopped.regions) else stopped
+    compiled = len(own.regions)
+    if best.stopped or len(best.regions) != compiled:
+        note = best.stopped or f"the stand-in compiled {len(best.regions)} regions where the own-device run compiled {compiled}"
+        return replace(best, stopped=note, regions_compiled=max(compiled, len(best.regions)))
+    return replace(best, regions_compiled=compiled)
 
 
 def check_backend(backend: str) -> str:
@@ -114,6 +148,8 @@ def model_header(capture) -> dict:
         "device": capture.device,
         "training": capture.training,
         "stopped": capture.stopped,
+        "regions_compiled": capture.regions_compiled if capture.regions_compiled is not None else len(capture.regions),
+        "regions_judged": capture.regions_judged,
     }
 
 
