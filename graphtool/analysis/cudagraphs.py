@@ -8,10 +8,10 @@ the order torch runs them (see ``torch/_dynamo/backends/cudagraphs.py`` and
   devices, then the first incompatible op each skip the whole graph; a skipped forward leaves the
   backward uncaptured too.
 * ``inductor`` (``mode="reduce-overhead"``): the caching allocator, several devices (CPU nodes only
-  without graph partitioning), input storage mutation, mutated inputs (with
-  ``cudagraph_support_input_mutation`` the check moves to run time and spares parameters and
-  buffers), non-tensor inputs. With ``graph_partition`` CPU nodes and incompatible ops split the
-  graph instead of skipping it.
+  without graph partitioning), input storage mutation, mutated inputs (static inputs, parameters,
+  buffers and ``mark_static_address`` tensors, are spared; with ``cudagraph_support_input_mutation``
+  the check moves to run time), non-tensor inputs. With ``graph_partition`` CPU nodes and
+  incompatible ops split the graph instead of skipping it.
 
 Graphs come from the accelerator stand-in trace (meta stands for cuda:0; see
 ``graphtool.capture.meta_standin``). Config flags are read from the installed torch at run time.
@@ -188,8 +188,41 @@ def _partition_splits(gm, region, graph) -> list[Reason]:
     ]
 
 
-def _static_indices(gm, region) -> set[int]:
-    return {r.position for r in region.forward_inputs if r.ref is not None and r.ref.kind in ("parameter", "buffer")}
+def _static_indices(gm, region, *, at_run_time: bool = False) -> set[int]:
+    """The forward inputs CUDA-graph trees let a graph mutate: the ones inductor is told are static.
+
+    That is AOT's ``static_input_indices`` (``compile_fx.get_static_input_idxs``): parameters and
+    buffers, which dynamo marks static when it inlines modules, tensor attributes of modules, and
+    every input marked with ``torch._dynamo.mark_static_address`` (transformers' ``StaticCache``).
+    Without AOT metadata inductor falls back to the inputs AOT lifted (``range(num_fixed)``). At run
+    time the trees first drop static inputs whose address is not aligned
+    (``remove_unaligned_input_idxs``): those are copied, so mutating them skips the graph.
+
+    >>> from types import SimpleNamespace as NS
+    >>> from graphtool.capture.aot_records import InputRecord
+    >>> region = NS(fw_metadata=object(), forward_inputs=(InputRecord(0, "a", "plain", None, static=True),
+    ...                                                   InputRecord(1, "b", "plain", None)))
+    >>> _static_indices(None, region)
+    {0}
+    """
+    if region.fw_metadata is None:
+        static = set(range(compat.num_fw_fixed_arguments(len(region.inputs), region.num_aot_inputs)))
+    else:
+        static = {r.position for r in region.forward_inputs if r.static}
+    return {i for i in static if _aligned(gm, i)} if at_run_time else static
+
+
+def _aligned(gm, position: int) -> bool:
+    """Whether the input's address would be aligned on a GPU: the caching allocator aligns every
+    storage, so its storage offset decides (``data_ptr() % ALIGNMENT`` in torch's check)."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    val = placeholders[position].meta.get("val") if position < len(placeholders) else None
+    if not hasattr(val, "storage_offset"):
+        return True
+    offset = val.storage_offset() * val.element_size()
+    if not str(offset).lstrip("-").isdigit():  # a symbolic offset: its value is only known at run time
+        return True
+    return int(offset) % compat.cudagraph_input_alignment() == 0
 
 
 def _dynamic(gm, region, graph) -> list[Reason]:
@@ -268,13 +301,18 @@ def _inductor_mutations(gm, region) -> list[Reason]:
     idxs = compat.graph_input_mutations(gm.graph)
     if not idxs:
         return []
-    static = _static_indices(gm, region)
-    if compat.inductor_flag("triton.cudagraph_support_input_mutation") and compat.inductor_flag("triton.cudagraph_trees"):
-        idxs = idxs - static  # parameters and buffers may be mutated; fresh user tensors may not
+    trees = compat.inductor_flag("triton.cudagraph_trees")
+    if compat.inductor_flag("triton.cudagraph_support_input_mutation") and trees:
+        # static inputs (parameters, buffers, mark_static_address) may be mutated; fresh user tensors may not
+        idxs = idxs - _static_indices(gm, region, at_run_time=True)
         if not idxs:
             return []
         msg = compat.mutation_skip_message(gm, idxs)
         return [_reason("mutated-input", _without_stack(msg) + " (checked at run time)", region.index, "forward", True, user_source(msg))]
+    if trees:  # checked at compile time, static inputs spared the same way
+        idxs = idxs - _static_indices(gm, region)
+        if not idxs:
+            return []
     msg = compat.mutation_skip_message(gm, idxs)
     return [_reason("mutated-input", _without_stack(msg), region.index, "forward", True, user_source(msg))]
 

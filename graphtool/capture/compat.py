@@ -491,3 +491,9 @@ def meta_constructors_make_fake() -> bool:
     fake = importlib.import_module("torch._subclasses.fake_tensor")
     with fake.FakeTensorMode():
         return isinstance(torch.tensor(0.0, device="meta"), fake.FakeTensor)
+
+
+def cudagraph_input_alignment() -> int:
+    """The byte alignment CUDA-graph trees want of a static input's address (inductor's ``ALIGNMENT``);
+    an unaligned one is copied instead, so it stops being static."""
+    return int(_require("torch._inductor.utils", "ALIGNMENT"))

@@ -116,7 +116,10 @@ class KeepingBackend:
         if self.on_region:
             self.on_region(region.index)
         keep = functools.partial(self._keep, region)
-        return compat.run_aot_stage(self.backend, gm, list(example_inputs), keep=keep, standin=self.standin)
+        # graphs that run on meta (the stand-in, or a model built with --device meta) lose whole
+        # subgraphs to inductor's constant folding: the stage is told so
+        on_meta = self.standin or any(getattr(getattr(t, "device", None), "type", None) == "meta" for t in example_inputs)
+        return compat.run_aot_stage(self.backend, gm, list(example_inputs), keep=keep, standin=on_meta)
 
     def _keep(self, region: Region, kind: str, aot_gm, aot_inputs):
         if kind in ("forward", "inference"):
@@ -175,7 +178,9 @@ def trace_model(
         host = host_values.recording()
     elif host_values is not None and host_mode == "replay":
         host = host_values.replaying()
-    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config(), host:
+    # a model built on meta makes real meta constants inside the trace (pytorch#139092): accept them
+    meta_constants = compat.meta_constants_as_fake()
+    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config(), host, meta_constants:
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin)
         except Exception as exc:
