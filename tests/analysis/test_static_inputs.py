@@ -6,6 +6,8 @@ for the same model on the CPU, with the static indices inductor itself was given
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -64,10 +66,14 @@ def _torchs_run_time_check(seen: dict) -> str | None:
     from torch._inductor.utils import remove_unaligned_input_idxs
 
     gm = seen["gm"]
+    fields = {f.name for f in dataclasses.fields(cu.WrappedFunction)}
+    # torch 2.15 adds the re-record limit and action for CUDA-graph-managed inputs, from inductor's config
+    newer = {name: compat.inductor_flag(f"triton.{name}") for name in
+             ("cudagraph_managed_input_rerecord_limit", "cudagraph_managed_input_rerecord_action") if name in fields}
     func = cu.WrappedFunction(
         model=None, static_input_idxs=remove_unaligned_input_idxs(seen["inputs"], seen["static"]),
         id=cu.FunctionID(0), constants=(), placeholders=cu.get_placeholder_info(gm.graph),
-        mutated_input_idxs=sorted(find_input_mutations(gm.graph)),
+        mutated_input_idxs=sorted(find_input_mutations(gm.graph)), **newer,
     )
     with compat.inductor_config_patch(RUN_TIME):
         return cu.check_for_mutation(func, seen["inputs"], lambda _: False)
