@@ -4,7 +4,11 @@ Pure functions over plain values: each child process gives a :class:`LintResult`
 (``graphtool.capture.lint_job``), this turns it into a :class:`ModelLint` and decides ``passed``.
 
 A baseline entry matches a break by file (relative), reason kind (torch's ``gbNNNN`` id, else the
-reason text) and the stripped text of the source line, so a break that only moved lines is not new.
+reason text) and the stripped text of the source line, so a break that only moved lines is not new;
+a break torch saw in library code also matches by that library place (``transformers/...:78``).
+
+A model that compiled no graph at all is a finding: with a budget on breaks or skipped frames it
+fails with "torch.compile captured no graph: <cause>".
 
 Example::
 
@@ -12,12 +16,15 @@ Example::
     >>> b = BreakRecord("print", None, "m.py", 3, "print(x)", None, 1)
     >>> judge(LintTarget("m.py"), LintResult(ok=True, graph_count=2, breaks=(b,)), Budget(max_graph_breaks=0)).passed
     False
+    >>> judge(LintTarget("m.py"), LintResult(ok=True, no_graph="TORCHDYNAMO_DISABLE=1 is set"), Budget(max_graph_breaks=0)).failures
+    ('torch.compile captured no graph: TORCHDYNAMO_DISABLE=1 is set',)
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import PurePosixPath
 
 from graphtool.capture.lint_job import LintJob, LintResult
 from graphtool.display_paths import display_path as _rel
@@ -30,6 +37,32 @@ class Budget:
     max_graph_breaks: int | None = None
     max_recompiles: int | None = None
     allowed_breaks: tuple[str, ...] = ()  # regexes matched against the reason
+    max_skipped_frames: int | None = None  # frames dynamo gave up on and ran eagerly
+
+
+def no_graph_finding(cause: str) -> str:
+    """The finding (and budget failure) for a model that compiled no graph."""
+    return f"torch.compile captured no graph: {cause}"
+
+
+def library_place(file: str | None, line: int | None) -> str | None:
+    """A library file's place independent of where it is installed: the path under site-packages.
+
+    >>> library_place("/venv/lib/python3.11/site-packages/transformers/utils/generic.py", 937)
+    'transformers/utils/generic.py:937'
+    """
+    if not file:
+        return None
+    norm = file.replace("\\", "/")
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in norm:
+            norm = norm.rsplit(marker, 1)[1]
+            break
+    else:
+        norm = _rel(norm) or norm
+        if "/torch/" in norm:  # a torch checkout: from the package down
+            norm = "torch/" + norm.rsplit("/torch/", 1)[1]
+    return f"{PurePosixPath(norm)}:{line}"
 
 
 @dataclass(frozen=True)
@@ -64,19 +97,27 @@ class Break:
     occurrences: int = 1
     new: bool | None = None  # None without a baseline
     allowed: bool = False
+    # where torch saw it when that is library code; ``file``/``line`` are then the user's frame
+    library_file: str | None = None
+    library_line: int | None = None
 
     @property
     def kind(self) -> str:
         return self.code or self.reason
 
+    @property
+    def library(self) -> str | None:
+        return library_place(self.library_file, self.library_line)
+
     def key(self) -> tuple:
-        return (_rel(self.file), self.kind, self.source_text or (str(self.line) if self.line else None))
+        # the library place keeps apart breaks that one user call led to
+        return (_rel(self.file), self.kind, self.source_text or (str(self.line) if self.line else None), self.library)
 
     def to_dict(self) -> dict:
         return {
             "reason": self.reason, "code": self.code, "file": self.file, "line": self.line,
             "source_text": self.source_text, "hint": self.hint, "occurrences": self.occurrences,
-            "new": self.new, "allowed": self.allowed,
+            "new": self.new, "allowed": self.allowed, "library_file": self.library_file, "library_line": self.library_line,
         }
 
 
@@ -93,10 +134,15 @@ class ModelLint:
     failures: tuple[str, ...]  # why it is over budget
     fixed: tuple[dict, ...]  # baseline breaks no longer present
     seconds: float
+    no_graph: str | None = None  # why torch.compile captured no graph, when it captured none
 
     @property
     def passed(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def no_graph_finding(self) -> str | None:
+        return no_graph_finding(self.no_graph) if self.no_graph else None
 
     @property
     def counted_breaks(self) -> list[Break]:
@@ -115,12 +161,14 @@ class ModelLint:
             "graph_break_count": len(self.counted_breaks),
             "recompile_count": len(self.recompiles),
             "skipped_frame_count": len(self.skipped_frames),
+            "no_graph": self.no_graph,
             "breaks": [b.to_dict() for b in self.breaks],
             "recompiles": list(self.recompiles),
             "skipped_frames": list(self.skipped_frames),
             "budget": {
                 "max_graph_breaks": t.budget.max_graph_breaks,
                 "max_recompiles": t.budget.max_recompiles,
+                "max_skipped_frames": t.budget.max_skipped_frames,
                 "allowed_breaks": list(t.budget.allowed_breaks),
             },
             "failures": list(self.failures),
@@ -167,18 +215,16 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
     known = _baseline_keys(baseline, target) if baseline is not None else None
     breaks = []
     for d in result.breaks:
-        b = Break(d.reason, d.code, d.file, d.line, d.source_text, d.hint, d.occurrences)
+        b = Break(d.reason, d.code, d.file, d.line, d.source_text, d.hint, d.occurrences,
+                  library_file=d.library_file, library_line=d.library_line)
         b = replace(b, allowed=any(p.search(b.reason) for p in patterns))
         if known is not None:
             b = replace(b, new=b.key() not in known)
         breaks.append(b)
     counted = [b for b in breaks if not b.allowed]
-    failures = []
-    if budget.max_graph_breaks is not None and len(counted) > budget.max_graph_breaks:
-        failures.append(f"{len(counted)} graph breaks, budget {budget.max_graph_breaks}")
     recompiles = tuple(asdict(f) for f in result.recompiles)
-    if budget.max_recompiles is not None and len(recompiles) > budget.max_recompiles:
-        failures.append(f"{len(recompiles)} recompiles, budget {budget.max_recompiles}")
+    skipped = tuple(asdict(f) for f in result.skipped_frames)
+    failures = _budget_failures(budget, result.no_graph, len(counted), len(recompiles), len(skipped))
     new = [b for b in counted if b.new]
     if new:
         failures.append(f"{len(new)} new graph break{'s' if len(new) != 1 else ''} not in the baseline")
@@ -194,15 +240,31 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
         graph_count=result.graph_count,
         breaks=tuple(breaks),
         recompiles=recompiles,
-        skipped_frames=tuple(asdict(f) for f in result.skipped_frames),
+        skipped_frames=skipped,
         failures=tuple(failures),
         fixed=fixed,
         seconds=result.seconds,
+        no_graph=result.no_graph,
     )
 
 
+def _budget_failures(budget: Budget, no_graph: str | None, breaks: int, recompiles: int, skipped: int) -> list[str]:
+    """Why the counts are over budget. No graph at all fails any budget on breaks or skipped frames:
+    a model torch runs eagerly has no break to count, and 0 is not within budget."""
+    failures = []
+    if no_graph and (budget.max_graph_breaks is not None or budget.max_skipped_frames is not None):
+        failures.append(no_graph_finding(no_graph))
+    if budget.max_graph_breaks is not None and breaks > budget.max_graph_breaks:
+        failures.append(f"{breaks} graph breaks, budget {budget.max_graph_breaks}")
+    if budget.max_recompiles is not None and recompiles > budget.max_recompiles:
+        failures.append(f"{recompiles} recompiles, budget {budget.max_recompiles}")
+    if budget.max_skipped_frames is not None and skipped > budget.max_skipped_frames:
+        failures.append(f"{skipped} skipped frames, budget {budget.max_skipped_frames}")
+    return failures
+
+
 def _entry_key(e: dict) -> tuple:
-    return (e.get("file"), e.get("kind"), e.get("source_text") or (str(e["line"]) if e.get("line") else None))
+    return (e.get("file"), e.get("kind"), e.get("source_text") or (str(e["line"]) if e.get("line") else None), e.get("library"))
 
 
 def _baseline_entries(baseline: dict, target: LintTarget) -> list[dict]:
@@ -218,11 +280,14 @@ def make_baseline(report: LintReport) -> dict:
     entries = []
     for m in report.models:
         for b in m.breaks:
-            file, kind, _ = b.key()
-            entries.append({
+            file, kind, _, library = b.key()
+            entry = {
                 "model": _rel(m.target.path), "file": file, "kind": kind, "source_text": b.source_text,
                 "line": b.line, "reason": b.reason,
-            })
+            }
+            if library:  # only then: baselines of user-code breaks keep their shape
+                entry["library"] = library
+            entries.append(entry)
     return {"version": BASELINE_VERSION, "breaks": entries}
 
 

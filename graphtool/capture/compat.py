@@ -497,3 +497,19 @@ def cudagraph_input_alignment() -> int:
     """The byte alignment CUDA-graph trees want of a static input's address (inductor's ``ALIGNMENT``);
     an unaligned one is copied instead, so it stops being static."""
     return int(_require("torch._inductor.utils", "ALIGNMENT"))
+
+
+def compiler_stance() -> str:
+    """The stance ``torch.compiler.set_stance`` last set (``"default"``, ``"force_eager"``...);
+    torch has no public getter, so dynamo's own record of it is read."""
+    return str(_require("torch._dynamo.eval_frame", "_stance").stance)
+
+
+def tracing_stack() -> list[tuple[str, int, str]]:
+    """``(file, line, function)`` of the user frames dynamo is tracing right now, outermost first
+    (``TracingContext.extract_stack``: the frame being compiled at the line it reached, and any it
+    is inlining); empty outside a trace."""
+    ctx = _require("torch._guards", "TracingContext").try_get()
+    if ctx is None:
+        return []
+    return [(f.filename, f.lineno, f.name) for f in ctx.extract_stack()]

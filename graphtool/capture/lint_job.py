@@ -9,6 +9,8 @@ Example::
     True
     >>> LintResult.failed("timed out after 5 s").to_dict()["ok"]
     False
+    >>> LintResult.from_dict(LintResult(ok=True, no_graph="TORCHDYNAMO_DISABLE=1").to_dict()).no_graph
+    'TORCHDYNAMO_DISABLE=1'
 """
 
 from __future__ import annotations
@@ -55,16 +57,25 @@ class BreakRecord:
     source_text: Optional[str]
     hint: Optional[str]
     occurrences: int = 1
+    # where torch saw the break when that is library code (torch, an installed package); ``file`` and
+    # ``line`` are then the user's own frame that led there
+    library_file: Optional[str] = None
+    library_line: Optional[int] = None
 
 
 @dataclass(frozen=True)
 class FrameRecord:
-    """A frame dynamo recompiled or gave up on."""
+    """A frame dynamo recompiled or gave up on, at the user's own code: the frame's ``def`` when it
+    is the user's, else the user's call that led into it (``library_*`` keep the frame's own place)."""
 
     function: Optional[str]
     file: Optional[str]
     line: Optional[int]
     reason: Optional[str]
+    library_file: Optional[str] = None
+    library_line: Optional[int] = None
+    break_file: Optional[str] = None  # a skipped frame: where the break that made dynamo give up was
+    break_line: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,8 @@ class LintResult:
     error: Optional[str] = None
     detail: Optional[str] = None
     exit_code: int = 0
+    # why torch.compile captured no graph at all (``graph_count`` 0), as graphtool could see it
+    no_graph: Optional[str] = None
 
     @classmethod
     def failed(cls, error: str, detail: Optional[str] = None, exit_code: int = 2, seconds: float = 0.0) -> LintResult:
@@ -100,6 +113,7 @@ class LintResult:
             error=d.get("error"),
             detail=d.get("detail"),
             exit_code=int(d.get("exit_code", 0)),
+            no_graph=d.get("no_graph"),
         )
 
 

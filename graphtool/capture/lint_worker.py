@@ -6,7 +6,11 @@ model that crashes the interpreter, hangs or raises costs only its own lint. It 
 
 Breaks come from torch's structured trace (``dynamo_graph_break_reason``), never from
 ``torch._dynamo.explain`` whose count is ``graphs - 1``. Recompiles and skipped frames come from
-``compilation_metrics`` events.
+``compilation_metrics`` events (skipped frames also from the break records that say so). Each is
+reported at the user's own code: where torch names a library frame (``torch/_dynamo/external_utils.py``
+for an ``nn.Sequential``, ``transformers/...``), the innermost user frame that led there, with the
+library's place kept as ``library_file``/``library_line``. A run that compiled no graph says why
+(:mod:`graphtool.capture.no_graph`).
 """
 
 from __future__ import annotations
@@ -18,17 +22,18 @@ import os
 import runpy
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from graphtool.capture import compat
 from graphtool.capture.dynamic_inputs import dynamic_variant
-from graphtool.capture.graph_breaks import BreakRecorder, quiet_torch_logs
+from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, is_user_file, quiet_torch_logs, user_site
 from graphtool.capture.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
+from graphtool.capture.no_graph import CompileSeen, no_graph_cause
 from graphtool.capture.script import load_model
 from graphtool.capture.tracer import explain_failure
 from graphtool.capture.user_code import running_user_code
 from graphtool.errors import GraphtoolError, ScriptNotFound, UserCodeFailed
-from graphtool.text import first_line
 
 
 def _recording_backend(counter: list):
@@ -39,13 +44,28 @@ def _recording_backend(counter: list):
     return record
 
 
+class _Redirect:
+    """What the ``lint --run`` redirect saw: its own function, the calls, and ``torch.compile`` at the end."""
+
+    def __init__(self):
+        self.patched = None
+        self.found = None
+        self.calls: list[dict] = []
+
+    def seen(self) -> CompileSeen:
+        disabled = sum(bool(kw.get("disable")) for kw in self.calls)
+        return CompileSeen(expected=self.patched, found=self.found, calls=len(self.calls), disabled_calls=disabled)
+
+
 @contextlib.contextmanager
 def _redirected_compile(torch, backend):
     """Every ``torch.compile`` call (function, decorator, ``nn.Module.compile``) uses ``backend``."""
     original = torch.compile
+    redirect = _Redirect()
 
     def patched(model=None, **kwargs):
         # the user's backend, mode and fullgraph are replaced: lint records every break instead
+        redirect.calls.append(kwargs)
         dynamic, disable = kwargs.get("dynamic"), kwargs.get("disable", False)
 
         def wrap(m):
@@ -53,10 +73,11 @@ def _redirected_compile(torch, backend):
 
         return wrap if model is None else wrap(model)
 
-    torch.compile = patched
+    redirect.patched = torch.compile = patched
     try:
-        yield
+        yield redirect
     finally:
+        redirect.found = torch.compile  # before restoring: a script that replaced it is a cause
         torch.compile = original
 
 
@@ -68,9 +89,10 @@ def lint_one(job: LintJob) -> LintResult:
     started = time.perf_counter()
     if job.reset:  # a fresh child process has nothing compiled yet
         compat.dynamo_reset()
+    original = torch.compile  # before the user's code runs: a script may replace it on import
     with quiet_torch_logs(not job.debug), BreakRecorder() as rec, contextlib.redirect_stdout(sys.stderr):
         if job.run:
-            _run_script(torch, job.path, list(job.args), backend)
+            seen, called_at = _run_script(torch, job.path, list(job.args), backend), None
         else:
             spec = load_model(job.path, entry=job.entry)
             compiled = torch.compile(spec.model, backend=backend)
@@ -81,10 +103,16 @@ def lint_one(job: LintJob) -> LintResult:
                     compiled(*args, **kwargs)
             except Exception as exc:
                 raise explain_failure(spec, exc) from None
-    return _result(rec, graphs, time.perf_counter() - started)
+            seen = CompileSeen(expected=original, found=torch.compile)
+            # graphtool makes the call on the user's behalf: the script's example inputs stand for the call site
+            called_at = StackFrame(str(Path(spec.path).resolve()), spec.line, spec.entry) if spec.line else None
+        result = _result(rec, graphs, time.perf_counter() - started, called_at)
+        if not graphs:
+            result = replace(result, no_graph=no_graph_cause(rec, seen))
+    return result
 
 
-def _run_script(torch, script: str, args: list[str], backend) -> None:
+def _run_script(torch, script: str, args: list[str], backend) -> CompileSeen:
     path = Path(script)
     if not path.is_file():
         raise ScriptNotFound(f"{path}: no such file")
@@ -92,7 +120,7 @@ def _run_script(torch, script: str, args: list[str], backend) -> None:
     sys.argv = [str(path), *args]
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        with running_user_code(f"{path.name} raised", where=str(path)), _redirected_compile(torch, backend):
+        with running_user_code(f"{path.name} raised", where=str(path)), _redirected_compile(torch, backend) as redirect:
             try:
                 runpy.run_path(str(path), run_name="__main__")
             except SystemExit as exc:
@@ -102,6 +130,7 @@ def _run_script(torch, script: str, args: list[str], backend) -> None:
                 raise UserCodeFailed(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
+    return redirect.seen()
 
 
 def _source_text(file: str | None, line: int | None) -> str | None:
@@ -111,25 +140,53 @@ def _source_text(file: str | None, line: int | None) -> str | None:
     return text or None
 
 
-def _result(rec: BreakRecorder, graphs: list[int], seconds: float) -> LintResult:
-    sites: dict[tuple, list] = {}
+def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: StackFrame | None = None) -> LintResult:
+    """The recorder's events as records at the user's own code (``called_at``: where no user frame
+    is on the stack, the place that stands for the user's call)."""
+    sites: dict[tuple, list[BreakRecord]] = {}
     for b in rec.breaks:
-        sites.setdefault((b.file, b.line, b.reason), []).append(b)
-    breaks = tuple(
-        BreakRecord(reason=b.reason, code=b.code, file=b.file, line=b.line, source_text=_source_text(b.file, b.line),
-                    hint=b.hint, occurrences=len(same))
-        for same in sites.values() for b in same[:1]
-    )
+        r = _break_record(b, called_at)
+        # the library place is part of the site: two breaks under one user call stay two
+        sites.setdefault((r.file, r.line, r.reason, r.library_file, r.library_line), []).append(r)
+    breaks = tuple(replace(same[0], occurrences=len(same)) for same in sites.values())
     recompiles = tuple(
-        FrameRecord(f.co_name, f.co_filename, f.co_firstlineno, f.recompile_reason)
+        _frame_record(f.co_name, f.co_filename, f.co_firstlineno, f.recompile_reason, f.stack, called_at)
         for f in rec.frames if f.recompile_reason
     )
     skipped = tuple(
-        FrameRecord(f.co_name, f.co_filename, f.co_firstlineno, first_line(f.fail_reason))
-        for f in rec.frames if f.fail_type and f.fail_reason and "frame skipped" in f.fail_reason.lower()
+        replace(_frame_record(s.function, s.file, s.line, s.reason, s.stack, called_at), break_file=s.break_file, break_line=s.break_line)
+        for s in rec.skipped_frames()
     )
     return LintResult(ok=True, graph_count=len(graphs), breaks=breaks, recompiles=recompiles, skipped_frames=skipped,
                       seconds=round(seconds, 3))
+
+
+def _break_record(b, called_at: StackFrame | None) -> BreakRecord:
+    file, line, library_file, library_line = _at_user_code(b.file, b.line, b.stack, called_at)
+    return BreakRecord(reason=b.reason, code=b.code, file=file, line=line, source_text=_source_text(file, line), hint=b.hint,
+                       library_file=library_file, library_line=library_line)
+
+
+def _frame_record(function, file, line, reason, stack, called_at: StackFrame | None) -> FrameRecord:
+    file, line, library_file, library_line = _at_user_code(file, line, stack, called_at)
+    return FrameRecord(function, file, line, reason, library_file=library_file, library_line=library_line)
+
+
+def _at_user_code(file: str | None, line: int | None, stack, called_at: StackFrame | None) -> tuple:
+    """``(file, line, library_file, library_line)``: unchanged when torch named the user's own code,
+    else the innermost user frame of ``stack`` (or ``called_at``) with torch's place as the library's.
+
+    >>> _at_user_code("/app/m.py", 4, (), None)
+    ('/app/m.py', 4, None, None)
+    >>> _at_user_code("/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py", 67, (), StackFrame("/app/m.py", 9, "m"))
+    ('/app/m.py', 9, '/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py', 67)
+    """
+    if file is None or is_user_file(file):
+        return file, line, None, None
+    site = user_site(stack) or called_at
+    if site is None:  # no user frame anywhere: torch's place is the best there is
+        return file, line, None, None
+    return site.file, site.line, file, line
 
 
 def main(argv: list[str]) -> int:

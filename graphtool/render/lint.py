@@ -18,8 +18,27 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://pypi.org/project/torch-graphtool/"
 
 
+def _place(file, line) -> str:
+    return f"{_rel(file)}:{line}" if file else "unknown location"
+
+
 def _where(b) -> str:
-    return f"{_rel(b.file)}:{b.line}" if b.file else "unknown location"
+    return _place(b.file, b.line)
+
+
+def _in_library(file, line) -> str:
+    """`` (in torch/_dynamo/external_utils.py:67)`` for a finding torch placed in library code."""
+    return f" (in {_rel(file)}:{line})" if file else ""
+
+
+def _library_note(d: dict) -> str:
+    return _in_library(d.get("library_file"), d.get("library_line"))
+
+
+def _skipped_text(s: dict) -> str:
+    """``frame forward skipped: <reason> (broke at m.py:11)``, the frame's own place as a library note."""
+    broke = f" (broke at {_place(s['break_file'], s.get('break_line'))})" if s.get("break_file") else ""
+    return f"frame {s['function']} skipped: {s['reason']}{broke}{_library_note(s)}"
 
 
 def lint_view(report) -> Group:
@@ -38,20 +57,30 @@ def lint_view(report) -> Group:
     for m in report.models:
         if m.error:
             parts.append(Text(f"{_rel(m.target.name)}: could not lint: {m.error}", style="finding"))
+        if m.no_graph:
+            parts.append(Text(f"  {_rel(m.target.name)}: {m.no_graph_finding}", style="finding"))
         for b in m.breaks:
             tag = " (allowed)" if b.allowed else " (new)" if b.new else ""
-            parts.append(Text(f"  {_where(b)}: graph break{tag}: {b.reason}"))
+            parts.append(Text(f"  {_where(b)}: graph break{tag}: {b.reason}{_in_library(b.library_file, b.library_line)}"))
         for r in m.recompiles:
-            parts.append(Text(f"  {_rel(r['file'])}:{r['line']}: recompile of {r['function']}: {r['reason']}"))
+            parts.append(Text(f"  {_rel(r['file'])}:{r['line']}: recompile of {r['function']}: {r['reason']}{_library_note(r)}"))
         for s in m.skipped_frames:
-            parts.append(Text(f"  {_rel(s['file'])}:{s['line']}: frame {s['function']} skipped: {s['reason']}"))
+            parts.append(Text(f"  {_rel(s['file'])}:{s['line']}: {_skipped_text(s)}"))
         for f in m.failures:
-            parts.append(Text(f"  {_rel(m.target.name)}: over budget: {f}", style="finding"))
+            if f != m.no_graph_finding:  # said above, as the finding it is
+                parts.append(Text(f"  {_rel(m.target.name)}: over budget: {f}", style="finding"))
         for e in m.fixed:
             parts.append(Text(f"  fixed since the baseline: {e['file']}:{e.get('line')}: {e['reason']}", style="fixed"))
     verdict = "passed" if report.passed else "could not lint every model" if report.errored else "failed"
     parts.append(Text(f"lint {verdict}", style="verdict.ok" if report.passed else "verdict.bad"))
     return Group(*parts)
+
+
+def _fingerprint(b) -> str:
+    """The baseline key as text; the library place is added only when there is one, so the
+    fingerprints of breaks in the user's own code stay what they were."""
+    *key, library = b.key()
+    return "|".join(str(k) for k in key) + (f"|{library}" if library else "")
 
 
 def _rule_id(b) -> str:
@@ -76,15 +105,15 @@ def format_sarif(report) -> str:
                 "helpUri": f"https://meta-pytorch.github.io/compile-graph-break-site/gb/{b.code}.html" if b.code else INFO_URI,
             })
             level = "note" if b.allowed else "error" if (b.new or (m.status == "over_budget" and b.new is None)) else "warning"
+            lib = _in_library(b.library_file, b.library_line)
             result = {
                 "ruleId": rid,
                 "level": level,
-                "message": {"text": f"Graph break: {b.reason}" + (f". Hint: {b.hint}" if b.hint else "")},
-                "partialFingerprints": {"graphtoolBreak/v1": "|".join(str(k) for k in b.key())},
+                "message": {"text": f"Graph break: {b.reason}{lib}" + (f". Hint: {b.hint}" if b.hint else "")},
+                "partialFingerprints": {"graphtoolBreak/v1": _fingerprint(b)},
             }
             if b.file:
-                region = {"startLine": b.line} if b.line else {}
-                result["locations"] = [{"physicalLocation": {"artifactLocation": {"uri": _rel(b.file)}, **({"region": region} if region else {})}}]
+                result["locations"] = [_sarif_location(b.file, b.line)]
             if b.new is not None:
                 result["baselineState"] = "new" if b.new else "unchanged"
             results.append(result)
@@ -93,8 +122,26 @@ def format_sarif(report) -> str:
             results.append({
                 "ruleId": "recompile",
                 "level": "warning",
-                "message": {"text": f"Recompile of {r['function']}: {r['reason']}"},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": _rel(r["file"])}, "region": {"startLine": r["line"]}}}],
+                "message": {"text": f"Recompile of {r['function']}: {r['reason']}{_library_note(r)}"},
+                "locations": [_sarif_location(r["file"], r["line"])],
+            })
+        for s in m.skipped_frames:
+            rules.setdefault("skipped-frame", {"id": "skipped-frame", "name": "SkippedFrame",
+                                               "shortDescription": {"text": "torch.compile gave up on a frame and ran it eagerly"}})
+            results.append({
+                "ruleId": "skipped-frame",
+                "level": "warning",
+                "message": {"text": "F" + _skipped_text(s)[1:]},  # "Frame forward skipped: ..."
+                "locations": [_sarif_location(s["file"], s["line"])],
+            })
+        if m.no_graph:
+            rules.setdefault("no-graph", {"id": "no-graph", "name": "NoGraph",
+                                          "shortDescription": {"text": "torch.compile captured no graph: the model ran eagerly"}})
+            results.append({
+                "ruleId": "no-graph",
+                "level": "error" if m.no_graph_finding in m.failures else "warning",
+                "message": {"text": f"{m.target.name}: {m.no_graph_finding}"},
+                "locations": [_sarif_location(m.target.path, None)],
             })
         if m.error:
             rules.setdefault("lint-error", {"id": "lint-error", "name": "LintError", "shortDescription": {"text": "graphtool could not lint this model"}})
@@ -115,6 +162,11 @@ def format_sarif(report) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
+def _sarif_location(file, line) -> dict:
+    region = {"region": {"startLine": line}} if line else {}
+    return {"physicalLocation": {"artifactLocation": {"uri": _rel(file)}, **region}}
+
+
 def format_junit(report) -> str:
     """One testcase per model: a failure when over budget, an error when it could not be linted."""
     failures = sum(m.status == "over_budget" for m in report.models)
@@ -126,12 +178,16 @@ def format_junit(report) -> str:
     for m in report.models:
         name = quoteattr(_rel(m.target.name) or m.target.name)
         out.append(f'    <testcase classname="graphtool.lint" name={name} time="{m.seconds:.3f}">')
-        details = "\n".join(f"{_where(b)}: {b.reason}" for b in m.counted_breaks)
+        details = "\n".join(
+            ([m.no_graph_finding] if m.no_graph else [])
+            + [f"{_where(b)}: {b.reason}" for b in m.counted_breaks]
+            + [f"{_place(s['file'], s['line'])}: {_skipped_text(s)}" for s in m.skipped_frames]
+        )
         if m.status == "over_budget":
             out.append(f'      <failure message={quoteattr("; ".join(m.failures))} type="over_budget">{escape(details)}</failure>')
         elif m.status == "error":
             out.append(f'      <error message={quoteattr(m.error or "")} type="lint_error">{escape(m.error_detail or "")}</error>')
-        if m.breaks and m.status == "ok":
+        if details and m.status == "ok":
             out.append(f"      <system-out>{escape(details)}</system-out>")
         out.append("    </testcase>")
     out.append("  </testsuite>")
@@ -157,9 +213,15 @@ def format_github(report) -> str:
                 continue
             level = "error" if (b.new or (failing and b.new is None)) else "warning"
             props = f"file={_gh_prop(_rel(b.file))},line={b.line}," if b.file and b.line else ""
-            lines.append(f"::{level} {props}title={_gh_prop('graph break')}::{_gh_data(b.reason)}")
+            lib = _in_library(b.library_file, b.library_line)
+            lines.append(f"::{level} {props}title={_gh_prop('graph break')}::{_gh_data(b.reason + lib)}")
         for r in m.recompiles:
-            lines.append(f"::warning file={_gh_prop(_rel(r['file']))},line={r['line']},title=recompile::{_gh_data(str(r['reason']))}")
+            lines.append(f"::warning file={_gh_prop(_rel(r['file']))},line={r['line']},title=recompile::{_gh_data(str(r['reason']) + _library_note(r))}")
+        for s in m.skipped_frames:
+            props = f"file={_gh_prop(_rel(s['file']))},line={s['line']}," if s.get("file") and s.get("line") else ""
+            lines.append(f"::warning {props}title={_gh_prop('skipped frame')}::{_gh_data(_skipped_text(s))}")
+        if m.no_graph and m.no_graph_finding not in m.failures:  # a failure is annotated below as an error
+            lines.append(f"::warning file={_gh_prop(_rel(m.target.path))},title={_gh_prop('no graph')}::{_gh_data(m.no_graph_finding)}")
         if m.error:
             lines.append(f"::error file={_gh_prop(_rel(m.target.path))},title={_gh_prop('graphtool lint')}::{_gh_data('could not lint: ' + m.error)}")
         for f in m.failures:

@@ -96,3 +96,117 @@ def test_script_mode_redirects_every_compile():
     assert [(b.line, b.occurrences >= 1) for b in result.breaks] == [(13, True)]
     assert len(result.recompiles) == 2
     assert result.graph_count >= 2
+
+
+# -- frames torch gives up on, and places at the user's own code ----------------------------------
+
+_SKIP_WORDS = ("Skipping the function and falling back to eager", "will skip tracing the frame")
+
+
+class _CollectSkips(logging.Handler):
+    """torch's graph-break log records that say a whole frame was skipped (run eagerly)."""
+
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
+        self.records: list[str] = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if any(w in message for w in _SKIP_WORDS):
+            self.records.append(message)
+
+
+@pytest.fixture
+def torch_skip_log():
+    import torch._dynamo.convert_frame
+    import torch._dynamo.symbolic_convert  # both log graph breaks: their loggers must exist to be found
+
+    torch._logging.set_logs(graph_breaks=True)
+    handler = _CollectSkips()
+    loggers = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict) if n.endswith("__graph_breaks")]
+    for lg in loggers:
+        lg.addHandler(handler)
+    yield handler
+    for lg in loggers:
+        lg.removeHandler(handler)
+    torch._logging.set_logs()
+
+
+@pytest.mark.parametrize("name, function, line", [("lstm.py", "forward", 12), ("skipped_function.py", "f", 5), ("in_loop.py", "f", 4)])
+def test_skipped_frames_equal_torchs_skip_records(name, function, line, torch_skip_log):
+    # with torch's graph_breaks log on, each skip reaches graphtool twice (break record + metrics): once counted
+    result = lint_one(LintJob(str(BREAKS / name), debug=True, reset=True))
+    assert len(result.skipped_frames) == len(torch_skip_log.records) == 1
+    (s,) = result.skipped_frames
+    assert (s.function, s.line) == (function, line) and s.file.endswith(name)
+    torch_at = _AT.search(torch_skip_log.records[0])
+    assert (s.break_file, s.break_line) == (torch_at.group(1), int(torch_at.group(2)))
+
+
+@pytest.mark.slow
+def test_mixtral_skipped_frames_equal_torchs_skip_records(torch_skip_log):
+    pytest.importorskip("transformers")
+    result = lint_one(LintJob(str(BREAKS / "mixtral.py"), debug=True, reset=True))
+    assert result.graph_count > 0
+    assert len(torch_skip_log.records) > 1
+    assert len(result.skipped_frames) == len(torch_skip_log.records)
+    # every one of them is torch's code in transformers, reported at the model script that graphtool ran
+    assert {s.file for s in result.skipped_frames} == {str(BREAKS / "mixtral.py")}
+    assert all("/transformers/" in s.library_file for s in result.skipped_frames)
+
+
+class _CollectMetrics(logging.Handler):
+    """torch's own ``compilation_metrics`` events, as TORCH_TRACE records them."""
+
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
+        self.metrics: list[dict] = []
+
+    def emit(self, record):
+        meta = getattr(record, "metadata", None)
+        if isinstance(meta, dict) and "compilation_metrics" in meta:
+            self.metrics.append(meta["compilation_metrics"])
+
+
+def _linted_with_metrics(job: LintJob):
+    from graphtool.capture.compat import STRUCTURED_TRACE_LOGGER
+
+    handler = _CollectMetrics()
+    logging.getLogger(STRUCTURED_TRACE_LOGGER).addHandler(handler)
+    try:
+        return lint_one(job), handler.metrics
+    finally:
+        logging.getLogger(STRUCTURED_TRACE_LOGGER).removeHandler(handler)
+
+
+def test_recompile_of_a_sequential_points_at_the_users_file():
+    result, metrics = _linted_with_metrics(LintJob(str(BREAKS / "sequential.py"), dynamic=True, reset=True))
+    (torch_said,) = [m for m in metrics if m.get("recompile_reason")]
+    assert torch_said["co_filename"].endswith("torch/_dynamo/external_utils.py")  # torch's own wrapper frame
+    (r,) = result.recompiles
+    assert (r.library_file, r.library_line) == (torch_said["co_filename"], torch_said["co_firstlineno"])
+    # graphtool called the model on the script's example inputs: that line stands for the user's call
+    assert (r.file, r.line) == (str(BREAKS / "sequential.py"), 6)
+
+
+def test_recompile_under_run_points_at_the_scripts_call():
+    result = lint_one(LintJob(str(BREAKS / "sequential_script.py"), run=True, reset=True))
+    (r,) = result.recompiles
+    assert r.file.endswith("sequential_script.py") and r.line == 7  # net(torch.randn(batch, 4))
+    assert r.library_file.endswith("torch/_dynamo/external_utils.py")
+
+
+def test_break_in_library_code_points_at_the_users_call(torch_graph_break_log):
+    result = lint_one(LintJob(str(BREAKS / "library_break.py"), debug=True, reset=True))
+    ((torch_file, torch_line),) = torch_graph_break_log.locations
+    assert torch_file.endswith("torch/nn/modules/container.py")  # where torch itself puts the break
+    (b,) = result.breaks
+    assert (b.library_file, b.library_line) == (torch_file, torch_line)
+    assert (b.file, b.line, b.source_text) == (str(BREAKS / "library_break.py"), 18, "y = self.body(x)")
+
+
+def test_forward_skipped_entirely_is_a_skipped_frame_and_no_graph():
+    result = lint_one(LintJob(str(BREAKS / "lstm.py"), reset=True))
+    assert result.graph_count == 0
+    assert [(s.function, s.line, s.reason) for s in result.skipped_frames] == [("forward", 12, "Attempted to wrap RNN, GRU, or LSTM")]
+    assert result.no_graph and "forward" in result.no_graph

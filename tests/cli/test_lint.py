@@ -174,3 +174,57 @@ def test_run_script_mode_with_arguments(cli):
     rc, out, _ = cli("lint", "--run", BREAKS / "train_script.py", "--max-recompiles", "0", "--format", "json", "--", "3")
     m = json.loads(out)["models"][0]
     assert rc == 1 and m["mode"] == "script" and m["recompile_count"] == 2
+
+
+# -- nothing compiled is a finding ------------------------------------------------------------------
+
+LSTM_CAUSE = "torch.compile captured no graph: dynamo skipped forward ("
+
+
+def test_forward_skipped_fails_a_break_budget_it_is_within(cli):
+    # one break, budget 1: before, this passed with 0 graphs and 0 skipped frames
+    rc, out, _ = cli("lint", BREAKS / "lstm.py", "--max-graph-breaks", "1", "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 1 and m["graph_count"] == 0 and m["skipped_frame_count"] == 1
+    (failure,) = m["failures"]
+    assert failure.startswith(LSTM_CAUSE) and "Attempted to wrap RNN, GRU, or LSTM" in failure
+    assert m["no_graph"] == failure.removeprefix("torch.compile captured no graph: ")
+
+
+def test_torch_compile_disable_in_the_environment(cli, monkeypatch):
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")  # the child process imports torch with it set
+    rc, out, _ = cli("lint", BREAKS / "sequential.py", "--max-graph-breaks", "0", "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 1 and m["graph_count"] == 0 and m["graph_break_count"] == 0
+    assert m["failures"] == [
+        "torch.compile captured no graph: TORCH_COMPILE_DISABLE=1 is set (torch._dynamo.config.disable): dynamo skips every frame"
+    ]
+
+
+def test_script_that_patches_torch_compile(cli):
+    rc, out, _ = cli("lint", "--run", BREAKS / "patch_compile.py", "--max-graph-breaks", "0", "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 1 and m["failures"][0].startswith("torch.compile captured no graph: torch.compile was replaced by no_compile (")
+
+
+def test_no_graph_without_a_budget_is_shown_not_failed(cli):
+    rc, out, _ = cli("lint", BREAKS / "lstm.py", "--format", "github")
+    assert rc == 0
+    assert any(ln.startswith("::warning file=") and "title=no graph::" + LSTM_CAUSE in ln for ln in out.splitlines())
+    assert any("title=skipped frame::frame forward skipped: Attempted to wrap RNN" in ln for ln in out.splitlines())
+
+
+@pytest.mark.parametrize("fmt", ["text", "sarif", "junit", "github"])
+def test_every_format_shows_no_graph(cli, fmt):
+    rc, out, _ = cli("lint", BREAKS / "lstm.py", "--max-graph-breaks", "1", "--format", fmt)
+    assert rc == 1
+    if fmt == "sarif":
+        (r,) = [r for r in json.loads(out)["runs"][0]["results"] if r["ruleId"] == "no-graph"]
+        assert r["level"] == "error" and LSTM_CAUSE in r["message"]["text"]
+    elif fmt == "junit":
+        failure = ET.fromstring(out).find(".//testcase/failure")
+        assert failure.get("message").startswith(LSTM_CAUSE)
+    elif fmt == "github":
+        assert any(ln.startswith("::error file=") and "title=over budget::" + LSTM_CAUSE in ln for ln in out.splitlines())
+    else:
+        assert LSTM_CAUSE in " ".join(out.split()) and "lint failed" in out
