@@ -98,12 +98,22 @@ class Verdict:
     backend: str
     eligible: bool
     predicted: bool  # True: from a stand-in trace, not a GPU run
-    regions: int
+    regions: int  # regions judged
     reasons: tuple[Reason, ...]
     config: dict
+    regions_compiled: int | None = None  # regions torch compiles (None: the same as judged)
+    unjudged: str | None = None  # why some regions could not be judged
+    no_graph: str | None = None  # torch.compile captured no graph: the cause
 
     def summary(self) -> str:
         skips = [r for r in self.reasons if r.skips]
+        if self.no_graph:
+            return f"torch.compile captured no graph, so nothing would be CUDA-graphed: {self.no_graph}"
+        compiled = self.regions if self.regions_compiled is None else self.regions_compiled
+        if self.regions < compiled:
+            verdict = "skipped" if skips else "unknown"
+            return (f"CUDA graphs with backend {self.backend}: {verdict}; only {self.regions} of {compiled} "
+                    f"regions could be judged ({self.unjudged})")
         if not skips:
             splits = sum(r.code == "partition-split" for r in self.reasons)
             extra = f", split into more graphs at {splits} place{'s' if splits != 1 else ''}" if splits else ""
@@ -118,6 +128,10 @@ class Verdict:
             "eligible": self.eligible,
             "predicted": self.predicted,
             "regions": self.regions,
+            "regions_judged": self.regions,
+            "regions_compiled": self.regions if self.regions_compiled is None else self.regions_compiled,
+            "unjudged": self.unjudged,
+            "no_graph": self.no_graph,
             "config": dict(self.config),
             "reasons": [r.to_dict() for r in self.reasons],
             "summary": self.summary(),
@@ -350,8 +364,12 @@ def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = T
         for region in capture.regions:
             reasons += _inductor_backend(region) if backend == "inductor" else _cudagraphs_backend(region)
     reasons += _break_reasons(dedupe_breaks(capture.breaks))
-    eligible = bool(capture.regions) and not any(r.skips for r in reasons)
-    return Verdict(backend, eligible, predicted, len(capture.regions), tuple(reasons), config)
+    compiled = capture.regions_compiled if capture.regions_compiled is not None else len(capture.regions)
+    unjudged = capture.stopped if len(capture.regions) < compiled else None
+    # eligible only when every region torch compiles was judged and none skips
+    eligible = bool(capture.regions) and len(capture.regions) >= compiled and not any(r.skips for r in reasons)
+    return Verdict(backend, eligible, predicted, len(capture.regions), tuple(reasons), config,
+                   regions_compiled=compiled, unjudged=unjudged, no_graph=getattr(capture, "no_graph", None))
 
 
 def keep_input_mutations_for(backend: str) -> bool:

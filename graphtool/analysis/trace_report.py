@@ -50,6 +50,7 @@ class TraceReport:
     breaks: tuple[BreakInfo, ...]
     mutations: MutationReport
     backend: str = "inductor"  # whose AOT stage made the graphs
+    no_graph: str | None = None  # torch.compile captured no graph: the cause
 
     def to_dict(self) -> dict:
         d = {
@@ -58,6 +59,7 @@ class TraceReport:
             "torch_version": self.torch_version,
             "model": {"path": self.path, "entry": self.entry, "device": self.device, "training": self.training,
                       "backend": self.backend},
+            "no_graph": self.no_graph,
             "graph_breaks": [b.to_dict() for b in self.breaks],
             "graphs": [r.to_dict() for r in self.regions],
         }
@@ -100,4 +102,5 @@ def build_trace_report(capture) -> TraceReport:
         breaks=dedupe_breaks(capture.breaks),
         mutations=analyze_mutations(capture),
         backend=capture.backend,
+        no_graph=capture.no_graph,
     )

@@ -46,6 +46,15 @@ def check_torch_version(version: str, *, allow_untested: bool | None = None) -> 
     )
 
 
+#: torch's own torch.compile, as it was when graphtool first imported torch (before any user script
+#: could replace it): what "torch.compile was replaced" is judged against
+_ORIGINAL_COMPILE: Any = None
+
+
+def original_compile() -> Any:
+    return _ORIGINAL_COMPILE
+
+
 def import_torch():
     """Import torch, checking the version once; the error names what is wrong."""
     import warnings
@@ -61,6 +70,9 @@ def import_torch():
             hint="pip install -c constraints.txt torch  (see the README)",
         ) from exc
     check_torch_version(torch.__version__)
+    global _ORIGINAL_COMPILE
+    if _ORIGINAL_COMPILE is None:
+        _ORIGINAL_COMPILE = torch.compile
     return torch
 
 

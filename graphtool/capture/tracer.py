@@ -66,6 +66,7 @@ class Capture:
     stopped: str | None = None  # why a stand-in trace ended early, with the user's line
     backend: str = "inductor"  # whose AOT stage produced the graphs
     regions_compiled: int | None = None  # regions torch compiles, when a stand-in trace judged fewer
+    no_graph: str | None = None  # torch.compile captured no graph at all: the cause graphtool can see
 
     @property
     def regions_judged(self) -> int:
@@ -169,7 +170,7 @@ def trace_model(
     names = _tensor_names(spec)
     keeping = KeepingBackend(names, backend=backend, standin=standin, on_region=on_region)
     before = _metadata_snapshot(spec)
-    recorder = BreakRecorder() if record_breaks else contextlib.nullcontext()
+    recorder = BreakRecorder()  # always: its frame events explain a run that compiled nothing
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
     meta_nonzero = compat.meta_nonzero_config() if standin else contextlib.nullcontext()
     out, stopped = None, None
@@ -196,10 +197,19 @@ def trace_model(
         training=training,
         device=model_device(spec),
         breaks=recorder.breaks if record_breaks else [],
+        no_graph=None if keeping.regions or stopped else _no_graph(recorder),
         outputs=out,
         metadata_changes=_metadata_changes(spec, before, names),
         stopped=stopped,
     )
+
+
+def _no_graph(recorder: BreakRecorder) -> str:
+    import torch
+
+    from graphtool.capture.no_graph import CompileSeen, no_graph_cause
+
+    return no_graph_cause(recorder, CompileSeen(expected=compat.original_compile() or torch.compile, found=torch.compile))
 
 
 def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool):

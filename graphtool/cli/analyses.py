@@ -48,6 +48,9 @@ def _show(results, fmt: str, view, check: bool) -> int:
     """Print each model's table, or one document; the exit code ``--check`` asks for."""
     if fmt == "table":
         for r in results:
+            if r.header.get("no_graph"):
+                console.stdout_console().print(f"torch.compile captured no graph: {r.header['no_graph']}",
+                                               style="verdict.bad", markup=False, highlight=False)
             console.stdout_console().print(view(r))
     else:
         console.emit_all([r.to_dict() for r in results], fmt)

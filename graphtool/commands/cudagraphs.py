@@ -26,7 +26,7 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
         capture, accel = steps.trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic,
                                              debug=debug, progress=progress)
         verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta")
-        found = any(r.skips for r in verdict.reasons)
+        found = any(r.skips for r in verdict.reasons) or bool(capture.no_graph) or not verdict.eligible
         results.append(steps.ModelResult(steps.model_header(capture), verdict, found, key="cudagraphs",
                                          stopped=capture.stopped))
     return results

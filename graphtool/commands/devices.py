@@ -27,5 +27,6 @@ def devices(model: Optional[str] = None, *, entry: Optional[str] = None, device:
                                              progress=progress)
         stand_in = "meta stands for cuda:0" if accel == "meta" else None
         report = device_report(capture, main_device=accel, stand_in=stand_in)
-        results.append(steps.ModelResult(steps.model_header(capture), report, report.found, key="devices"))
+        found = report.found or bool(capture.no_graph)
+        results.append(steps.ModelResult(steps.model_header(capture), report, found, key="devices"))
     return results

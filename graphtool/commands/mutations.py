@@ -26,6 +26,6 @@ def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, devic
         capture = steps.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
                                          debug=debug, progress=progress)
         report = analyze_mutations(capture)
-        found = bool(report.mutated or report.aliased_outputs or report.input_aliases)
+        found = bool(report.mutated or report.aliased_outputs or report.input_aliases or capture.no_graph)
         results.append(steps.ModelResult(steps.model_header(capture), report, found, key=""))
     return results

@@ -150,6 +150,7 @@ def model_header(capture) -> dict:
         "stopped": capture.stopped,
         "regions_compiled": capture.regions_compiled if capture.regions_compiled is not None else len(capture.regions),
         "regions_judged": capture.regions_judged,
+        "no_graph": capture.no_graph,
     }
 
 

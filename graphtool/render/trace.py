@@ -20,6 +20,8 @@ def trace_view(report) -> Group:
         parts.append(_region_table(region, len(report.regions)))
         if region.forward is not None:
             parts.append(_placeholder_table(region.forward, "forward inputs"))
+    if report.no_graph:
+        parts.append(Text(f"torch.compile captured no graph: {report.no_graph}", style="verdict.bad"))
     parts.append(Text(f"mutations: {report.mutations.verdict()}", style="verdict"))
     return Group(*parts)
 
