@@ -26,10 +26,12 @@ from typing import Any
 from graphtool.errors import ConfigError
 
 MODEL_KEYS = {
-    "path": str, "entry": str, "max_graph_breaks": int, "max_recompiles": int, "dynamic": bool, "allowed_breaks": list,
+    "path": str, "entry": str, "max_graph_breaks": int, "max_recompiles": int, "max_skipped_frames": int, "dynamic": bool,
+    "allowed_breaks": list,
 }
 TOP_KEYS = {
-    "models": list, "max_graph_breaks": int, "max_recompiles": int, "dynamic": bool, "allowed_breaks": list,
+    "models": list, "max_graph_breaks": int, "max_recompiles": int, "max_skipped_frames": int, "dynamic": bool,
+    "allowed_breaks": list,
     "baseline": str, "jobs": int, "timeout": (int, float),
 }
 
@@ -42,6 +44,7 @@ class ModelEntry:
     max_recompiles: int | None
     dynamic: bool
     allowed_breaks: tuple[str, ...]
+    max_skipped_frames: int | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,7 @@ def _validate(path: Path, data: Any, lines: dict) -> Config:
             max_recompiles=m.get("max_recompiles", data.get("max_recompiles")),
             dynamic=bool(m.get("dynamic", data.get("dynamic", False))),
             allowed_breaks=allowed,
+            max_skipped_frames=m.get("max_skipped_frames", data.get("max_skipped_frames")),
         ))
     baseline = data.get("baseline")
     return Config(

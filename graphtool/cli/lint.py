@@ -39,6 +39,9 @@ def lint(
     ),
     max_graph_breaks: Optional[int] = typer.Option(None, "--max-graph-breaks", help="Fail when a model has more graph breaks."),
     max_recompiles: Optional[int] = typer.Option(None, "--max-recompiles", help="Fail when a model recompiles more often."),
+    max_skipped_frames: Optional[int] = typer.Option(
+        None, "--max-skipped-frames", help="Fail when dynamo gives up on more frames (runs them eagerly) in a model."
+    ),
     dynamic: bool = typer.Option(False, "--dynamic", help="Also run differently-sized inputs (the script's dynamic_inputs, or batch + 1) to catch recompiles."),
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: graphtool.yaml or [tool.graphtool] in pyproject.toml)."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Fail only on breaks not in this baseline file."),
@@ -54,7 +57,7 @@ def lint(
 
     with console.RichProgress() as progress:
         outcome = run(models, run=run_script, script_args=ctx.args, max_graph_breaks=max_graph_breaks,
-                      max_recompiles=max_recompiles, dynamic=dynamic, config=config, baseline=baseline,
+                      max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
                       update_baseline=update_baseline, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
                       progress=progress)
     if outcome.baseline_written is not None:

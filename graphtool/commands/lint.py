@@ -35,7 +35,8 @@ class LintOutcome:
 
 
 def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, script_args: Sequence[str] = (),
-         max_graph_breaks: Optional[int] = None, max_recompiles: Optional[int] = None, dynamic: bool = False,
+         max_graph_breaks: Optional[int] = None, max_recompiles: Optional[int] = None,
+         max_skipped_frames: Optional[int] = None, dynamic: bool = False,
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT) -> LintOutcome:
@@ -45,7 +46,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
 
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
-    override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles)
+    override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
     targets = _targets(models, run, script_args, cfg, override, dynamic)
     baseline_path = baseline or (cfg.baseline if cfg else None)
     if update_baseline and baseline_path is None:
@@ -113,6 +114,7 @@ def _merge(entry, override):
     return Budget(
         max_graph_breaks=pick(override.max_graph_breaks, "max_graph_breaks"),
         max_recompiles=pick(override.max_recompiles, "max_recompiles"),
+        max_skipped_frames=pick(override.max_skipped_frames, "max_skipped_frames"),
         allowed_breaks=tuple(entry.allowed_breaks) if entry else (),
     )
 

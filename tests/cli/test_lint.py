@@ -228,3 +228,15 @@ def test_every_format_shows_no_graph(cli, fmt):
         assert any(ln.startswith("::error file=") and "title=over budget::" + LSTM_CAUSE in ln for ln in out.splitlines())
     else:
         assert LSTM_CAUSE in " ".join(out.split()) and "lint failed" in out
+
+
+def test_max_skipped_frames_from_the_flag_and_the_config(cli, tmp_path, monkeypatch):
+    lstm = str(FIXTURES / "breaks" / "lstm.py")
+    rc, out, _ = cli("lint", lstm, "--max-skipped-frames", "0", "--format", "json")
+    model = json.loads(out)["models"][0]
+    assert rc == 1 and model["budget"]["max_skipped_frames"] == 0
+    assert any("skipped frames, budget 0" in f for f in model["failures"])
+    (tmp_path / "graphtool.yaml").write_text(f"max_skipped_frames: 0\nmodels:\n  - path: {lstm}\n")
+    monkeypatch.chdir(tmp_path)
+    rc, out, _ = cli("lint", "--format", "json")
+    assert rc == 1 and json.loads(out)["models"][0]["budget"]["max_skipped_frames"] == 0
