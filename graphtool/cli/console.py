@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from graphtool.errors import EXIT_FINDINGS, EXIT_OK
+
 
 def stderr_console():
     from rich.console import Console
@@ -91,3 +93,17 @@ class RichProgress:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+def show_models(results, fmt: str, view, check: bool) -> int:
+    """Print each model's table, or one document; the exit code ``--check`` asks for."""
+    if fmt == "table":
+        for r in results:
+            if r.header.get("no_graph"):
+                stdout_console().print(f"torch.compile captured no graph: {r.header['no_graph']}",
+                                 style="verdict.bad", markup=False, highlight=False)
+            stdout_console().print(view(r))
+    else:
+        emit_all([r.to_dict() for r in results], fmt)
+    return EXIT_FINDINGS if check and any(r.found for r in results) else EXIT_OK
+

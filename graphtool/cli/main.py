@@ -51,10 +51,12 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import analyses, bench, lint, render, trace
+    from graphtool.cli import bench, cudagraphs, devices, lint, mutations, render, trace
 
     trace.register(app)
-    analyses.register(app)
+    mutations.register(app)
+    devices.register(app)
+    cudagraphs.register(app)
     render.register(app)
     bench.register(app)
     lint.register(app)

@@ -52,7 +52,7 @@ def trace(
 
             console.stdout_console().print(trace_view(result.report))
             if result.verdict is not None:
-                from graphtool.render.analyses import cudagraphs_view
+                from graphtool.render.cudagraphs import cudagraphs_view
 
                 console.stdout_console().print(cudagraphs_view(result.verdict))
     if fmt != "table":

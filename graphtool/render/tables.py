@@ -12,3 +12,10 @@ def cell(value) -> Text:
 
 def row(table, *values) -> None:
     table.add_row(*(cell(v) for v in values))
+
+
+def where(source) -> str:
+    """A ``Source`` as ``path:line`` (the path relative to the current folder when under it), else ``-``."""
+    from graphtool.display_paths import display_path
+
+    return f"{display_path(source.file)}:{source.line}" if source else "-"

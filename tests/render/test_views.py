@@ -24,10 +24,12 @@ from graphtool.analysis.lint import Break, Budget, LintReport, LintTarget, Model
 from graphtool.analysis.mutations import InputAlias, InputMutation, ModelOutputAlias, MutationReport, OutputAlias
 from graphtool.analysis.timing_stats import speedup, summarize
 from graphtool.analysis.trace_report import BreakInfo, RegionReport, TraceReport
-from graphtool.render.analyses import cudagraphs_view, devices_view, mutations_view
 from graphtool.render.bench import bench_view
+from graphtool.render.cudagraphs import cudagraphs_view
+from graphtool.render.devices import devices_view
 from graphtool.render.documents import format_json, format_yaml
 from graphtool.render.lint import format_github, format_junit, format_sarif, lint_view
+from graphtool.render.mutations import mutations_view
 from graphtool.render.trace import trace_view
 from tests.helpers.console import render_text
 

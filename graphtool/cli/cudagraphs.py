@@ -1,0 +1,45 @@
+"""``graphtool cudagraphs``: would CUDA graphs be applied, region by region, and if not, why."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from graphtool.cli import console, options
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "cudagraphs",
+        help=(
+            "Would CUDA graphs be applied, region by region, and if not, why (torch's own checks,\n"
+            "run on a stand-in trace: no GPU needed).\n\n"
+            "Examples:\n\n"
+            "  graphtool cudagraphs model.py                      # mode=\"reduce-overhead\"\n\n"
+            "  graphtool cudagraphs model.py --backend cudagraphs --check"
+        ),
+    )(cudagraphs)
+
+
+def cudagraphs(
+    model: Optional[str] = options.ModelArg,
+    entry: Optional[str] = options.EntryOpt,
+    device: Optional[str] = options.DeviceOpt,
+    inference: bool = options.InferenceOpt,
+    backend: str = typer.Option("inductor", "--backend", help='inductor (mode="reduce-overhead") or cudagraphs (backend="cudagraphs").'),
+    dynamic: bool = typer.Option(
+        False, "--dynamic",
+        help="Also run a second input size (the script's dynamic_inputs, else batch + 1), as a model serving several sizes would.",
+    ),
+    fmt: str = options.FormatOpt,
+    check: bool = options.CheckOpt,
+) -> int:
+    from graphtool.commands.cudagraphs import cudagraphs as run
+    from graphtool.render.cudagraphs import cudagraphs_view
+
+    options.check_format(fmt)
+    with console.RichProgress() as progress:
+        results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic,
+                      debug=options.debug_enabled(), progress=progress)
+    return console.show_models(results, fmt, lambda r: cudagraphs_view(r.report, r.stopped), check)
