@@ -4,8 +4,11 @@ Every private symbol is looked up here, by feature detection (``getattr``), neve
 version strings. ``tests/capture/test_compat.py`` checks each symbol so a torch release that
 removes one fails loudly in CI instead of silently changing a report.
 
-Supported: torch 2.11 to 2.13 (``graphtool.SUPPORTED_TORCH``). Outside that range graphtool
-refuses to run unless GRAPHTOOL_ALLOW_UNTESTED_TORCH=1, because its facts are only checked there.
+Supported: torch 2.11 and newer; tested on 2.11 to 2.15 (``graphtool.SUPPORTED_TORCH``). Below
+2.11 graphtool stops (exit 2) naming the version. On a torch newer than the newest tested it runs and
+warns once on stderr that its results are unverified there; GRAPHTOOL_ALLOW_UNTESTED_TORCH=1 silences
+that warning (it never unlocks a torch older than 2.11). graphtool never pins torch: pip must leave
+the user's torch alone.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from graphtool.errors import UnsupportedTorch
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)")
 
+#: set to 1 to silence the untested-torch warning; graphtool sets it itself once it has warned,
+#: so child processes (lint's) do not warn again.
+_SILENCE_ENV = "GRAPHTOOL_ALLOW_UNTESTED_TORCH"
+
 
 def parse_torch_version(version: str) -> tuple[int, int]:
     """``"2.13.0+cpu"`` -> ``(2, 13)``; compares as numbers, so (2, 10) > (2, 2)."""
@@ -29,20 +36,63 @@ def parse_torch_version(version: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def check_torch_version(version: str, *, allow_untested: bool | None = None) -> None:
-    """Raise :class:`UnsupportedTorch` when ``version`` is outside ``SUPPORTED_TORCH``."""
-    if allow_untested is None:
-        allow_untested = os.environ.get("GRAPHTOOL_ALLOW_UNTESTED_TORCH") == "1"
-    lo, hi = SUPPORTED_TORCH
-    got = parse_torch_version(version)
-    if lo <= got <= hi or allow_untested:
+def check_torch_version(version: str) -> None:
+    """Raise :class:`UnsupportedTorch` when ``version`` is older than the oldest supported torch.
+
+    Newer releases than the newest tested pass: see :func:`untested_torch_message`."""
+    lo, _ = SUPPORTED_TORCH
+    if parse_torch_version(version) >= lo:
         return
     raise UnsupportedTorch(
-        f"torch {version} is not supported: graphtool is tested with torch "
-        f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}",
-        hint="install a supported torch (pip install -c constraints.txt torch), or set "
-        "GRAPHTOOL_ALLOW_UNTESTED_TORCH=1 to try anyway",
+        f"torch {version} is too old: graphtool needs torch {lo[0]}.{lo[1]} or newer",
+        hint="upgrade torch (pip install -U torch), or see the README's \"Supported torch\"",
     )
+
+
+def untested_torch_message(version: str) -> str | None:
+    """The warning for a torch newer than the newest graphtool is tested with, else None."""
+    _, hi = SUPPORTED_TORCH
+    if parse_torch_version(version) <= hi:
+        return None
+    return (
+        f"graphtool: warning: torch {version} is newer than the newest torch graphtool is tested "
+        f"with ({hi[0]}.{hi[1]}); its results are unverified there "
+        f"(set {_SILENCE_ENV}=1 to silence this warning)"
+    )
+
+
+def warn_if_untested_torch(version: str, stream: Any = None) -> bool:
+    """Write :func:`untested_torch_message` to stderr, once per process tree; True when written.
+
+    The one message graphtool's capture layer prints itself: every command reaches torch through
+    :func:`import_torch`, so this is the only place that sees every run."""
+    import sys
+
+    msg = untested_torch_message(version)
+    if msg is None or os.environ.get(_SILENCE_ENV) == "1":
+        return False
+    os.environ[_SILENCE_ENV] = "1"
+    print(msg, file=stream if stream is not None else sys.stderr, flush=True)
+    return True
+
+
+def installed_torch_version() -> str | None:
+    """torch's version from its package metadata, without importing torch (None if not found)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_installed_torch() -> None:
+    """The version check for a command that runs torch only in child processes (``lint``):
+    too old exits 2 here, newer than tested warns once here rather than in every child."""
+    version = installed_torch_version()
+    if version is not None:
+        check_torch_version(version)
+        warn_if_untested_torch(version)
 
 
 def import_torch():
@@ -60,6 +110,7 @@ def import_torch():
             hint="pip install -c constraints.txt torch  (see the README)",
         ) from exc
     check_torch_version(torch.__version__)
+    warn_if_untested_torch(torch.__version__)
     return torch
 
 

@@ -125,6 +125,9 @@ def _merge(entry, override):
 def _run(targets, parallel: int, limit: float | None) -> list[dict]:
     from graphtool.capture.isolate import run_jobs
 
+    from graphtool.capture import compat
+
+    compat.check_installed_torch()  # torch runs only in the children: check (and warn) once, here
     debug = common.debug_enabled()
     jobs = [t.job(debug) for t in targets]
     if not sys.stderr.isatty():  # no progress bar to draw: skip rich's progress machinery
