@@ -137,6 +137,33 @@ def _require(module: str, attr: str) -> Any:
     return obj
 
 
+def _optional(module: str, attr: str) -> Any:
+    """Fetch ``module.attr`` where only some supported releases have it, else None.
+
+    Each such symbol is listed in :data:`OPTIONAL` with what graphtool does without it, and
+    ``tests/capture/test_compat.py`` checks both sides on every torch it runs on."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    return getattr(mod, attr, None)
+
+
+#: private symbols that some supported torch releases lack -> what graphtool does where missing.
+OPTIONAL: dict[tuple[str, str], str] = {
+    ("torch._inductor.cudagraph_utils", "get_input_storage_mutation_info"):
+        "2.13+: inductor skips a graph that set_()s an input; 2.11/2.12 have no such check: nothing reported",
+    ("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason"):
+        "2.13+: its wording; 2.11/2.12: nothing reported (see get_input_storage_mutation_info)",
+    ("torch._inductor.cudagraph_utils", "check_caching_allocator_for_cudagraphs"):
+        "2.13+: an uncached allocator skips cudagraphs; 2.11/2.12 do not check: nothing reported",
+    ("torch._inductor.output_code", "complex_memory_overlap"):
+        "2.11/2.12 only: an input whose elements overlap in memory skips cudagraphs; 2.13+ dropped it",
+    ("torch.fx.experimental._config", "meta_nonzero_assume_all_nonzero"):
+        "lets the stand-in trace run nonzero on meta; without it boolean masking stops the trace there",
+}
+
+
 def _missing(symbol: str) -> UnsupportedTorch:
     import torch
 
@@ -305,22 +332,42 @@ def mutation_skip_message(gm: Any, indices) -> str:
 def input_storage_mutation_reason(gm: Any) -> str | None:
     """inductor's ``input storage mutation (N instances)`` check (``set_`` on a graph input)."""
     get_info = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "get_input_storage_mutation_info", None)
-    if get_info is None:  # torch 2.11 has no storage-mutation check: nothing to report
+    if get_info is None:  # torch 2.11 and 2.12 have no storage-mutation check: nothing to report
         return None
     return _require("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason")(get_info(gm))
 
 
 def caching_allocator_reason() -> str | None:
-    """The allocator check inductor runs first; on a machine without CUDA, read the env bypass."""
+    """The allocator check inductor runs first; on a machine without CUDA, read the env bypass.
+
+    torch 2.11 and 2.12 have no such check (``check_caching_allocator_for_cudagraphs`` arrived in
+    2.13): inductor does not skip for it there, so neither does the verdict."""
     import torch
 
+    check = _optional("torch._inductor.cudagraph_utils", "check_caching_allocator_for_cudagraphs")
+    if check is None:
+        return None
     if torch.cuda.is_available():
-        check = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "check_caching_allocator_for_cudagraphs", None)
-        return check() if check else None
+        return check()
     if any(os.environ.get(v) == "1" for v in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING")):
         return cudagraph_skip_message(
             "cudagraph capture requires the caching allocator; current allocator is uncached"
         )
+    return None
+
+
+def complex_memory_overlap_reason(tensors) -> str | None:
+    """torch 2.11/2.12's ``complex memory overlap`` skip: an input tensor whose elements share
+    memory (``as_strided``/``unfold`` windows; broadcast ``expand`` does not count), in torch's
+    wording (``skipping cudagraphs due to ['complex memory overlap']``). None on 2.13+, which
+    dropped the check, and when no input overlaps."""
+    import torch
+
+    overlaps = _optional("torch._inductor.output_code", "complex_memory_overlap")
+    if overlaps is None:
+        return None
+    if any(isinstance(t, torch.Tensor) and overlaps(t) for t in tensors):
+        return cudagraph_skip_message(str(["complex memory overlap"]))
     return None
 
 

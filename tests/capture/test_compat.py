@@ -4,6 +4,7 @@ When a torch release removes or renames one, the matching test fails here, loudl
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import os
@@ -103,7 +104,6 @@ PRIVATE = [
     ("torch._inductor.cudagraph_utils", "check_multiple_devices_or_any_cpu_nodes"),
     ("torch._inductor.cudagraph_utils", "get_placeholder_info"),
     ("torch._inductor.cudagraph_utils", "get_mutation_stack_trace"),
-    ("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason"),
     ("torch._dynamo.backends.cudagraphs", "get_device_node_mapping"),
     ("torch._dynamo.backends.cudagraphs", "find_input_mutations"),
     ("torch._inductor.utils", "get_first_incompatible_cudagraph_node"),
@@ -190,3 +190,90 @@ def test_structured_trace_logger_name():
     import torch._logging._internal as internal
 
     assert internal.trace_log.name == compat.STRUCTURED_TRACE_LOGGER
+
+
+# -- where supported releases differ: each test runs on every torch and checks the side it is on --
+
+
+@pytest.mark.parametrize("module, attr", sorted(compat.OPTIONAL))
+def test_optional_symbol_resolves_or_is_absent(module, attr):
+    """An optional symbol is either there or None, never an error; the table says what then."""
+    obj = compat._optional(module, attr)
+    assert obj is None or callable(obj) or isinstance(obj, bool)
+    assert compat.OPTIONAL[(module, attr)]
+
+
+def test_optional_symbol_in_a_missing_module_is_none():
+    assert compat._optional("torch._inductor.no_such_module", "x") is None
+
+
+def _graph_calling(op):
+    """A graph whose first placeholder is the target of ``op(a, b)`` (only built, never run)."""
+    g = torch.fx.Graph()
+    a, b = g.placeholder("a"), g.placeholder("b")
+    g.call_function(op, (a, b))
+    g.output((a,))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_input_storage_mutation_follows_torchs_own_targets():
+    """2.13+ skip a graph that rebinds an input's storage, for exactly the ops torch lists (2.15
+    added aten.shallow_copy_data_); 2.11/2.12 have no such check, so nothing is reported."""
+    targets = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "INPUT_STORAGE_MUTATION_TARGETS", None)
+    set_ = torch.ops.aten.set_.source_Tensor
+    if targets is None:
+        assert compat._optional("torch._inductor.cudagraph_utils", "get_input_storage_mutation_info") is None
+        assert compat.input_storage_mutation_reason(_graph_calling(set_)) is None
+        return
+    assert set_ in targets
+    for op in targets:
+        reason = compat.input_storage_mutation_reason(_graph_calling(op))
+        assert reason is not None and reason.startswith("input storage mutation (1 instances)"), (op, reason)
+    assert compat.input_storage_mutation_reason(_graph_calling(torch.ops.aten.add_.Tensor)) is None
+    shallow = getattr(torch.ops.aten, "shallow_copy_data_", None)
+    if shallow is not None:  # torch 2.15+: the new op is a storage mutation too
+        assert compat.input_storage_mutation_reason(_graph_calling(shallow.default)) is not None
+
+
+def test_caching_allocator_check_only_where_torch_has_it(monkeypatch):
+    monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
+    check = compat._optional("torch._inductor.cudagraph_utils", "check_caching_allocator_for_cudagraphs")
+    reason = compat.caching_allocator_reason()
+    if check is None:  # torch 2.11/2.12: inductor never skips for the allocator
+        assert reason is None
+    elif not torch.cuda.is_available():
+        assert reason == "skipping cudagraphs due to cudagraph capture requires the caching allocator; current allocator is uncached"
+
+
+def _overlapping(device="cpu"):
+    return torch.randn(10, device=device).as_strided((4, 4), (1, 1))  # sliding windows: elements share memory
+
+
+def test_complex_memory_overlap_only_on_torch_that_checks_it():
+    has_check = compat._optional("torch._inductor.output_code", "complex_memory_overlap") is not None
+    expected = "skipping cudagraphs due to ['complex memory overlap']" if has_check else None
+    assert compat.complex_memory_overlap_reason([_overlapping()]) == expected
+    assert compat.complex_memory_overlap_reason([_overlapping("meta")]) == expected  # the stand-in's inputs
+    for fine in (torch.randn(3).expand(4, 3), torch.randn(4, 4).t(), torch.randn(4)):
+        assert compat.complex_memory_overlap_reason([fine, 3]) is None
+
+
+def test_complex_memory_overlap_in_the_verdict():
+    """End to end on the stand-in: inductor on 2.11/2.12 skips the forward; 2.13+ applies graphs."""
+    from pathlib import Path
+
+    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.capture.loader import ModelSpec
+    from graphtool.capture.standin import to_meta
+    from graphtool.capture.tracer import trace_model
+
+    def windows(x):
+        return x * 2
+
+    spec = to_meta(ModelSpec(path=Path("inline.py"), entry="test", model=windows, args=(_overlapping(),), kwargs={}))
+    v = cudagraph_verdict(trace_model(spec, keep_inference_input_mutations=True, standin=True), backend="inductor")
+    codes = [(r.code, r.graph, r.skips) for r in v.reasons]
+    if compat._optional("torch._inductor.output_code", "complex_memory_overlap") is not None:
+        assert codes == [("complex-memory-overlap", "forward", True)] and not v.eligible
+    else:
+        assert codes == [] and v.eligible
