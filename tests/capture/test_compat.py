@@ -277,3 +277,19 @@ def test_complex_memory_overlap_in_the_verdict():
         assert codes == [("complex-memory-overlap", "forward", True)] and not v.eligible
     else:
         assert codes == [] and v.eligible
+
+
+def test_package_metadata_never_caps_torch():
+    """pip must never change a user's torch: the requirement has a floor and no ceiling or pin."""
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    deps = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["dependencies"]
+    (torch_req,) = [d for d in deps if re.match(r"torch\b(?!-)", d)]
+    assert torch_req.replace(" ", "") == "torch>=2.11"
+    lo, _ = compat.SUPPORTED_TORCH
+    assert torch_req.endswith(f"{lo[0]}.{lo[1]}")
