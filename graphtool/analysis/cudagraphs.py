@@ -256,7 +256,7 @@ def _inductor_backend(region) -> list[Reason]:
             overlap = compat.complex_memory_overlap_reason(region.example_inputs)  # torch 2.11/2.12 only
             if overlap:
                 reasons.append(_reason("complex-memory-overlap", overlap, region.index, graph, True))
-            bad = [t for t in region.aot_input_types if t not in ("FakeTensor", "Tensor", "Parameter", "SymInt", "Generator", "FunctionalTensor")]
+            bad = [t for t in region.aot_input_types if t not in ("FakeTensor", "Tensor", "Parameter", "SymInt", "Generator", "FunctionalTensor", "CustomClass")]
             if bad:
                 reasons.append(_reason("non-tensor-input", compat.cudagraph_skip_message("non-Tensor inputs"), region.index, graph, True))
             if "Generator" in region.aot_input_types:

@@ -159,6 +159,10 @@ OPTIONAL: dict[tuple[str, str], str] = {
         "2.13+: an uncached allocator skips cudagraphs; 2.11/2.12 do not check: nothing reported",
     ("torch._inductor.output_code", "complex_memory_overlap"):
         "2.11/2.12 only: an input whose elements overlap in memory skips cudagraphs; 2.13+ dropped it",
+    ("torch._inductor.output_code", "CustomClassBase"):
+        "2.14+: the custom-class objects inductor accepts as graph inputs (OpaqueBase renamed)",
+    ("torch._inductor.output_code", "OpaqueBase"):
+        "2.12/2.13: the same, under its old name; 2.11 accepts no such input (non-Tensor inputs skip)",
     ("torch.fx.experimental._config", "meta_nonzero_assume_all_nonzero"):
         "lets the stand-in trace run nonzero on meta; without it boolean masking stops the trace there",
 }
@@ -369,6 +373,20 @@ def complex_memory_overlap_reason(tensors) -> str | None:
     if any(isinstance(t, torch.Tensor) and overlaps(t) for t in tensors):
         return cudagraph_skip_message(str(["complex memory overlap"]))
     return None
+
+
+def cudagraph_input_type(x: Any) -> str:
+    """How the verdict names one input of an inductor graph: its type's name, or ``"CustomClass"``
+    for an object inductor's ``non-Tensor inputs`` check accepts besides tensors, SymInts and
+    generators: a torch custom-class (opaque) object. The base class is read from where inductor's
+    check reads it: ``OpaqueBase`` in 2.12/2.13, renamed ``CustomClassBase`` in 2.14; 2.11 has
+    neither, so such an object is a non-Tensor input there."""
+    import torch
+
+    base = _optional("torch._inductor.output_code", "CustomClassBase") or _optional("torch._inductor.output_code", "OpaqueBase")
+    if base is not None and not isinstance(x, (torch.Tensor, torch.SymInt, torch.Generator)) and isinstance(x, base):
+        return "CustomClass"
+    return type(x).__name__
 
 
 def inductor_config_patch(changes: dict[str, Any]):

@@ -122,7 +122,7 @@ def trace_model(
             region.forward = aot_gm
             region.fw_metadata = compat.current_fw_metadata()
             region.num_aot_inputs = len(aot_inputs)
-            region.aot_input_types = [type(x).__name__ for x in aot_inputs]
+            region.aot_input_types = [compat.cudagraph_input_type(x) for x in aot_inputs]
             return _runner(aot_gm)
 
         def infer(aot_gm, aot_inputs):

@@ -279,6 +279,41 @@ def test_complex_memory_overlap_in_the_verdict():
         assert codes == [] and v.eligible
 
 
+def _custom_class_base():
+    """The base a custom-class (opaque) type must subclass: renamed in 2.14, None on 2.11."""
+    for module, attr in (("torch._custom_class_base", "CustomClassBase"), ("torch._opaque_base", "OpaqueBase")):
+        base = compat._optional(module, attr)
+        if base is not None:
+            return base
+    return None
+
+
+def test_custom_class_inputs_follow_inductors_own_check():
+    """Inductor's non-Tensor-input check accepts custom-class objects from 2.12 on (OpaqueBase,
+    renamed CustomClassBase in 2.14, with register_opaque_type -> register_custom_class and
+    typ "reference" -> "symbolic"); 2.11 accepts none."""
+    assert compat.cudagraph_input_type(torch.randn(2)) == "Tensor"
+    assert compat.cudagraph_input_type(torch.nn.Parameter(torch.randn(2))) == "Parameter"
+    assert compat.cudagraph_input_type(torch.Generator()) == "Generator"  # an opaque type itself on 2.12+
+    assert compat.cudagraph_input_type(3) == "int"
+    inductor_base = compat._optional("torch._inductor.output_code", "CustomClassBase") or compat._optional("torch._inductor.output_code", "OpaqueBase")
+    base = _custom_class_base()
+    if base is None:
+        assert inductor_base is None
+        return
+    opaque = importlib.import_module("torch._library.opaque_object")
+
+    class GraphtoolCompatProbe(base):
+        pass
+
+    if hasattr(opaque, "register_custom_class"):
+        opaque.register_custom_class(GraphtoolCompatProbe, typ="symbolic")
+    else:
+        opaque.register_opaque_type(GraphtoolCompatProbe, typ="reference")
+    expected = "CustomClass" if inductor_base is not None else "GraphtoolCompatProbe"
+    assert compat.cudagraph_input_type(GraphtoolCompatProbe()) == expected
+
+
 def test_package_metadata_never_caps_torch():
     """pip must never change a user's torch: the requirement has a floor and no ceiling or pin."""
     from pathlib import Path
