@@ -294,7 +294,7 @@ def test_custom_class_inputs_follow_inductors_own_check():
     typ "reference" -> "symbolic"); 2.11 accepts none."""
     assert compat.cudagraph_input_type(torch.randn(2)) == "Tensor"
     assert compat.cudagraph_input_type(torch.nn.Parameter(torch.randn(2))) == "Parameter"
-    assert compat.cudagraph_input_type(torch.Generator()) == "Generator"  # an opaque type itself on 2.12+
+    assert compat.cudagraph_input_type(torch.Generator()) == "Generator"  # an opaque object itself on 2.13+
     assert compat.cudagraph_input_type(3) == "int"
     inductor_base = compat._optional("torch._inductor.output_code", "CustomClassBase") or compat._optional("torch._inductor.output_code", "OpaqueBase")
     base = _custom_class_base()
