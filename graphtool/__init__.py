@@ -7,5 +7,5 @@ Only ``capture`` touches torch internals (through ``capture.compat``); importing
 
 __version__ = "0.1.0"
 
-#: torch releases this version of graphtool is tested against (inclusive bounds).
-SUPPORTED_TORCH = ((2, 11), (2, 13))
+#: (oldest torch graphtool runs on, newest torch it is tested on). Older: exit 2; newer: runs, warns once.
+SUPPORTED_TORCH = ((2, 11), (2, 15))

@@ -11,7 +11,9 @@ the order torch runs them (see ``torch/_dynamo/backends/cudagraphs.py`` and
   without graph partitioning), input storage mutation, mutated inputs (static inputs, parameters,
   buffers and ``mark_static_address`` tensors, are spared; with ``cudagraph_support_input_mutation``
   the check moves to run time), non-tensor inputs. With ``graph_partition`` CPU nodes and
-  incompatible ops split the graph instead of skipping it.
+  incompatible ops split the graph instead of skipping it. Releases differ (``compat.OPTIONAL``): input
+  storage mutation and the allocator are checked from torch 2.13 on, complex memory overlap of
+  inputs only by 2.11/2.12.
 
 Graphs come from the accelerator stand-in trace (meta stands for cuda:0; see
 ``graphtool.capture.meta_standin``). Config flags are read from the installed torch at run time.
@@ -43,6 +45,7 @@ FIXES = {
     "cpu-node": "create tensors on the input's device (device=x.device) and avoid .cpu()/.item() in forward",
     "multiple-devices": "keep the whole model and its inputs on one CUDA device",
     "incompatible-op": "move the op out of the compiled region, or replace it with a device-side equivalent",
+    "complex-memory-overlap": "pass inputs whose elements do not share memory (.contiguous() on an as_strided/unfold window); torch 2.13+ no longer checks",
     "non-tensor-input": "pass tensors (or ints) to the compiled function; close over other values",
     "caching-allocator": "unset PYTORCH_NO_CUDA_MEMORY_CACHING",
     "forward-skipped": "fix the forward's reason; the backward follows it",
@@ -302,7 +305,11 @@ def _inductor_backend(region) -> list[Reason]:
             )
         if graph == "forward":
             reasons += _inductor_mutations(gm, region)
-            bad = [t for t in region.aot_input_types if t not in ("FakeTensor", "Tensor", "Parameter", "SymInt", "Generator", "FunctionalTensor")]
+            overlap = compat.complex_memory_overlap_reason(region.example_inputs)  # torch 2.11/2.12 only
+            if overlap:
+                reasons.append(_reason("complex-memory-overlap", overlap, region.index, graph, True))
+            accepted = ("FakeTensor", "Tensor", "Parameter", "SymInt", "Generator", "FunctionalTensor", "CustomClass")
+            bad = [t for t in region.aot_input_types if t not in accepted]
             if bad:
                 reasons.append(_reason("non-tensor-input", compat.cudagraph_skip_message("non-Tensor inputs"), region.index, graph, True))
             if "Generator" in region.aot_input_types:

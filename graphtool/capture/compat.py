@@ -4,8 +4,11 @@ Every private symbol is looked up here, by feature detection (``getattr``), neve
 version strings. ``tests/capture/test_compat.py`` checks each symbol so a torch release that
 removes one fails loudly in CI instead of silently changing a report.
 
-Supported: torch 2.11 to 2.13 (``graphtool.SUPPORTED_TORCH``). Outside that range graphtool
-refuses to run unless GRAPHTOOL_ALLOW_UNTESTED_TORCH=1, because its facts are only checked there.
+Supported: torch 2.11 and newer; tested on 2.11 to 2.15 (``graphtool.SUPPORTED_TORCH``). Below
+2.11 graphtool stops (exit 2) naming the version. On a torch newer than the newest tested it runs and
+warns once on stderr that its results are unverified there; GRAPHTOOL_ALLOW_UNTESTED_TORCH=1 silences
+that warning (it never unlocks a torch older than 2.11). graphtool never pins torch: pip must leave
+the user's torch alone.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ from graphtool.errors import UnsupportedTorch
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)")
 
+#: set to 1 to silence the untested-torch warning; graphtool sets it itself once it has warned,
+#: so child processes (lint's) do not warn again.
+_SILENCE_ENV = "GRAPHTOOL_ALLOW_UNTESTED_TORCH"
+
 
 def parse_torch_version(version: str) -> tuple[int, int]:
     """``"2.13.0+cpu"`` -> ``(2, 13)``; compares as numbers, so (2, 10) > (2, 2)."""
@@ -30,19 +37,16 @@ def parse_torch_version(version: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def check_torch_version(version: str, *, allow_untested: bool | None = None) -> None:
-    """Raise :class:`UnsupportedTorch` when ``version`` is outside ``SUPPORTED_TORCH``."""
-    if allow_untested is None:
-        allow_untested = os.environ.get("GRAPHTOOL_ALLOW_UNTESTED_TORCH") == "1"
-    lo, hi = SUPPORTED_TORCH
-    got = parse_torch_version(version)
-    if lo <= got <= hi or allow_untested:
+def check_torch_version(version: str) -> None:
+    """Raise :class:`UnsupportedTorch` when ``version`` is older than the oldest supported torch.
+
+    Newer releases than the newest tested pass: see :func:`untested_torch_message`."""
+    lo, _ = SUPPORTED_TORCH
+    if parse_torch_version(version) >= lo:
         return
     raise UnsupportedTorch(
-        f"torch {version} is not supported: graphtool is tested with torch "
-        f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}",
-        hint="install a supported torch (pip install -c constraints.txt torch), or set "
-        "GRAPHTOOL_ALLOW_UNTESTED_TORCH=1 to try anyway",
+        f"torch {version} is too old: graphtool needs torch {lo[0]}.{lo[1]} or newer",
+        hint="upgrade torch (pip install -U torch), or see the README's \"Supported torch\"",
     )
 
 
@@ -53,6 +57,52 @@ _ORIGINAL_COMPILE: Any = None
 
 def original_compile() -> Any:
     return _ORIGINAL_COMPILE
+
+
+def untested_torch_message(version: str) -> str | None:
+    """The warning for a torch newer than the newest graphtool is tested with, else None."""
+    _, hi = SUPPORTED_TORCH
+    if parse_torch_version(version) <= hi:
+        return None
+    return (
+        f"graphtool: warning: torch {version} is newer than the newest torch graphtool is tested "
+        f"with ({hi[0]}.{hi[1]}); its results are unverified there "
+        f"(set {_SILENCE_ENV}=1 to silence this warning)"
+    )
+
+
+def warn_if_untested_torch(version: str, stream: Any = None) -> bool:
+    """Write :func:`untested_torch_message` to stderr, once per process tree; True when written.
+
+    The one message graphtool's capture layer prints itself: every command reaches torch through
+    :func:`import_torch`, so this is the only place that sees every run."""
+    import sys
+
+    msg = untested_torch_message(version)
+    if msg is None or os.environ.get(_SILENCE_ENV) == "1":
+        return False
+    os.environ[_SILENCE_ENV] = "1"
+    print(msg, file=stream if stream is not None else sys.stderr, flush=True)
+    return True
+
+
+def installed_torch_version() -> str | None:
+    """torch's version from its package metadata, without importing torch (None if not found)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_installed_torch() -> None:
+    """The version check for a command that runs torch only in child processes (``lint``):
+    too old exits 2 here, newer than tested warns once here rather than in every child."""
+    version = installed_torch_version()
+    if version is not None:
+        check_torch_version(version)
+        warn_if_untested_torch(version)
 
 
 def import_torch():
@@ -73,6 +123,7 @@ def import_torch():
     global _ORIGINAL_COMPILE
     if _ORIGINAL_COMPILE is None:
         _ORIGINAL_COMPILE = torch.compile
+    warn_if_untested_torch(torch.__version__)
     return torch
 
 
@@ -97,6 +148,37 @@ def _require(module: str, attr: str) -> Any:
     if obj is None:
         raise _missing(f"{module}.{attr}")
     return obj
+
+
+def _optional(module: str, attr: str) -> Any:
+    """Fetch ``module.attr`` where only some supported releases have it, else None.
+
+    Each such symbol is listed in :data:`OPTIONAL` with what graphtool does without it, and
+    ``tests/capture/test_compat.py`` checks both sides on every torch it runs on."""
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    return getattr(mod, attr, None)
+
+
+#: private symbols that some supported torch releases lack -> what graphtool does where missing.
+OPTIONAL: dict[tuple[str, str], str] = {
+    ("torch._inductor.cudagraph_utils", "get_input_storage_mutation_info"):
+        "2.13+: inductor skips a graph that set_()s an input; 2.11/2.12 have no such check: nothing reported",
+    ("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason"):
+        "2.13+: its wording; 2.11/2.12: nothing reported (see get_input_storage_mutation_info)",
+    ("torch._inductor.cudagraph_utils", "check_caching_allocator_for_cudagraphs"):
+        "2.13+: an uncached allocator skips cudagraphs; 2.11/2.12 do not check: nothing reported",
+    ("torch._inductor.output_code", "complex_memory_overlap"):
+        "2.11/2.12 only: an input whose elements overlap in memory skips cudagraphs; 2.13+ dropped it",
+    ("torch._inductor.output_code", "CustomClassBase"):
+        "2.14+: the custom-class objects inductor accepts as graph inputs (OpaqueBase renamed)",
+    ("torch._inductor.output_code", "OpaqueBase"):
+        "2.12/2.13: the same, under its old name; 2.11 accepts no such input (non-Tensor inputs skip)",
+    ("torch.fx.experimental._config", "meta_nonzero_assume_all_nonzero"):
+        "lets the stand-in trace run nonzero on meta; without it boolean masking stops the trace there",
+}
 
 
 def _missing(symbol: str) -> UnsupportedTorch:
@@ -291,23 +373,57 @@ def mutation_skip_message(gm: Any, indices) -> str:
 def input_storage_mutation_reason(gm: Any) -> str | None:
     """inductor's ``input storage mutation (N instances)`` check (``set_`` on a graph input)."""
     get_info = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "get_input_storage_mutation_info", None)
-    if get_info is None:  # torch 2.11 has no storage-mutation check: nothing to report
+    if get_info is None:  # torch 2.11 and 2.12 have no storage-mutation check: nothing to report
         return None
     return _require("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason")(get_info(gm))
 
 
 def caching_allocator_reason() -> str | None:
-    """The allocator check inductor runs first; on a machine without CUDA, read the env bypass."""
+    """The allocator check inductor runs first; on a machine without CUDA, read the env bypass.
+
+    torch 2.11 and 2.12 have no such check (``check_caching_allocator_for_cudagraphs`` arrived in
+    2.13): inductor does not skip for it there, so neither does the verdict."""
     import torch
 
+    check = _optional("torch._inductor.cudagraph_utils", "check_caching_allocator_for_cudagraphs")
+    if check is None:
+        return None
     if torch.cuda.is_available():
-        check = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "check_caching_allocator_for_cudagraphs", None)
-        return check() if check else None
+        return check()
     if any(os.environ.get(v) == "1" for v in ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING")):
         return cudagraph_skip_message(
             "cudagraph capture requires the caching allocator; current allocator is uncached"
         )
     return None
+
+
+def complex_memory_overlap_reason(tensors) -> str | None:
+    """torch 2.11/2.12's ``complex memory overlap`` skip: an input tensor whose elements share
+    memory (``as_strided``/``unfold`` windows; broadcast ``expand`` does not count), in torch's
+    wording (``skipping cudagraphs due to ['complex memory overlap']``). None on 2.13+, which
+    dropped the check, and when no input overlaps."""
+    import torch
+
+    overlaps = _optional("torch._inductor.output_code", "complex_memory_overlap")
+    if overlaps is None:
+        return None
+    if any(isinstance(t, torch.Tensor) and overlaps(t) for t in tensors):
+        return cudagraph_skip_message(str(["complex memory overlap"]))
+    return None
+
+
+def cudagraph_input_type(x: Any) -> str:
+    """How the verdict names one input of an inductor graph: its type's name, or ``"CustomClass"``
+    for an object inductor's ``non-Tensor inputs`` check accepts besides tensors, SymInts and
+    generators: a torch custom-class (opaque) object. The base class is read from where inductor's
+    check reads it: ``OpaqueBase`` in 2.12/2.13, renamed ``CustomClassBase`` in 2.14; 2.11 has
+    neither, so such an object is a non-Tensor input there."""
+    import torch
+
+    base = _optional("torch._inductor.output_code", "CustomClassBase") or _optional("torch._inductor.output_code", "OpaqueBase")
+    if base is not None and not isinstance(x, (torch.Tensor, torch.SymInt, torch.Generator)) and isinstance(x, base):
+        return "CustomClass"
+    return type(x).__name__
 
 
 def inductor_config_patch(changes: dict[str, Any]):
@@ -525,3 +641,11 @@ def tracing_stack() -> list[tuple[str, int, str]]:
     if ctx is None:
         return []
     return [(f.filename, f.lineno, f.name) for f in ctx.extract_stack()]
+
+
+def fake_tensor_mode():
+    """A ``FakeTensorMode`` that also takes real tensors (converting them as they come): the eager run
+    of a model built on meta goes through it, so code that asks whether it is being traced
+    (transformers' ``is_tracing``: a fake tensor) skips its data-dependent checks, as under
+    torch.compile, instead of calling ``.item()`` on meta."""
+    return _require("torch._subclasses.fake_tensor", "FakeTensorMode")(allow_non_fake_inputs=True)

@@ -129,7 +129,7 @@ class KeepingBackend:
             region.fw_metadata = compat.copy_fw_metadata()
             region.forward_inputs, region.forward_outputs = decode_forward(aot_gm, region.fw_metadata, region.inputs)
             region.num_aot_inputs = len(aot_inputs)
-            region.aot_input_types = [type(x).__name__ for x in aot_inputs]
+            region.aot_input_types = [compat.cudagraph_input_type(x) for x in aot_inputs]
         elif kind == "backward":
             region.backward = aot_gm
         return self._runner(aot_gm)

@@ -38,7 +38,7 @@ def _version(value: bool) -> None:
         from graphtool import SUPPORTED_TORCH
 
         lo, hi = SUPPORTED_TORCH
-        typer.echo(f"graphtool {__version__} (supports torch {lo[0]}.{lo[1]} to {hi[0]}.{hi[1]})")
+        typer.echo(f"graphtool {__version__} (supports torch {lo[0]}.{lo[1]} and newer; tested with {lo[0]}.{lo[1]} to {hi[0]}.{hi[1]})")
         raise typer.Exit()
 
 

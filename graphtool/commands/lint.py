@@ -120,8 +120,10 @@ def _merge(entry, override):
 
 
 def _run(targets, parallel: int, limit: Optional[float], debug: bool, progress: Progress) -> list:
+    from graphtool.capture import compat
     from graphtool.capture.lint_job import run_lint_jobs
 
+    compat.check_installed_torch()  # torch runs only in the children: check (and warn) once, here
     done = 0
 
     def finished(index, result) -> None:

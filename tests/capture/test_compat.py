@@ -4,32 +4,94 @@ When a torch release removes or renames one, the matching test fails here, loudl
 
 from __future__ import annotations
 
+import importlib
+import io
+import json
+import os
+import re
+
 import pytest
 import torch
 
 from graphtool.capture import compat
 from graphtool.errors import UnsupportedTorch
+from tests.helpers import example
+
+SILENCE = "GRAPHTOOL_ALLOW_UNTESTED_TORCH"
 
 
-@pytest.mark.parametrize("version, ok", [("2.13.0+cpu", True), ("2.11.0", True), ("2.12.1", True), ("2.10.0", False), ("2.2.0", False), ("3.0.0", False)])
-def test_version_range_compares_numbers(version, ok):
-    if ok:
-        compat.check_torch_version(version, allow_untested=False)
-    else:
-        with pytest.raises(UnsupportedTorch, match="not supported"):
-            compat.check_torch_version(version, allow_untested=False)
+@pytest.mark.parametrize("version", ["2.11.0", "2.12.1", "2.13.0+cpu", "2.14.1", "2.15.0", "2.16.0.dev20261201+cu130", "3.0.0"])
+def test_torch_2_11_and_newer_runs(version):
+    compat.check_torch_version(version)
+
+
+@pytest.mark.parametrize("version", ["2.10.0", "2.2.0", "1.13.1+cu117"])
+def test_torch_older_than_2_11_is_refused_naming_the_version(version):
+    with pytest.raises(UnsupportedTorch, match=rf"torch {re.escape(version)} is too old: graphtool needs torch 2.11 or newer") as info:
+        compat.check_torch_version(version)
+    assert info.value.exit_code == 2
 
 
 def test_version_parse_is_numeric():
     assert compat.parse_torch_version("2.10.0") > compat.parse_torch_version("2.2.0")
 
 
-def test_untested_torch_can_be_allowed():
-    compat.check_torch_version("2.99.0", allow_untested=True)
+@pytest.mark.parametrize("version", ["2.11.0", "2.13.0+cpu", "2.14.0", "2.15.0", "2.15.3+cu130"])
+def test_tested_torch_gets_no_warning(version):
+    assert compat.untested_torch_message(version) is None
 
 
-def test_installed_torch_is_supported():
-    compat.check_torch_version(torch.__version__, allow_untested=False)
+@pytest.mark.parametrize("version", ["2.16.0", "2.16.0a0+git1234", "3.0.0"])
+def test_newer_torch_warning_names_the_version_and_says_unverified(version):
+    msg = compat.untested_torch_message(version)
+    assert msg.startswith("graphtool: warning: ") and f"torch {version} " in msg
+    assert "newest torch graphtool is tested with (2.15)" in msg and "unverified" in msg and SILENCE in msg
+
+
+def test_newer_torch_warns_once_per_process_tree(monkeypatch):
+    monkeypatch.setenv(SILENCE, "0")  # restored (unset) after the test
+    out = io.StringIO()
+    assert compat.warn_if_untested_torch("2.16.0", out) is True
+    assert compat.warn_if_untested_torch("2.16.0", out) is False
+    assert out.getvalue().count("graphtool: warning:") == 1
+    assert os.environ[SILENCE] == "1"  # lint's child processes inherit it and stay quiet
+
+
+def test_warning_can_be_silenced(monkeypatch):
+    monkeypatch.setenv(SILENCE, "1")
+    out = io.StringIO()
+    assert compat.warn_if_untested_torch("2.16.0", out) is False and out.getvalue() == ""
+
+
+def test_installed_torch_is_tested():
+    """Fails on a torch newer than SUPPORTED_TORCH: once the rest of the suite passes there, add the
+    release to graphtool.SUPPORTED_TORCH, docs/compat.md and the README's "Supported torch"."""
+    compat.check_torch_version(torch.__version__)
+    assert compat.untested_torch_message(torch.__version__) is None, compat.untested_torch_message(torch.__version__)
+    assert compat.installed_torch_version().split("+")[0] == torch.__version__.split("+")[0]
+
+
+def test_cli_on_a_newer_torch_runs_and_warns_once(cli, monkeypatch):
+    monkeypatch.setenv(SILENCE, "0")
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    rc, out, err = cli("trace", example("mlp.py"), "--inference", "--format", "json")
+    assert rc == 0, err
+    assert err.count("graphtool: warning: torch 2.99.0 is newer") == 1
+    assert json.loads(out)["torch_version"] == "2.99.0"  # stdout stays one JSON document
+
+
+def test_cli_on_an_older_torch_exits_2_naming_it(cli, monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "2.10.2")
+    rc, out, err = cli("trace", example("mlp.py"), "--format", "json")
+    assert rc == 2 and out == ""
+    assert "graphtool: error: torch 2.10.2 is too old: graphtool needs torch 2.11 or newer" in err
+
+
+def test_lint_checks_the_version_in_the_parent(cli, monkeypatch):
+    """lint runs torch only in child processes: the parent refuses an old torch before spawning."""
+    monkeypatch.setattr(compat, "installed_torch_version", lambda: "2.9.0")
+    rc, _, err = cli("lint", example("mlp.py"))
+    assert rc == 2 and "torch 2.9.0 is too old" in err
 
 
 PRIVATE = [
@@ -41,7 +103,6 @@ PRIVATE = [
     ("torch._inductor.cudagraph_utils", "check_multiple_devices_or_any_cpu_nodes"),
     ("torch._inductor.cudagraph_utils", "get_placeholder_info"),
     ("torch._inductor.cudagraph_utils", "get_mutation_stack_trace"),
-    ("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason"),
     ("torch._dynamo.backends.cudagraphs", "get_device_node_mapping"),
     ("torch._dynamo.backends.cudagraphs", "find_input_mutations"),
     ("torch._inductor.utils", "get_first_incompatible_cudagraph_node"),
@@ -61,8 +122,23 @@ def test_private_symbol_exists(module, attr):
 
 
 def test_missing_symbol_names_version_and_symbol():
-    with pytest.raises(UnsupportedTorch, match=r"torch .* has no torch._dynamo.no_such_thing"):
+    with pytest.raises(UnsupportedTorch, match=rf"^torch {re.escape(torch.__version__)} has no torch._dynamo.no_such_thing, which graphtool needs$") as info:
         compat._require("torch._dynamo", "no_such_thing")
+    assert info.value.exit_code == 2 and "graphtool --version" in info.value.hint
+
+
+def test_missing_module_names_version_and_module():
+    with pytest.raises(UnsupportedTorch, match=rf"^torch {re.escape(torch.__version__)} has no torch._inductor.no_such_module, "):
+        compat._require("torch._inductor.no_such_module", "anything")
+
+
+@pytest.mark.parametrize("reader, name, symbol", [
+    (compat.inductor_flag, "triton.no_such_flag", "torch._inductor.config.triton.no_such_flag"),
+    (compat.dynamo_flag, "no_such_flag", "torch._dynamo.config.no_such_flag"),
+])
+def test_missing_config_flag_names_version_and_flag(reader, name, symbol):
+    with pytest.raises(UnsupportedTorch, match=rf"^torch {re.escape(torch.__version__)} has no {re.escape(symbol)}, "):
+        reader(name)
 
 
 @pytest.mark.parametrize("flag", ["graph_partition", "triton.cudagraph_support_input_mutation", "triton.cudagraph_trees", "triton.cudagraphs"])
@@ -130,3 +206,141 @@ def test_aot_records_decode_mutations_and_static_inputs():
     assert mutated == {n: ("data",) for n in ("bn.running_mean", "bn.running_var", "bn.num_batches_tracked")}
     assert all(r.static for r in region.forward_inputs if r.ref and r.ref.kind == "parameter")
     assert [o.alias_type for o in region.forward_outputs] == ["non_alias"]
+
+
+# -- where supported releases differ: each test runs on every torch and checks the side it is on --
+
+
+@pytest.mark.parametrize("module, attr", sorted(compat.OPTIONAL))
+def test_optional_symbol_resolves_or_is_absent(module, attr):
+    """An optional symbol is either there or None, never an error; the table says what then."""
+    obj = compat._optional(module, attr)
+    assert obj is None or callable(obj) or isinstance(obj, bool)
+    assert compat.OPTIONAL[(module, attr)]
+
+
+def test_optional_symbol_in_a_missing_module_is_none():
+    assert compat._optional("torch._inductor.no_such_module", "x") is None
+
+
+def _graph_calling(op):
+    """A graph whose first placeholder is the target of ``op(a, b)`` (only built, never run)."""
+    g = torch.fx.Graph()
+    a, b = g.placeholder("a"), g.placeholder("b")
+    g.call_function(op, (a, b))
+    g.output((a,))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_input_storage_mutation_follows_torchs_own_targets():
+    """2.13+ skip a graph that rebinds an input's storage, for exactly the ops torch lists (2.15
+    added aten.shallow_copy_data_); 2.11/2.12 have no such check, so nothing is reported."""
+    targets = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "INPUT_STORAGE_MUTATION_TARGETS", None)
+    set_ = torch.ops.aten.set_.source_Tensor
+    if targets is None:
+        assert compat._optional("torch._inductor.cudagraph_utils", "get_input_storage_mutation_info") is None
+        assert compat.input_storage_mutation_reason(_graph_calling(set_)) is None
+        return
+    assert set_ in targets
+    for op in targets:
+        reason = compat.input_storage_mutation_reason(_graph_calling(op))
+        assert reason is not None and reason.startswith("input storage mutation (1 instances)"), (op, reason)
+    assert compat.input_storage_mutation_reason(_graph_calling(torch.ops.aten.add_.Tensor)) is None
+    shallow = getattr(torch.ops.aten, "shallow_copy_data_", None)
+    if shallow is not None:  # torch 2.15+: the new op is a storage mutation too
+        assert compat.input_storage_mutation_reason(_graph_calling(shallow.default)) is not None
+
+
+def test_caching_allocator_check_only_where_torch_has_it(monkeypatch):
+    monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
+    check = compat._optional("torch._inductor.cudagraph_utils", "check_caching_allocator_for_cudagraphs")
+    reason = compat.caching_allocator_reason()
+    if check is None:  # torch 2.11/2.12: inductor never skips for the allocator
+        assert reason is None
+    elif not torch.cuda.is_available():
+        assert reason == "skipping cudagraphs due to cudagraph capture requires the caching allocator; current allocator is uncached"
+
+
+def _overlapping(device="cpu"):
+    return torch.randn(10, device=device).as_strided((4, 4), (1, 1))  # sliding windows: elements share memory
+
+
+def test_complex_memory_overlap_only_on_torch_that_checks_it():
+    has_check = compat._optional("torch._inductor.output_code", "complex_memory_overlap") is not None
+    expected = "skipping cudagraphs due to ['complex memory overlap']" if has_check else None
+    assert compat.complex_memory_overlap_reason([_overlapping()]) == expected
+    assert compat.complex_memory_overlap_reason([_overlapping("meta")]) == expected  # the stand-in's inputs
+    for fine in (torch.randn(3).expand(4, 3), torch.randn(4, 4).t(), torch.randn(4)):
+        assert compat.complex_memory_overlap_reason([fine, 3]) is None
+
+
+def test_complex_memory_overlap_in_the_verdict():
+    """End to end on the stand-in: inductor on 2.11/2.12 skips the forward; 2.13+ applies graphs."""
+    from pathlib import Path
+
+    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.capture.loader import ModelSpec
+    from graphtool.capture.standin import to_meta
+    from graphtool.capture.tracer import trace_model
+
+    def windows(x):
+        return x * 2
+
+    spec = to_meta(ModelSpec(path=Path("inline.py"), entry="test", model=windows, args=(_overlapping(),), kwargs={}))
+    v = cudagraph_verdict(trace_model(spec, keep_inference_input_mutations=True, standin=True), backend="inductor")
+    codes = [(r.code, r.graph, r.skips) for r in v.reasons]
+    if compat._optional("torch._inductor.output_code", "complex_memory_overlap") is not None:
+        assert codes == [("complex-memory-overlap", "forward", True)] and not v.eligible
+    else:
+        assert codes == [] and v.eligible
+
+
+def _custom_class_base():
+    """The base a custom-class (opaque) type must subclass: renamed in 2.14, None on 2.11."""
+    for module, attr in (("torch._custom_class_base", "CustomClassBase"), ("torch._opaque_base", "OpaqueBase")):
+        base = compat._optional(module, attr)
+        if base is not None:
+            return base
+    return None
+
+
+def test_custom_class_inputs_follow_inductors_own_check():
+    """Inductor's non-Tensor-input check accepts custom-class objects from 2.12 on (OpaqueBase,
+    renamed CustomClassBase in 2.14, with register_opaque_type -> register_custom_class and
+    typ "reference" -> "symbolic"); 2.11 accepts none."""
+    assert compat.cudagraph_input_type(torch.randn(2)) == "Tensor"
+    assert compat.cudagraph_input_type(torch.nn.Parameter(torch.randn(2))) == "Parameter"
+    assert compat.cudagraph_input_type(torch.Generator()) == "Generator"  # an opaque object itself on 2.13+
+    assert compat.cudagraph_input_type(3) == "int"
+    inductor_base = compat._optional("torch._inductor.output_code", "CustomClassBase") or compat._optional("torch._inductor.output_code", "OpaqueBase")
+    base = _custom_class_base()
+    if base is None:
+        assert inductor_base is None
+        return
+    opaque = importlib.import_module("torch._library.opaque_object")
+
+    class GraphtoolCompatProbe(base):
+        pass
+
+    if hasattr(opaque, "register_custom_class"):
+        opaque.register_custom_class(GraphtoolCompatProbe, typ="symbolic")
+    else:
+        opaque.register_opaque_type(GraphtoolCompatProbe, typ="reference")
+    expected = "CustomClass" if inductor_base is not None else "GraphtoolCompatProbe"
+    assert compat.cudagraph_input_type(GraphtoolCompatProbe()) == expected
+
+
+def test_package_metadata_never_caps_torch():
+    """pip must never change a user's torch: the requirement has a floor and no ceiling or pin."""
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    deps = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["dependencies"]
+    (torch_req,) = [d for d in deps if re.match(r"torch\b(?!-)", d)]
+    assert torch_req.replace(" ", "") == "torch>=2.11"
+    lo, _ = compat.SUPPORTED_TORCH
+    assert torch_req.endswith(f"{lo[0]}.{lo[1]}")
