@@ -279,15 +279,15 @@ def test_complex_memory_overlap_in_the_verdict():
     from pathlib import Path
 
     from graphtool.analysis.cudagraphs import cudagraph_verdict
-    from graphtool.capture.loader import ModelSpec
-    from graphtool.capture.standin import to_meta
+    from graphtool.capture.script import ModelSpec
+    from graphtool.capture.meta_standin import to_meta
     from graphtool.capture.tracer import trace_model
 
     def windows(x):
         return x * 2
 
     spec = to_meta(ModelSpec(path=Path("inline.py"), entry="test", model=windows, args=(_overlapping(),), kwargs={}))
-    v = cudagraph_verdict(trace_model(spec, keep_inference_input_mutations=True, standin=True), backend="inductor")
+    v = cudagraph_verdict(trace_model(spec, backend="inductor", standin=True), backend="inductor")
     codes = [(r.code, r.graph, r.skips) for r in v.reasons]
     if compat._optional("torch._inductor.output_code", "complex_memory_overlap") is not None:
         assert codes == [("complex-memory-overlap", "forward", True)] and not v.eligible
