@@ -22,7 +22,7 @@ from graphtool.capture import compat
 from graphtool.capture.input_names import argument_names
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
-from graphtool.capture.user_code import user_code_error
+from graphtool.capture.user_code import running_user_code
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,8 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
             hooks.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
             hooks.append(mod.register_forward_hook(post, with_kwargs=True))
     try:
-        with torch.enable_grad():
+        with running_user_code("the model raised on its example inputs", where=spec.location), torch.enable_grad():
             out = spec.model(*spec.args, **spec.kwargs)
-    except Exception as exc:
-        raise user_code_error(exc, "the model raised on its example inputs") from None
     finally:
         for h in hooks:
             h.remove()

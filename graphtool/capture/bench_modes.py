@@ -19,7 +19,7 @@ from typing import Any
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors, map_tensors
 from graphtool.capture.timers import CudaEventTimer, HostTimer, measure
-from graphtool.capture.user_code import user_code_error, user_location_now
+from graphtool.capture.user_code import running_user_code, user_location_now
 from graphtool.errors import BadModelSpec
 from graphtool.text import first_line
 
@@ -89,7 +89,7 @@ def frozen_result(result):
     return map_tensors(out, lambda t: t.detach().clone()), [g.clone() if g is not None else None for g in grads]
 
 
-class NothingToDifferentiate(ValueError):
+class NothingToDifferentiate(BadModelSpec):
     """``backward`` was asked for, but no output requires grad."""
 
 
@@ -250,15 +250,15 @@ def _eager_reference(torch, spec: ModelSpec, eager_step, sets):
     """Eager's result on the first input set (and which random ops it drew); every set must run."""
     torch.manual_seed(0)
     try:
-        reference, random_ops = _with_random_ops(torch, lambda: eager_step(*sets[0]))
-        reference = frozen_result(reference)
-        for other in sets[1:]:  # the rotated inputs must work too before anything is timed
-            eager_step(*other)
-    except NothingToDifferentiate as exc:
-        raise BadModelSpec(f"{spec.location}: --backward: {exc}",
+        with running_user_code("the model raised in eager mode on the example inputs or a fresh draw of them",
+                               where=spec.location):
+            reference, random_ops = _with_random_ops(torch, lambda: eager_step(*sets[0]))
+            reference = frozen_result(reference)
+            for other in sets[1:]:  # the rotated inputs must work too before anything is timed
+                eager_step(*other)
+    except NothingToDifferentiate as exc:  # graphtool's own check, passed through the boundary
+        raise BadModelSpec(f"{spec.location}: --backward: {exc.message}",
                            hint="drop --backward, or give the model trainable parameters or inputs that require grad") from None
-    except Exception as exc:
-        raise user_code_error(exc, "the model raised in eager mode on the example inputs or a fresh draw of them") from None
     return reference, random_ops
 
 
