@@ -99,7 +99,9 @@ def op_name(node) -> str:
     """``aten.addmm.default`` for aten ops, the function name for Python callables."""
     target = node.target
     if node.op == "call_function":
-        return str(target) if hasattr(target, "_schema") else getattr(target, "__name__", str(target))
+        if hasattr(target, "_schema"):
+            return str(target)
+        return compat.higher_order_op_name(target) or getattr(target, "__name__", str(target))
     return f"{node.op}:{target}"
 
 

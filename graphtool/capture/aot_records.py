@@ -33,7 +33,7 @@ class InputRecord:
 
     position: int  # the placeholder's position in the graph
     graph_name: str  # the placeholder's name in the graph ("primals_1", "arg0_1")
-    role: str  # plain (a dynamo input) | view_base (AOT's synthetic base of aliased inputs) | tangent | unknown
+    role: str  # plain (a dynamo input) | view_base (AOT's synthetic base of aliased inputs) | token | tangent | unknown
     ref: Optional[InputRef]  # the dynamo input it stands for; for view_base, the input it is the base of
     mutates_data: bool = False
     mutates_metadata: bool = False
@@ -67,11 +67,16 @@ def decode_forward(gm: Any, meta: Any, inputs: list[InputRef]) -> tuple[tuple[In
     flags = compat.input_mutation_flags(meta) if meta is not None else []
     static = compat.static_input_indices(meta) if meta is not None else set()
     records = []
+    aot_index = 0  # AOT's metadata counts its inputs; effect tokens and rng seeds come before or after them
     for pos, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
         desc = compat.node_descriptor(node)
         role, idx = compat.describe_aot_input(desc) if desc is not None else ("plain", pos)
         ref = inputs[idx] if role in ("plain", "view_base") and idx is not None and idx < len(inputs) else None
-        f = flags[pos] if pos < len(flags) else {}
-        records.append(InputRecord(pos, node.name, role, ref, static=pos in static, **f))
+        if role == "token":
+            records.append(InputRecord(pos, node.name, role, None))
+            continue
+        f = flags[aot_index] if aot_index < len(flags) else {}
+        records.append(InputRecord(pos, node.name, role, ref, static=aot_index in static, **f))
+        aot_index += 1
     outputs = tuple(OutputRecord(i, kind, base) for i, (kind, base) in enumerate(compat.output_aliasing(meta))) if meta is not None else ()
     return tuple(records), outputs

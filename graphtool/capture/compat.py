@@ -265,6 +265,8 @@ def describe_aot_input(desc: Any) -> tuple[str, int | None]:
     while desc is not None and seen < 8:
         seen += 1
         name = type(desc).__name__
+        if "Token" in name or name.startswith("Philox"):  # effect tokens, rng seeds: no user input behind them
+            return "token", None
         if name == "TangentAOTInput":
             return "tangent", getattr(getattr(desc, "output", None), "idx", None)
         if name in ("PlainAOTInput", "ParamAOTInput", "BufferAOTInput") and hasattr(desc, "idx"):
@@ -450,6 +452,16 @@ def saved_values(grad_fn: Any) -> list[tuple[str, Any]]:
         except Exception:  # freed by backward (RuntimeError), or a value the binding cannot return
             continue
     return found
+
+
+def higher_order_op_name(target: Any) -> str | None:
+    """``higher_order.<name>`` for a higher-order operator (``with_effects``, ``cond``), as torch's
+    graph printing names it; None for anything else."""
+    ops = importlib.import_module("torch._ops")
+    hop = getattr(ops, "HigherOrderOperator", None)
+    if hop is not None and isinstance(target, hop):
+        return f"higher_order.{target.name()}"
+    return None
 
 
 def is_view(t: Any) -> bool:
@@ -643,9 +655,51 @@ def tracing_stack() -> list[tuple[str, int, str]]:
     return [(f.filename, f.lineno, f.name) for f in ctx.extract_stack()]
 
 
+def partitioner_tag(node: Any) -> str | None:
+    """Which half of the joint graph an AOT node came from, as the partitioner tagged it:
+    ``"is_forward"`` or ``"is_backward"`` (``node.meta["partitioner_tag"]``). A call in a backward
+    graph tagged ``is_forward`` is a forward op the partitioner recomputes instead of saving."""
+    tag = node.meta.get("partitioner_tag")
+    return str(tag) if tag is not None else None
+
+
+def checkpoint_policy(node: Any) -> str | None:
+    """The activation-checkpointing policy dynamo gave a node traced inside ``torch.utils.checkpoint``
+    (``node.meta["recompute"]``, a ``CheckpointPolicy``: ``PREFER_RECOMPUTE``, ``MUST_SAVE``...), or None
+    for a node outside any checkpoint."""
+    policy = node.meta.get("recompute")
+    if policy is None:
+        return None
+    return str(getattr(policy, "name", policy))
+
+
+def symbol_sources(value: Any) -> dict[str, str]:
+    """For a tensor with symbolic sizes (a fake tensor from a dynamic trace): each size symbol's name
+    and the input it stands for, as dynamo's ShapeEnv records it (``{"s0": "L['x'].size()[0]"}``)."""
+    found: dict[str, str] = {}
+    for size in getattr(value, "shape", ()):
+        node = getattr(size, "node", None)
+        env = getattr(node, "shape_env", None)
+        expr = getattr(node, "expr", None)
+        if env is None or expr is None:
+            continue
+        sources = getattr(env, "var_to_sources", {})
+        for sym in expr.free_symbols:
+            if str(sym) not in found and sources.get(sym):
+                name = sources[sym][0].name
+                found[str(sym)] = name() if callable(name) else str(name)
+    return found
+
+
 def fake_tensor_mode():
     """A ``FakeTensorMode`` that also takes real tensors (converting them as they come): the eager run
     of a model built on meta goes through it, so code that asks whether it is being traced
     (transformers' ``is_tracing``: a fake tensor) skips its data-dependent checks, as under
     torch.compile, instead of calling ``.item()`` on meta."""
     return _require("torch._subclasses.fake_tensor", "FakeTensorMode")(allow_non_fake_inputs=True)
+
+
+def maybe_mark_dynamic(t: Any, dim: int) -> None:
+    """Ask dynamo to trace dimension ``dim`` of input ``t`` with a symbolic size, from the first
+    compile on (``torch._dynamo.maybe_mark_dynamic``: no error where the model specializes it)."""
+    _require("torch._dynamo", "maybe_mark_dynamic")(t, dim)

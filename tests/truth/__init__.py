@@ -1,0 +1,1 @@
+"""The truth suite: graphtool's facts about real models against what a real torch.compile logs."""

@@ -1,0 +1,3 @@
+"""The model scripts under models/ are inputs, not tests: never collected (--doctest-modules imports modules)."""
+
+collect_ignore = ["models"]
