@@ -93,23 +93,15 @@ class SkippedFrame:
     stack: tuple[StackFrame, ...] = field(default=(), compare=False, repr=False)
 
 
-@dataclass
-class BreakRecorder(logging.Handler):
-    """Context manager: attach to ``torch.__trace`` and keep the events graphtool needs."""
+class TraceLogListener(logging.Handler):
+    """A handler that listens to torch's structured-trace logger (what TORCH_TRACE and tlparse read)
+    for a ``with`` block: level DEBUG and propagation off while attached, both restored after.
+    Subclasses say what to keep in ``emit``."""
 
-    breaks: list[GraphBreak] = field(default_factory=list)
-    frames: list[FrameEvent] = field(default_factory=list)
-    # convert_frame's "will skip tracing the frame" records: evidence of a skip, not a break torch
-    # always logs (only while its graph_breaks log is on), so they are kept out of ``breaks``
-    skip_notes: list[GraphBreak] = field(default_factory=list)
-
-    def __post_init__(self):
-        logging.Handler.__init__(self, level=logging.DEBUG)
+    def __init__(self):
+        super().__init__(level=logging.DEBUG)
         self._logger = logging.getLogger(STRUCTURED_TRACE_LOGGER)
         self._saved: tuple | None = None
-
-    # logging.Handler uses identity hashing; the dataclass would make it unhashable.
-    __hash__ = logging.Handler.__hash__
 
     def __enter__(self):
         lg = self._logger
@@ -125,6 +117,24 @@ class BreakRecorder(logging.Handler):
         lg.setLevel(self._saved[0])
         lg.propagate = self._saved[1]
         return False
+
+
+@dataclass
+class BreakRecorder(TraceLogListener):
+    """Context manager: attach to ``torch.__trace`` and keep the events graphtool needs."""
+
+    breaks: list[GraphBreak] = field(default_factory=list)
+    frames: list[FrameEvent] = field(default_factory=list)
+    # convert_frame's "will skip tracing the frame" records: evidence of a skip, not a break torch
+    # always logs (only while its graph_breaks log is on), so they are kept out of ``breaks``
+    skip_notes: list[GraphBreak] = field(default_factory=list)
+
+    def __post_init__(self):
+        TraceLogListener.__init__(self)
+
+    # logging.Handler uses identity hashing; the dataclass would make it unhashable.
+    __hash__ = logging.Handler.__hash__
+
 
     def emit(self, record: logging.LogRecord) -> None:
         meta = getattr(record, "metadata", None)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graphtool.capture.graph_breaks import TraceLogListener
+
 GRAPH_KEYS = ("aot_forward_graph", "aot_backward_graph", "aot_inference_graph")
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 TRACE_LOGGER = "torch.__trace"
@@ -225,34 +227,18 @@ def _meta_facts(fw_metadata) -> MetaFacts:
     )
 
 
-class TraceListener(logging.Handler):
-    """A handler on ``torch.__trace`` (level DEBUG, propagation off while attached), like graphtool's
-    BreakRecorder; ``names`` maps id(tensor) -> (kind, fqns) for the model being compiled."""
+class TraceListener(TraceLogListener):
+    """What torch itself logs to ``torch.__trace`` while it compiles (graphtool's listener plumbing,
+    none of its parsing); ``names`` maps id(tensor) -> (kind, fqns) for the model being compiled."""
 
     def __init__(self, names: dict[int, tuple[str, tuple[str, ...]]]):
-        super().__init__(level=logging.DEBUG)
+        super().__init__()
         self.names = names
         self.regions: dict[str, TorchRegion] = {}
         self.breaks: list[TorchBreak] = []
         self.skip_notes: list[str] = []
         self.metrics: list[dict] = []
-        self._logger = logging.getLogger(TRACE_LOGGER)
-        self._saved: tuple | None = None
 
-    def __enter__(self):
-        lg = self._logger
-        self._saved = (lg.level, lg.propagate)
-        lg.setLevel(logging.DEBUG)
-        lg.propagate = False
-        lg.addHandler(self)
-        return self
-
-    def __exit__(self, *exc):
-        lg = self._logger
-        lg.removeHandler(self)
-        lg.setLevel(self._saved[0])
-        lg.propagate = self._saved[1]
-        return False
 
     def _region(self, cid: str | None) -> TorchRegion:
         cid = cid or "?"
