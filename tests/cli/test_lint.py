@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.helpers import FIXTURES, example
+from tests.helpers import FIXTURES, example, needs_whole_forward_skip
 
 BREAKS = FIXTURES / "breaks"
 
@@ -181,6 +181,7 @@ def test_run_script_mode_with_arguments(cli):
 LSTM_CAUSE = "torch.compile captured no graph: dynamo skipped forward ("
 
 
+@needs_whole_forward_skip(str(BREAKS / "lstm.py"))
 def test_forward_skipped_fails_a_break_budget_it_is_within(cli):
     # one break, budget 1: before, this passed with 0 graphs and 0 skipped frames
     rc, out, _ = cli("lint", BREAKS / "lstm.py", "--max-graph-breaks", "1", "--format", "json")
@@ -207,6 +208,7 @@ def test_script_that_patches_torch_compile(cli):
     assert rc == 1 and m["failures"][0].startswith("torch.compile captured no graph: torch.compile was replaced by no_compile (")
 
 
+@needs_whole_forward_skip(str(BREAKS / "lstm.py"))
 def test_no_graph_without_a_budget_is_shown_not_failed(cli):
     rc, out, _ = cli("lint", BREAKS / "lstm.py", "--format", "github")
     assert rc == 0
@@ -214,6 +216,7 @@ def test_no_graph_without_a_budget_is_shown_not_failed(cli):
     assert any("title=skipped frame::frame forward skipped: Attempted to wrap RNN" in ln for ln in out.splitlines())
 
 
+@needs_whole_forward_skip(str(BREAKS / "lstm.py"))
 @pytest.mark.parametrize("fmt", ["text", "sarif", "junit", "github"])
 def test_every_format_shows_no_graph(cli, fmt):
     rc, out, _ = cli("lint", BREAKS / "lstm.py", "--max-graph-breaks", "1", "--format", fmt)
@@ -231,7 +234,7 @@ def test_every_format_shows_no_graph(cli, fmt):
 
 
 def test_max_skipped_frames_from_the_flag_and_the_config(cli, tmp_path, monkeypatch):
-    lstm = str(FIXTURES / "breaks" / "lstm.py")
+    lstm = str(FIXTURES / "breaks" / "skipped_function.py")  # one skipped frame on every torch
     rc, out, _ = cli("lint", lstm, "--max-skipped-frames", "0", "--format", "json")
     model = json.loads(out)["models"][0]
     assert rc == 1 and model["budget"]["max_skipped_frames"] == 0
