@@ -51,7 +51,7 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import bench, cudagraphs, devices, lint, mutations, render, trace
+    from graphtool.cli import bench, cudagraphs, devices, lint, memory, mutations, render, trace
 
     trace.register(app)
     mutations.register(app)
@@ -60,6 +60,7 @@ def _register() -> None:
     render.register(app)
     bench.register(app)
     lint.register(app)
+    memory.register(app)
 
 
 _register()

@@ -12,4 +12,5 @@ commands share (finding the models, loading a script, the two kinds of trace) is
     render      render.render()          -> RenderResult
     bench       bench.bench()            -> BenchResult
     lint        lint.lint()              -> LintOutcome
+    memory      memory.memory()          -> list[ModelResult]   (MemoryReport)
 """

@@ -1,0 +1,56 @@
+"""``graphtool memory``: what training keeps for backward, eager beside compiled, per line, module or op."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from graphtool.cli import console, options
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "memory",
+        help=(
+            "What training keeps for backward: parameters, gradients and every saved activation\n"
+            "(shape, dtype, bytes, op, your line, module), eager autograd beside the compiled graphs,\n"
+            "and what the compiled version recomputes instead of saving.\n\n"
+            "Examples:\n\n"
+            "  graphtool memory model.py\n\n"
+            "  graphtool memory model.py --by module --depth 2 --backend aot_eager\n\n"
+            "  LLAMA_SIZE=7b graphtool memory examples/hf_llama.py --device meta --format json"
+        ),
+    )(memory)
+
+
+def memory(
+    model: Optional[str] = options.ModelArg,
+    entry: Optional[str] = options.EntryOpt,
+    device: Optional[str] = options.DeviceOpt,
+    backend: str = options.BackendOpt,
+    by: str = typer.Option("line", "--by", help="Group saved activations per line, module or op."),
+    depth: Optional[int] = typer.Option(
+        None, "--depth", help="With --by module: module levels to keep (1 = the model's children; a list index counts with its list).",
+    ),
+    top: int = typer.Option(10, "--top", help="Rows per table (JSON and YAML list everything)."),
+    dynamic: bool = typer.Option(
+        False, "--dynamic",
+        help="Trace the input sizes that differ in the script's dynamic_inputs (else the batch) as symbols: bytes become formulas.",
+    ),
+    fmt: str = options.FormatOpt,
+) -> int:
+    from graphtool.commands.memory import memory as run
+
+    options.check_format(fmt)
+    with console.RichProgress() as progress:
+        results = run(model, entry=entry, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic,
+                      debug=options.debug_enabled(), progress=progress)
+    if fmt == "table":
+        from graphtool.render.memory import memory_view
+
+        for r in results:
+            console.stdout_console().print(memory_view(r.report, top=top))
+    else:
+        console.emit_all([r.to_dict() for r in results], fmt)
+    return 0

@@ -1,0 +1,61 @@
+"""``graphtool memory``: what training keeps for backward, eager autograd beside the compiled graphs.
+
+The script is loaded once. Its forward runs eagerly under ``saved_tensors_hooks`` (the eager
+column), then the same model is traced with the chosen backend's AOT stage (the compiled column:
+the saved inputs of each backward graph). With ``--device meta`` both run on the meta device, so a
+model too big for this machine is analysed with no weights in memory.
+
+Example::
+
+    >>> (r,) = memory("examples/mlp.py")
+    >>> r.report.compiled.by_kind["activation"]
+    (2048, 1)
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from graphtool.commands import steps
+from graphtool.commands.progress import SILENT, Progress
+
+BY = ("line", "module", "op")
+
+
+def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
+           backend: str = "inductor", by: str = "line", depth: Optional[int] = None, top: int = 10,
+           dynamic: bool = False, debug: bool = False, progress: Progress = SILENT) -> list[steps.ModelResult]:
+    """One :class:`ModelResult` (a MemoryReport, key ``memory``) per model; ``found`` is never set.
+
+    ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``;
+    ``dynamic`` traces the input sizes that differ from the script's ``dynamic_inputs`` (else the
+    batch) as symbols, so each saved tensor's bytes is also a formula of them."""
+    from graphtool.errors import UsageError
+
+    steps.check_backend(backend)
+    if by not in BY:
+        raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
+    if depth is not None and depth < 1:
+        raise UsageError(f"--depth {depth}: count levels from 1 (the model's children)")
+    results = []
+    for target, ent in steps.targets(model, entry):
+        spec = steps.load(target, ent, device, progress)
+        from graphtool.analysis.memory import build_memory_report
+        from graphtool.capture.saved_tensors import capture_saved, mark_varying_sizes
+        from graphtool.capture.tracer import trace_model
+
+        progress.phase("running the forward eagerly, recording what autograd saves...")
+        with steps.quiet_stdout():
+            eager = capture_saved(spec)
+        notes: tuple[str, ...] = ()
+        if dynamic:
+            varying = mark_varying_sizes(spec)
+            notes = (f"--dynamic: symbolic sizes for {', '.join(varying)}; bytes at the example inputs' sizes"
+                     if varying else "--dynamic: no input size differs between the example inputs and their variant",)
+        progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
+        with steps.quiet_stdout():
+            capture = trace_model(spec, backend=backend, record_breaks=False, quiet=not debug,
+                                  on_region=lambda i: progress.phase(f"tracing region {i}..."))
+        report = build_memory_report(eager, capture, by=by, depth=depth, top=top, notes=notes)
+        results.append(steps.ModelResult(steps.model_header(capture), report, False, key="memory"))
+    return results

@@ -1,0 +1,147 @@
+"""The rich view of ``graphtool memory``: eager and compiled saved tensors side by side."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from graphtool.analysis.memory import format_bytes, recomputed_by_line
+from graphtool.display_paths import display_path
+from graphtool.render.tables import row
+
+_KIND_LABELS = (
+    ("activation", "activations"),
+    ("parameter", "parameters (held anyway)"),
+    ("buffer", "buffers (held anyway)"),
+    ("input", "inputs (held anyway)"),
+)
+
+
+def _src(source) -> str:
+    """``models/m.py:9``; a file of an installed package from its package on (``transformers/...``)."""
+    if not source:
+        return "-"
+    path = display_path(source.file) or source.file
+    _, sep, inside = path.replace("\\", "/").rpartition("site-packages/")
+    return f"{inside if sep else path}:{source.line}"
+
+
+def _amount(bytes_: int, tensors: int) -> str:
+    return f"{format_bytes(bytes_)} ({tensors})" if tensors else "-"
+
+
+def _module(fqn) -> str:
+    return "(model)" if fqn == "" else fqn or "-"
+
+
+def _key(group, by: str) -> str:
+    return _src(group.source) if by == "line" and group.source else group.key
+
+
+def _table(title: str, *columns: str, right: tuple[str, ...] = ()) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, justify="right" if col in right else "left", overflow="fold")
+    return table
+
+
+def _groups_table(groups, title: str, by: str, backend: str, top: int) -> Table:
+    table = _table(title, by, "eager", f"compiled ({backend})", right=("eager", f"compiled ({backend})"))
+    for g in groups[:top]:
+        row(table, _key(g, by), _amount(g.eager_bytes, g.eager_tensors), _amount(g.compiled_bytes, g.compiled_tensors))
+    if len(groups) > top:
+        table.caption = f"{len(groups) - top} more in --format json"
+        table.caption_justify = "left"
+    return table
+
+
+_SHORT_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
+                 "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "b8"}
+
+
+def _tensor(t) -> str:
+    """``bf16[2, 512, 4096]``, as torch prints graph values."""
+    return f"{_SHORT_DTYPES.get(t.dtype, t.dtype)}[{', '.join(map(str, t.shape))}]"
+
+
+def _tensors_table(side, title: str, top: int, *, region: bool) -> Table:
+    table = _table(title, "name", "tensor", "bytes", "op", "where", "module", right=("bytes",))
+    acts = sorted((t for t in side.tensors if t.kind == "activation"), key=lambda t: (-t.counted_bytes, t.index))
+    for t in acts[:top]:
+        size = format_bytes(t.bytes) + (f"\n= {t.formula}" if t.formula else "")
+        if t.shares_storage_with is not None:
+            size += f"\n(counted in {side.tensors[t.shares_storage_with].name})"
+        name = f"{t.name} (r{t.region})" if region and t.region else t.name
+        op = (t.op or "-").replace("aten.", "").replace(".default", "")
+        row(table, name, _tensor(t), size, op, _src(t.source), _module(t.module))
+    if len(acts) > top:
+        table.caption = f"{len(acts) - top} more in --format json"
+        table.caption_justify = "left"
+    return table
+
+
+def memory_view(report, *, top: int = 10, tensors: bool = True) -> Group:
+    """The verdict, what training holds, saved bytes per kind in both columns, the largest groups,
+    what is recomputed, and (``tensors``) the largest saved activations of each column."""
+    parts = [Text(report.verdict(), style="verdict")]
+    compiled = f"compiled ({report.backend})"
+    held = _table(f"held for training on {report.device}", "", "tensors", "bytes", right=("tensors", "bytes"))
+    for label, h in (("parameters", report.parameters), ("gradients", report.gradients), ("buffers", report.buffers)):
+        row(held, label, str(h.tensors), format_bytes(h.bytes))
+    parts.append(held)
+    if not report.training:
+        return Group(*parts)
+
+    saved = _table("saved for backward", "", "eager", compiled, right=("eager", compiled))
+    for kind, label in _KIND_LABELS:
+        row(saved, label, _amount(*report.eager.by_kind[kind]), _amount(*report.compiled.by_kind[kind]))
+    row(saved, "total, each storage once", format_bytes(report.eager.bytes), format_bytes(report.compiled.bytes))
+    row(saved, "tensors / storages", f"{len(report.eager.tensors)} / {report.eager.storages}",
+        f"{len(report.compiled.tensors)} / {report.compiled.storages}")
+    if report.compiled.formula:
+        row(saved, "activations, as a formula", "-", report.compiled.formula)
+    parts.append(saved)
+    parts.append(Text(f"counting: {report.counting}", style="note"))
+
+    title = f"activations by {report.by}" + (f" (depth {report.depth})" if report.by == "module" and report.depth else "")
+    if report.groups:
+        parts.append(_groups_table(report.groups, title, report.by, report.backend, top))
+    if report.by != "line" and report.top_lines:
+        parts.append(_groups_table(report.top_lines, "top lines", "line", report.backend, top))
+
+    if len(report.regions) > 1:
+        regions = _table("compiled regions", "region", "saved", "activations", "recomputed ops",
+                         right=("saved", "activations", "recomputed ops"))
+        for r in report.regions:
+            row(regions, str(r.region), _amount(r.bytes, r.tensors), format_bytes(r.activation_bytes), str(r.recomputed))
+        parts.append(regions)
+
+    lines = recomputed_by_line(report.recomputed)
+    if lines:
+        table = _table(f"recomputed in backward instead of saved ({report.backend})", "where", "ops", "of them views",
+                       "checkpoint", right=("ops", "of them views"))
+        for source, n, views, ckpt in lines[:top]:
+            row(table, _src(source), str(n), str(views), (ckpt or "-").lower().replace("_", " "))
+        if len(lines) > top:
+            table.caption = f"{len(lines) - top} more lines in --format json"
+            table.caption_justify = "left"
+        parts.append(table)
+    eager_lines = recomputed_by_line(report.eager_recomputed)
+    if eager_lines:
+        table = _table("run inside torch.utils.checkpoint (eager recomputes them in backward)", "where", "ops",
+                       right=("ops",))
+        for source, n, _views, _ckpt in eager_lines[:top]:
+            row(table, _src(source), str(n))
+        parts.append(table)
+
+    if tensors:
+        for side, title in ((report.eager, "eager"), (report.compiled, compiled)):
+            if side.by_kind["activation"][1]:
+                parts.append(_tensors_table(side, f"largest saved activations, {title}", top,
+                                            region=len(report.regions) > 1))
+    for symbol, source in report.symbols.items():
+        parts.append(Text(f"{symbol} = {source}", style="note"))
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="note"))
+    return Group(*parts)
