@@ -279,8 +279,8 @@ def test_complex_memory_overlap_in_the_verdict():
     from pathlib import Path
 
     from graphtool.analysis.cudagraphs import cudagraph_verdict
-    from graphtool.capture.script import ModelSpec
     from graphtool.capture.meta_standin import to_meta
+    from graphtool.capture.script import ModelSpec
     from graphtool.capture.tracer import trace_model
 
     def windows(x):
