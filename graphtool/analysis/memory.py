@@ -488,8 +488,11 @@ def group(eager: Side, compiled: Side, by: str, depth: int | None = None) -> tup
 
 
 def _eager_recomputed(eager) -> tuple[Recomputed, ...]:
+    """The user's ops that ran inside ``torch.utils.checkpoint``. Ops with neither a user line nor a
+    module are checkpoint's own bookkeeping (torch 2.11/2.12 allocate with ``aten.empty`` there), not
+    work the user's model recomputes."""
     return tuple(Recomputed(None, None, o.op, Source(*o.source) if o.source else None, o.module, "checkpoint")
-                 for o in eager.checkpointed)
+                 for o in eager.checkpointed if o.source or o.module)
 
 
 def recomputed_by_line(recomputed) -> list[tuple[Source | None, int, int, str | None]]:
