@@ -377,10 +377,3 @@ def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = T
     eligible = bool(capture.regions) and len(capture.regions) >= compiled and not any(r.skips for r in reasons)
     return Verdict(backend, eligible, predicted, len(capture.regions), tuple(reasons), config,
                    regions_compiled=compiled, unjudged=unjudged, no_graph=getattr(capture, "no_graph", None))
-
-
-def keep_input_mutations_for(backend: str) -> bool:
-    """AOT config the backend traces with: inductor keeps input mutations in the graph."""
-    if backend == "inductor":
-        return True
-    return bool(compat.dynamo_flag("cudagraph_backend_keep_input_mutation"))

@@ -13,6 +13,7 @@ the user's torch alone.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
@@ -496,13 +497,8 @@ def capture_config():
     """functorch settings for a capture: AOT's autograd cache off, since a cache hit would skip the
     keeping compilers (and a miss would try to save what they return)."""
     cfg = _require("torch._functorch", "config")
-    return cfg.patch({"enable_autograd_cache": False}) if hasattr(cfg, "enable_autograd_cache") else _nullcontext()
+    return cfg.patch({"enable_autograd_cache": False}) if hasattr(cfg, "enable_autograd_cache") else contextlib.nullcontext()
 
-
-def _nullcontext():
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 def snapshot_graph(gm: Any):

@@ -41,7 +41,6 @@ class Region:
     """One compiled region: dynamo's graph plus AOT's forward and backward."""
 
     index: int
-    dynamo_graph: Any
     inputs: list[InputRef]
     forward: Any = None
     backward: Any = None
@@ -109,7 +108,6 @@ class KeepingBackend:
     def __call__(self, gm, example_inputs):
         region = Region(
             index=len(self.regions),
-            dynamo_graph=compat.snapshot_graph(gm),  # inductor's pre-grad passes change gm
             inputs=[_classify(t, node, self.names) for t, node in zip(example_inputs, _placeholders(gm))],
             example_inputs=list(example_inputs),
         )

@@ -30,10 +30,15 @@ class _Collect(logging.Handler):
 @pytest.fixture
 def torch_graph_break_log():
     """torch's own graph-break log records (TORCH_LOGS=graph_breaks), collected in-process."""
-    import torch._dynamo.symbolic_convert
+    yield from _listening_to_graph_breaks(_Collect())
+
+
+def _listening_to_graph_breaks(handler):
+    """torch's graph_breaks log on, ``handler`` on each of its loggers, for the fixture's lifetime."""
+    import torch._dynamo.convert_frame
+    import torch._dynamo.symbolic_convert  # both log graph breaks: their loggers must exist to be found
 
     torch._logging.set_logs(graph_breaks=True)
-    handler = _Collect()
     loggers = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict) if n.endswith("__graph_breaks")]
     for lg in loggers:
         lg.addHandler(handler)
@@ -118,18 +123,7 @@ class _CollectSkips(logging.Handler):
 
 @pytest.fixture
 def torch_skip_log():
-    import torch._dynamo.convert_frame
-    import torch._dynamo.symbolic_convert  # both log graph breaks: their loggers must exist to be found
-
-    torch._logging.set_logs(graph_breaks=True)
-    handler = _CollectSkips()
-    loggers = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict) if n.endswith("__graph_breaks")]
-    for lg in loggers:
-        lg.addHandler(handler)
-    yield handler
-    for lg in loggers:
-        lg.removeHandler(handler)
-    torch._logging.set_logs()
+    yield from _listening_to_graph_breaks(_CollectSkips())
 
 
 @pytest.mark.parametrize("name, function, line", [
