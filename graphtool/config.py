@@ -12,12 +12,16 @@
         allowed_breaks: ["print", "Tensor\\\\.item"]
 
 Read with yaml safe loading and validated: an unknown key, a wrong type or a missing file is a
-:class:`ConfigError` naming the file, the key and the line (exit 2). Paths are relative to the
-config file's folder.
+:class:`ConfigError` naming the file, the key and the line (exit 2). Numbers are checked too: budgets
+0 or more, ``jobs`` 1 or more, ``timeout`` seconds above 0 (not NaN). A file that is not UTF-8, nests
+deeper than :data:`MAX_DEPTH` or expands (YAML anchors and aliases) to more than :data:`MAX_NODES`
+values is refused the same way, before it can cost memory. Paths are relative to the config
+file's folder.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,22 +61,45 @@ class Config:
 
 
 def find_config(start: Path | None = None) -> Path | None:
-    """``graphtool.yaml`` (or ``.yml``) in ``start``, else a pyproject.toml with [tool.graphtool]."""
+    """``graphtool.yaml`` (or ``.yml``) in ``start``, else a pyproject.toml with [tool.graphtool].
+
+    A pyproject.toml that cannot be read as text counts only when its bytes name [tool.graphtool]
+    (then :func:`load_config` says what is wrong with it); otherwise it is not graphtool's business."""
     folder = Path(start or Path.cwd())
     for name in ("graphtool.yaml", "graphtool.yml"):
         if (folder / name).is_file():
             return folder / name
     pyproject = folder / "pyproject.toml"
-    if pyproject.is_file() and re.search(r"^\[tool\.graphtool", pyproject.read_text(encoding="utf-8"), re.M):
-        return pyproject
+    if pyproject.is_file():
+        try:
+            raw = pyproject.read_bytes()
+        except OSError:
+            return None
+        if re.search(rb"^\s*\[\s*tool\s*\.\s*graphtool", raw, re.M):
+            return pyproject
     return None
+
+
+#: the most YAML nodes a config may expand to through its aliases (a real config has a few hundred)
+MAX_NODES = 100_000
+#: the deepest nesting a config may have
+MAX_DEPTH = 64
 
 
 def load_config(path: Path) -> Config:
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    text = path.read_text(encoding="utf-8")
+        raise ConfigError(f"{path}: no such config file" if not path.exists() else f"{path}: not a regular file")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+                          hint="save the file as UTF-8") from None
     if path.suffix == ".toml":
         data, lines = _load_toml(path, text)
     else:
@@ -81,32 +108,81 @@ def load_config(path: Path) -> Config:
 
 
 def _load_yaml(path: Path, text: str) -> tuple[Any, dict]:
+    """Safe YAML, with aliases that cannot explode: the document is composed (aliases share their
+    node), its size counted as if every alias were expanded, and refused above :data:`MAX_NODES` or
+    :data:`MAX_DEPTH`, before any Python value is built."""
     import yaml
 
+    # the pure-Python loader: deep nesting ends in a RecursionError, where libyaml's C composer overflows the stack
+    loader = yaml.SafeLoader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_size(path, node)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply (more than {MAX_DEPTH} levels)") from None
     lines: dict[tuple, int] = {}
     _yaml_lines(node, (), lines)
     return data if data is not None else {}, lines
 
 
-def _yaml_lines(node, prefix: tuple, lines: dict) -> None:
+def _check_size(path: Path, root) -> None:
+    """Count the nodes of ``root`` with every alias expanded (memoized per node: no blow-up here)."""
     import yaml
 
+    sizes: dict[int, int] = {}
+    stack = [(root, 1, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, depth, done = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: nested too deeply (more than {MAX_DEPTH} levels)")
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            sizes[id(node)] = 1
+            continue
+        if done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[id(node)] > MAX_NODES:
+                raise ConfigError(
+                    f"{path}:{node.start_mark.line + 1}: too large once its aliases are expanded "
+                    f"(over {MAX_NODES} values): refusing to load it", hint="write the config without anchors and aliases")
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_nodes:
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: an alias refers to a value that contains it")
+        open_nodes.add(id(node))
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)
+
+
+def _yaml_lines(node, prefix: tuple, lines: dict, depth: int = 0) -> None:
+    import yaml
+
+    if depth > MAX_DEPTH:
+        return
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            k = prefix + (key.value,)
-            lines[k] = key.start_mark.line + 1
-            _yaml_lines(value, k, lines)
+            k = prefix + (key.value if isinstance(key, yaml.ScalarNode) else "?",)
+            lines.setdefault(k, key.start_mark.line + 1)
+            _yaml_lines(value, k, lines, depth + 1)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            lines[prefix + (i,)] = item.start_mark.line + 1
-            _yaml_lines(item, prefix + (i,), lines)
+            lines.setdefault(prefix + (i,), item.start_mark.line + 1)
+            _yaml_lines(item, prefix + (i,), lines, depth + 1)
 
 
 def _load_toml(path: Path, text: str) -> tuple[Any, dict]:
@@ -118,6 +194,8 @@ def _load_toml(path: Path, text: str) -> tuple[Any, dict]:
         data = tomllib.loads(text).get("tool", {}).get("graphtool", {})
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply") from None
     # TOML parsers give no positions: find each key's first line after [tool.graphtool]
     lines: dict[tuple, int] = {}
     start = next((i for i, ln in enumerate(text.splitlines()) if ln.strip().startswith("[tool.graphtool")), 0)
@@ -149,8 +227,12 @@ def _validate(path: Path, data: Any, lines: dict) -> Config:
         _check_keys(m, MODEL_KEYS, key, fail)
         if "path" not in m:
             fail(key, "a model needs a 'path'")
-        model_path = (root / m["path"]).resolve()
-        if not model_path.is_file():
+        try:
+            model_path = (root / m["path"]).resolve()
+            found = model_path.is_file()
+        except (OSError, ValueError):  # a NUL byte, a name too long
+            found = False
+        if not found:
             fail(key + ("path",), f"no such file: {m['path']}")
         allowed = tuple(m.get("allowed_breaks", data.get("allowed_breaks", [])))
         for j, pattern in enumerate(allowed):
@@ -182,8 +264,16 @@ def _check_keys(data: dict, allowed: dict, prefix: tuple, fail) -> None:
         if key not in allowed:
             fail(prefix + (key,), f"unknown key (allowed: {', '.join(sorted(allowed))})")
         want = allowed[key]
-        if want is int and isinstance(value, bool) or not isinstance(value, want):
+        numeric = want is int or isinstance(want, tuple) and int in want
+        if numeric and isinstance(value, bool) or not isinstance(value, want):
             names = want.__name__ if isinstance(want, type) else " or ".join(t.__name__ for t in want)
             fail(prefix + (key,), f"must be {names}, got {type(value).__name__}")
-        if want is int and value < 0:
+        if not numeric:
+            continue
+        if key == "timeout":  # seconds: a real number above 0 (TOML and YAML both spell nan and inf)
+            if not (math.isfinite(value) and value > 0):
+                fail(prefix + (key,), f"must be a number of seconds greater than 0, got {value}")
+        elif value < 0:
             fail(prefix + (key,), "must not be negative")
+        elif key == "jobs" and value < 1:
+            fail(prefix + (key,), f"must be 1 or more, got {value}")

@@ -16,16 +16,25 @@
 
 Any other exception is a bug in graphtool: exit 3.
 
+    Terminated (a KeyboardInterrupt)  SIGTERM/SIGHUP/SIGINT arrived: exit 128 + the signal's number
+                                      (130 for SIGINT), after every temporary file and child process
+                                      is cleaned up
+    OutputFailed                      exit 2: stdout could not be written (closed, full); a reader
+                                      that went away (broken pipe) exits 141, silently
+
 Exceptions become messages in exactly one place: ``graphtool.cli.main``.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_BUG = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer whose reader went away
 
 
 class GraphtoolError(Exception):
@@ -96,3 +105,56 @@ class GraphtoolBug(GraphtoolError):
     """graphtool could not do what torch itself does (trace a model torch.compile compiles)."""
 
     exit_code = EXIT_BUG
+
+
+class OutputFailed(GraphtoolError):
+    """stdout could not be written: it is closed, the disk is full, or (``broken_pipe``) its reader went away."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, broken_pipe: bool = False, **kw):
+        super().__init__(message, **kw)
+        self.broken_pipe = broken_pipe
+        if broken_pipe:
+            self.exit_code = EXIT_BROKEN_PIPE
+
+
+class Terminated(KeyboardInterrupt):
+    """A signal asked graphtool to stop (SIGTERM, SIGHUP, SIGINT). A KeyboardInterrupt, so that every
+    ``finally`` on the way out runs (temporary files removed, child processes killed) and user-code
+    boundaries let it through as they let Ctrl-C through."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+_SHIELD = {"depth": 0, "pending": None}
+
+
+@contextlib.contextmanager
+def stop_deferred():
+    """Hold off a stopping signal for a few statements that must not be cut apart (starting a child
+    process and recording it, so that it is killed on the way out): under the CLI, a SIGTERM, SIGHUP or
+    SIGINT that arrives meanwhile raises its :class:`Terminated` when the block ends."""
+    _SHIELD["depth"] += 1
+    try:
+        yield
+    finally:
+        _SHIELD["depth"] -= 1
+        if _SHIELD["depth"] == 0 and _SHIELD["pending"] is not None:
+            signum, _SHIELD["pending"] = _SHIELD["pending"], None
+            raise Terminated(signum)
+
+
+def defer_stop(signum: int) -> bool:
+    """For a signal handler: inside :func:`stop_deferred`, note ``signum`` for the block's end and
+    return True; else False (the handler raises at once)."""
+    if _SHIELD["depth"] > 0:
+        _SHIELD["pending"] = signum
+        return True
+    return False

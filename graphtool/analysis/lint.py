@@ -3,7 +3,9 @@
 Pure functions over plain values: each child process gives a :class:`LintResult`
 (``graphtool.capture.lint_job``), this turns it into a :class:`ModelLint` and decides ``passed``.
 
-A baseline entry matches a break by file (relative), reason kind (torch's ``gbNNNN`` id, else the
+A baseline entry matches a break by file (relative to the baseline file's folder, so the same
+baseline works from any current folder; version-1 baselines, relative to the current folder, are
+still read as such), reason kind (torch's ``gbNNNN`` id, else the
 reason text) and the stripped text of the source line, so a break that only moved lines is not new;
 a break torch saw in library code also matches by that library place (``transformers/...:78``).
 
@@ -22,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
@@ -29,7 +32,8 @@ from pathlib import PurePosixPath
 from graphtool.capture.lint_job import LintJob, LintResult
 from graphtool.display_paths import display_path as _rel
 
-BASELINE_VERSION = 1
+BASELINE_VERSION = 2  # paths relative to the baseline file's folder (version 1: to the current folder)
+READABLE_BASELINE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -213,13 +217,14 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
         return ModelLint(target, "error", result.error or "unknown error", result.detail, 0, (), (), (), (), (), result.seconds)
     patterns = [re.compile(p) for p in budget.allowed_breaks]
     known = _baseline_keys(baseline, target) if baseline is not None else None
+    root = baseline_root(baseline) if baseline is not None else ""
     breaks = []
     for d in result.breaks:
         b = Break(d.reason, d.code, d.file, d.line, d.source_text, d.hint, d.occurrences,
                   library_file=d.library_file, library_line=d.library_line)
         b = replace(b, allowed=any(p.search(b.reason) for p in patterns))
         if known is not None:
-            b = replace(b, new=b.key() not in known)
+            b = replace(b, new=_break_key(b, root) not in known)
         breaks.append(b)
     counted = [b for b in breaks if not b.allowed]
     recompiles = tuple(asdict(f) for f in result.recompiles)
@@ -230,8 +235,8 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
         failures.append(f"{len(new)} new graph break{'s' if len(new) != 1 else ''} not in the baseline")
     fixed = ()
     if known is not None:
-        now = {b.key() for b in breaks}
-        fixed = tuple(e for e in _baseline_entries(baseline, target) if _entry_key(e) not in now)
+        now = {_break_key(b, root) for b in breaks}
+        fixed = tuple(e for e in _baseline_entries(baseline, target) if _entry_key(e, root) not in now)
     return ModelLint(
         target=target,
         status="over_budget" if failures else "ok",
@@ -263,27 +268,63 @@ def _budget_failures(budget: Budget, no_graph: str | None, breaks: int, recompil
     return failures
 
 
-def _entry_key(e: dict) -> tuple:
-    return (e.get("file"), e.get("kind"), e.get("source_text") or (str(e["line"]) if e.get("line") else None), e.get("library"))
+def _resolved(path: str | None, root: str) -> str | None:
+    """A baseline's (or a break's) file path, absolute and with symlinks resolved, for matching:
+    relative paths are taken from ``root``. Names that are not paths (``<string>``) stay."""
+    if not path or path.startswith("<"):
+        return path
+    return os.path.realpath(os.path.join(root, path))
+
+
+def _relative(path: str | None, root: str) -> str | None:
+    """``path`` as a baseline stores it: relative to the baseline's folder, with ``/``."""
+    if not path or path.startswith("<"):
+        return path
+    try:
+        rel = os.path.relpath(os.path.realpath(path), root)
+    except ValueError:  # another drive on Windows
+        return path
+    return rel.replace(os.sep, "/")
+
+
+def baseline_root(baseline: dict) -> str:
+    """The folder a baseline's paths are relative to: the baseline file's own folder (version 2),
+    the folder lint ran from (version 1, whose paths were relative to it)."""
+    return baseline.get("root") or os.getcwd()
+
+
+def _break_key(b: Break, root: str) -> tuple:
+    _, kind, text, library = b.key()
+    return (_resolved(b.file, root), kind, text, library)
+
+
+def _entry_key(e: dict, root: str) -> tuple:
+    return (_resolved(e.get("file"), root), e.get("kind"),
+            e.get("source_text") or (str(e["line"]) if e.get("line") else None), e.get("library"))
 
 
 def _baseline_entries(baseline: dict, target: LintTarget) -> list[dict]:
-    return [e for e in baseline.get("breaks", []) if e.get("model") == _rel(target.path)]
+    root = baseline_root(baseline)
+    model = _resolved(target.path, os.getcwd())
+    return [e for e in baseline.get("breaks", []) if _resolved(e.get("model"), root) == model]
 
 
 def _baseline_keys(baseline: dict, target: LintTarget) -> set[tuple]:
-    return {_entry_key(e) for e in _baseline_entries(baseline, target)}
+    root = baseline_root(baseline)
+    return {_entry_key(e, root) for e in _baseline_entries(baseline, target)}
 
 
-def make_baseline(report: LintReport) -> dict:
-    """The baseline file's content: every current break of every linted model."""
+def make_baseline(report: LintReport, root: str | os.PathLike | None = None) -> dict:
+    """The baseline file's content: every current break of every linted model, each path relative to
+    ``root`` (the baseline file's folder), so the baseline means the same from any current folder."""
+    root = os.path.realpath(root if root is not None else os.getcwd())
     entries = []
     for m in report.models:
         for b in m.breaks:
-            file, kind, _, library = b.key()
+            _, kind, _, library = b.key()
             entry = {
-                "model": _rel(m.target.path), "file": file, "kind": kind, "source_text": b.source_text,
-                "line": b.line, "reason": b.reason,
+                "model": _relative(m.target.path, root), "file": _relative(b.file, root), "kind": kind,
+                "source_text": b.source_text, "line": b.line, "reason": b.reason,
             }
             if library:  # only then: baselines of user-code breaks keep their shape
                 entry["library"] = library
@@ -291,12 +332,44 @@ def make_baseline(report: LintReport) -> dict:
     return {"version": BASELINE_VERSION, "breaks": entries}
 
 
-def validate_baseline(data: object, path: str) -> dict:
-    from graphtool.errors import UsageError
+class BaselineError(ValueError):
+    """A baseline file's content is not a baseline: ``index`` is the entry at fault, if one is."""
 
-    if not isinstance(data, dict) or data.get("version") != BASELINE_VERSION or not isinstance(data.get("breaks"), list):
-        raise UsageError(
-            f"{path}: not a graphtool baseline (expected {{\"version\": {BASELINE_VERSION}, \"breaks\": [...]}})",
-            hint="write one with --update-baseline",
-        )
-    return data
+    def __init__(self, message: str, index: int | None = None):
+        super().__init__(message)
+        self.index = index
+
+
+_ENTRY_TEXT_KEYS = ("model", "kind")  # needed to match anything
+_ENTRY_OPTIONAL = {"file": str, "source_text": str, "reason": str, "library": str, "line": int}
+
+
+def validate_baseline(data: object, path: str, root: str | os.PathLike | None = None) -> dict:
+    """Check a parsed baseline file; returns it with ``root`` set (the folder its paths are relative to:
+    the file's own folder from version 2 on; the current folder for version 1, which stored paths
+    relative to wherever lint ran). Raises :class:`BaselineError`."""
+    if not isinstance(data, dict) or data.get("version") not in READABLE_BASELINE_VERSIONS or not isinstance(data.get("breaks"), list):
+        raise BaselineError(f"not a graphtool baseline (expected {{\"version\": {BASELINE_VERSION}, \"breaks\": [...]}})")
+    for i, e in enumerate(data["breaks"]):
+        if not isinstance(e, dict):
+            raise BaselineError(f"breaks[{i}]: each entry must be an object, got {_json_type(e)}", i)
+        for key in _ENTRY_TEXT_KEYS:
+            if not isinstance(e.get(key), str):
+                what = "missing" if key not in e else f"must be a string, got {_json_type(e[key])}"
+                raise BaselineError(f"breaks[{i}]: {key!r} {what}", i)
+        for key, want in _ENTRY_OPTIONAL.items():
+            value = e.get(key)
+            if value is not None and (not isinstance(value, want) or isinstance(value, bool)):
+                raise BaselineError(f"breaks[{i}]: {key!r} must be a {_JSON_NAMES[want]} or null, got {_json_type(value)}", i)
+    if data["version"] == 1:
+        base = os.getcwd()
+    else:
+        base = os.path.dirname(os.path.abspath(path)) if root is None else os.fspath(root)
+    return {**data, "root": os.path.realpath(base)}
+
+
+_JSON_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", list: "array", dict: "object", type(None): "null"}
+
+
+def _json_type(value: object) -> str:
+    return _JSON_NAMES.get(type(value), type(value).__name__)

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from graphtool.errors import stop_deferred
+
 
 @dataclass
 class _Running:
@@ -25,6 +27,7 @@ class _Running:
     result_path: Path
     started: float
     stderr_path: Path
+    result_seen: float | None = None  # when the result file was first seen while the child still ran
 
 
 def run_jobs(
@@ -35,29 +38,40 @@ def run_jobs(
     timeout: float | None = None,
     on_done: Callable[[int, dict], None] | None = None,
     poll: float = 0.05,
+    grace: float = 1.0,
 ) -> list[dict]:
     """Run each job with ``python -m WORKER JOB.json RESULT.json``; return their results in order.
+
+    Each child leads its own process group, and the whole group is killed on every way out: when the
+    child is done (a subprocess the user's code started goes with it), when it times out, and when
+    graphtool itself stops (an exception, Ctrl-C, SIGTERM); the temporary folder goes too. A child
+    that wrote its result but does not exit (a non-daemon thread the user's code started) is
+    killed ``grace`` seconds later, its result kept.
 
     Jobs and results are JSON dicts here; :mod:`graphtool.capture.lint_job` gives them types."""
     results: list[dict | None] = [None] * len(jobs)
     pending = list(enumerate(jobs))
     running: list[_Running] = []
-    with tempfile.TemporaryDirectory(prefix="graphtool-lint-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="graphtool-lint-", ignore_cleanup_errors=True) as tmp:
         tmpdir = Path(tmp)
         try:
             while pending or running:
                 while pending and len(running) < max(1, parallel):
                     index, job = pending.pop(0)
-                    running.append(_start(index, job, tmpdir, worker))
-                _wait_any(running, timeout, poll)
+                    _start(index, job, tmpdir, worker, running)
+                time.sleep(poll)  # children are polled, never reaped early: see _exited
                 for r in list(running):
                     elapsed = time.perf_counter() - r.started
-                    if r.proc.poll() is None and not (timeout and elapsed > timeout):
-                        continue
-                    if r.proc.poll() is None:
+                    if not _exited(r.proc):
+                        if timeout and elapsed > timeout:
+                            result = {"ok": False, "error": f"timed out after {timeout:g} s", "exit_code": 2}
+                        elif _result_lingers(r, grace):
+                            result = _read_result(r)
+                        else:
+                            continue
                         _kill(r.proc)
-                        result = {"ok": False, "error": f"timed out after {timeout:g} s", "exit_code": 2}
                     else:
+                        _kill(r.proc)  # the child is done: whatever it left running in its group goes too
                         result = _collect(r)
                     result.setdefault("seconds", round(elapsed, 3))
                     results[r.index] = result
@@ -70,47 +84,77 @@ def run_jobs(
     return [r or {"ok": False, "error": "not run", "exit_code": 3} for r in results]
 
 
-def _wait_any(running: list[_Running], timeout: float | None, poll: float) -> None:
-    """Block until a child may have finished: on the child itself when only one runs."""
-    if len(running) == 1:
-        r = running[0]
-        left = None if not timeout else max(0.0, timeout - (time.perf_counter() - r.started))
-        try:
-            r.proc.wait(timeout=left)
-        except subprocess.TimeoutExpired:
-            pass
-        return
-    time.sleep(poll)
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the child has exited, leaving it unreaped (a zombie keeps its pid, so its process
+    group id cannot be reused before :func:`_kill` has killed the group)."""
+    if proc.returncode is not None:
+        return True
+    if not hasattr(os, "waitid"):
+        return proc.poll() is not None
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return proc.poll() is not None
+    return info is not None and info.si_pid == proc.pid
 
 
-def _start(index: int, job: dict, tmpdir: Path, worker: str) -> _Running:
+def _result_lingers(r: _Running, grace: float) -> bool:
+    """The child wrote its result ``grace`` seconds ago or more and is still running."""
+    if r.result_seen is None:
+        if not r.result_path.exists():
+            return False
+        r.result_seen = time.perf_counter()
+    return time.perf_counter() - r.result_seen >= grace
+
+
+def _start(index: int, job: dict, tmpdir: Path, worker: str, running: list[_Running]) -> None:
+    """Start a child and add it to ``running`` with no moment between where a signal could lose it."""
     job_path = tmpdir / f"job{index}.json"
     result_path = tmpdir / f"result{index}.json"
     stderr_path = tmpdir / f"stderr{index}.txt"
     job_path.write_text(json.dumps(job))
-    err = open(stderr_path, "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", worker, str(job_path), str(result_path)],
-        stdin=subprocess.DEVNULL,
-        stdout=err,
-        stderr=err,
-        start_new_session=True,
-        cwd=job.get("cwd") or os.getcwd(),
-    )
-    err.close()
-    return _Running(index, proc, result_path, time.perf_counter(), stderr_path)
+    with open(stderr_path, "wb") as err, stop_deferred():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", worker, str(job_path), str(result_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            start_new_session=True,  # its own process group: killed whole, and not by the terminal's Ctrl-C
+            cwd=job.get("cwd") or os.getcwd(),
+        )
+        running.append(_Running(index, proc, result_path, time.perf_counter(), stderr_path))
+
+
+def _read_result(r: _Running) -> dict:
+    try:
+        return json.loads(r.result_path.read_text())
+    except (OSError, ValueError) as exc:
+        return {"ok": False, "error": f"the child's result could not be read: {exc}", "exit_code": 3}
 
 
 def _collect(r: _Running) -> dict:
     if r.result_path.exists():
-        return json.loads(r.result_path.read_text())
+        return _read_result(r)
     code = r.proc.returncode
     tail = r.stderr_path.read_text(errors="replace")[-1500:] if r.stderr_path.exists() else ""
-    how = f"was killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with status {code}"
-    return {"ok": False, "error": f"the interpreter crashed: it {how}", "detail": tail.strip() or None, "exit_code": 2}
+    if code is not None and code < 0:
+        error = f"the interpreter crashed: it was killed by signal {-code} ({_signal_name(-code)})"
+    else:
+        # os._exit() (or sys.exit in an atexit hook, a C extension's exit()) before graphtool could report
+        error = (f"the process exited with status {code} before graphtool could report anything: the script "
+                 "ended the interpreter itself (os._exit(), or exit() from C code)")
+    return {"ok": False, "error": error, "detail": tail.strip() or None, "exit_code": 2}
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _kill(proc: subprocess.Popen) -> None:
+    """Kill the child's whole process group, then reap the child."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -62,69 +63,228 @@ def split_target(target: str) -> tuple[str, str | None]:
     return target, None
 
 
-def load_model(target: str | os.PathLike, entry: str | None = None, device: str | None = None) -> ModelSpec:
-    """Import ``target`` and return its :class:`ModelSpec`; ``device="meta"`` builds it on meta."""
-    path_str, inline_entry = split_target(os.fspath(target))
-    entry = entry or inline_entry
+def check_script_path(target: str | os.PathLike) -> Path:
+    """The script's path, checked before anything is imported (torch included): it exists, is a
+    readable file and is named ``*.py``. Raises :class:`ScriptNotFound` otherwise.
+
+    >>> check_script_path("no/such/model.py")
+    Traceback (most recent call last):
+    graphtool.errors.ScriptNotFound: no/such/model.py: no such file
+    """
+    path_str, _ = split_target(os.fspath(target))
     path = Path(path_str)
     if not path.exists():
-        raise ScriptNotFound(f"{path}: no such file", hint="pass the path to a Python model script")
+        near = Path(path_str + ".py")
+        hint = f"did you mean {near}?" if path.suffix != ".py" and near.is_file() else "pass the path to a Python model script"
+        raise ScriptNotFound(f"{path}: no such file", hint=hint)
     if path.is_dir():
         raise ScriptNotFound(f"{path}: is a folder, not a Python script")
-    path = path.resolve()
-    with device_context(device):
-        module = import_script(path)
-        spec = _find_model(module, path, entry)
-        spec.module_name = module.__name__
-        return spec
+    if path.suffix != ".py":
+        raise ScriptNotFound(f"{path}: not a Python script (the name does not end in .py)",
+                             hint="pass the model's .py file (graphtool imports it as a module)")
+    if not os.access(path, os.R_OK):
+        raise ScriptNotFound(f"{path}: cannot read it (permission denied)")
+    return path
+
+
+def load_model(target: str | os.PathLike, entry: str | None = None, device: str | None = None) -> ModelSpec:
+    """Import ``target`` and return its :class:`ModelSpec`; ``device="meta"`` builds it on meta.
+
+    The script runs with ``sys.argv`` set to ``[script]`` (its own argument parsing sees no graphtool
+    options), and the current folder is restored afterwards should it ``os.chdir()``."""
+    path_str, inline_entry = split_target(os.fspath(target))
+    entry = entry or inline_entry
+    path = check_script_path(path_str).resolve()
+    old_argv, cwd = sys.argv, _cwd()
+    sys.argv = [str(path)]
+    try:
+        with device_context(device):
+            module = import_script(path)
+            spec = _find_model(module, path, entry)
+            spec.module_name = module.__name__
+            return spec
+    finally:
+        sys.argv = old_argv
+        if cwd is not None and _cwd() != cwd:
+            with contextlib.suppress(OSError):
+                os.chdir(cwd)
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed
+        return None
 
 
 def import_script(path: Path):
-    """Import the script as a module; errors name the file and line."""
+    """Import the script as a module; errors name the file and line.
+
+    Source is read as Python reads it (a UTF-8 BOM, a PEP 263 coding line). A script inside a
+    package (``__init__.py`` beside it, and above) is imported as part of that package, as pytest
+    does, so its relative imports work: the package root goes on ``sys.path`` and the script gets its
+    dotted name (``pkg.model``)."""
+    path = Path(path)
     try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScriptNotFound(f"{path}: cannot read it ({exc})") from exc
+        source = path.read_bytes()
+    except OSError as exc:
+        raise ScriptNotFound(f"{path}: cannot read it ({exc.strerror or exc})") from None
     try:
-        compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        line = f":{exc.lineno}" if exc.lineno else ""
-        text = (exc.text or "").rstrip()
-        raise UserCodeFailed(
-            f"{path}{line}: syntax error: {exc.msg}",
-            detail=f"    {text.strip()}" if text else None,
-        ) from None
-    name = "graphtool_user_" + "".join(c if c.isalnum() else "_" for c in path.stem)
-    spec = importlib.util.spec_from_file_location(name, path)
+        compile(source, str(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        raise _syntax_error(path, exc) from None
+    except RecursionError:
+        raise UserCodeFailed(f"{path}: Python cannot compile it: nested too deeply") from None
+    package, root = _package_of(path, source)
+    if package is None:
+        name = "graphtool_user_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+        folders = [str(path.parent)]
+    else:
+        name = f"{package}.{path.stem}" if path.name != "__init__.py" else package
+        folders = [str(path.parent), str(root)]
+    spec = importlib.util.spec_from_file_location(
+        name, path, loader=importlib.machinery.SourceFileLoader(name, str(path)),
+        submodule_search_locations=[str(path.parent)] if path.name == "__init__.py" else None,
+    )
     module = importlib.util.module_from_spec(spec)
-    folder = str(path.parent)
-    sys.path.insert(0, folder)
-    sys.modules[name] = module
+    for folder in reversed(folders):
+        sys.path.insert(0, folder)
     try:
         with running_user_code(f"importing {path.name} failed", where=str(path)):
+            if package is not None and name != package:
+                _import_package(package, root, path)
+            sys.modules[name] = module  # a fresh module every time: each load builds the model anew
             spec.loader.exec_module(module)
     finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(folder)
+        for folder in folders:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
     return module
+
+
+def _syntax_error(path: Path, exc: Exception) -> UserCodeFailed:
+    if not isinstance(exc, SyntaxError):  # a NUL byte in the source
+        return UserCodeFailed(f"{path}: not Python source: {exc}")
+    line = f":{exc.lineno}" if exc.lineno else ""
+    text = exc.text or ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = text.strip().lstrip("\ufeff")
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return UserCodeFailed(f"{path}{line}: syntax error: {exc.msg}", detail=f"    {text}" if text else None)
+
+
+def _package_of(path: Path, source: bytes | None = None) -> tuple[str | None, Path | None]:
+    """``("pkg.sub", root)`` when ``path`` lies in a package (``__init__.py`` in its folder, and so on
+    up), ``root`` being the folder that holds the top package; ``(None, None)`` otherwise. A script
+    whose relative imports reach above its ``__init__.py`` folders (or that has none) gets namespace
+    packages for the folders its imports need, as ``python -m pkg.model`` would.
+
+    >>> _package_of(Path(__file__).resolve())[0]
+    'graphtool.capture'
+    """
+    parts: list[str] = []
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier() and folder.parent != folder:
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    needed = _relative_level(source) - (len(parts) if path.name != "__init__.py" else len(parts) - 1)
+    for _ in range(max(0, needed)):
+        if not folder.name.isidentifier() or folder.parent == folder:
+            break
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if not parts or (path.name != "__init__.py" and not path.stem.isidentifier()):
+        return None, None
+    return ".".join(parts), folder
+
+
+def _relative_level(source: bytes | None) -> int:
+    """How many packages up the script's deepest relative import reaches (``from ..x import y``: 2)."""
+    if not source or b"from ." not in source and b"from\t." not in source:
+        return 0
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return 0
+    return max((n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level), default=0)
+
+
+#: top-level packages graphtool imported for a user's script: imported afresh for each load, as a
+#: script is (a long-lived process, such as a test run, may load several projects' ``models`` packages)
+_USER_PACKAGES: set[str] = set()
+
+
+def _import_package(package: str, root: Path, path: Path) -> None:
+    """Import the script's package (its ``__init__``s run as they would under ``python -m``); a
+    package of the same name imported from elsewhere is an error, not a silent mix-up."""
+    top = package.split(".")[0]
+    if top in _USER_PACKAGES:
+        for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+            del sys.modules[name]
+    elif top in sys.modules:  # imported by someone else (graphtool itself for its bundled example): kept
+        _check_home(top, root, path)
+    ours = top not in sys.modules
+    importlib.invalidate_caches()
+    importlib.import_module(package)
+    _check_home(top, root, path)
+    if ours:
+        _USER_PACKAGES.add(top)
+
+
+def _check_home(top: str, root: Path, path: Path) -> None:
+    mod = sys.modules.get(top)
+    homes = [Path(p).resolve() for p in getattr(mod, "__path__", None) or ()]
+    if (root / top).resolve() not in homes:
+        found = ", ".join(str(h) for h in homes) or getattr(mod, "__file__", None) or "elsewhere"
+        raise UserCodeFailed(
+            f"{path}: its package {top!r} ({root / top}) clashes with the module {top!r} already imported from {found}",
+            hint="rename the package, or pass a script outside it",
+        )
+
+
+_MISSING = object()
+
+
+def _lookup(module: Any, name: str, path: Path) -> Any:
+    """``module.name``, or ``_MISSING``. The module's own namespace first; a module-level
+    ``__getattr__`` (PEP 562) is user code, and what it raises (other than AttributeError) is the
+    user's error at the user's line."""
+    namespace = vars(module)
+    if name in namespace:
+        return namespace[name]
+    if "__getattr__" not in namespace:
+        return _MISSING
+    with running_user_code(f"looking up {name!r} through {path.name}'s module __getattr__ raised", where=str(path)):
+        try:
+            return getattr(module, name)
+        except AttributeError:
+            return _MISSING
 
 
 def _find_model(module: Any, path: Path, entry: str | None) -> ModelSpec:
     names = [n for n in vars(module) if not n.startswith("_")]
     if entry is not None:
-        if not hasattr(module, entry):
+        factory = _lookup(module, entry, path)
+        if factory is _MISSING:
             raise ModelNotFound(
                 f"{path}: no function named {entry!r}",
                 hint=f"the script defines: {', '.join(sorted(names)) or 'nothing'}",
             )
-        return _call_factory(getattr(module, entry), path, entry)
-    if hasattr(module, FACTORY):
-        return _call_factory(getattr(module, FACTORY), path, FACTORY)
-    if hasattr(module, "model") and hasattr(module, "example_inputs"):
-        kwargs = getattr(module, "example_kwargs", None) or {}
+        return _call_factory(factory, path, entry)
+    factory = _lookup(module, FACTORY, path)
+    if factory is not _MISSING:
+        return _call_factory(factory, path, FACTORY)
+    model, inputs = _lookup(module, "model", path), _lookup(module, "example_inputs", path)
+    if model is not _MISSING and inputs is not _MISSING:
+        kwargs = _lookup(module, "example_kwargs", path)
+        kwargs = {} if kwargs is _MISSING or kwargs is None else kwargs
         line = _assignment_line(path, "example_inputs")
-        return _build_spec(path, "model", module.model, module.example_inputs, kwargs, line, path)
-    missing = [n for n in ("model", "example_inputs") if not hasattr(module, n)]
+        model_line = _assignment_line(path, "model")
+        return _build_spec(path, "model", model, inputs, kwargs, line, f"{path}:{line}" if line else str(path),
+                           model_where=f"{path}:{model_line}" if model_line else str(path))
+    missing = [n for n, v in (("model", model), ("example_inputs", inputs)) if v is _MISSING]
     raise ModelNotFound(
         f"{path}: no model found: looked for a function {FACTORY}(), or module-level "
         f"'model' and 'example_inputs' (missing: {', '.join(missing)})",
@@ -134,7 +294,7 @@ def _find_model(module: Any, path: Path, entry: str | None) -> ModelSpec:
 
 
 def _call_factory(factory: Any, path: Path, name: str) -> ModelSpec:
-    line = _def_line(factory)
+    line = _def_line(factory) or _assignment_line(path, name)
     where = f"{path}:{line}" if line else str(path)
     if not callable(factory):
         raise BadModelSpec(f"{where}: {name} is a {type(factory).__name__}, not a function")
@@ -151,19 +311,31 @@ def _call_factory(factory: Any, path: Path, name: str) -> ModelSpec:
     return _build_spec(path, name, model, inputs, kwargs, line, where)
 
 
-def _build_spec(path: Path, entry: str, model: Any, inputs: Any, kwargs: Any, line, where) -> ModelSpec:
+#: what graphtool calls on a model that has them, as on an nn.Module
+_MODULE_METHODS = ("parameters", "named_parameters", "buffers", "named_buffers")
+
+
+def _build_spec(path: Path, entry: str, model: Any, inputs: Any, kwargs: Any, line, where, *,
+                model_where=None) -> ModelSpec:
     import torch
 
+    model_where = model_where or where
+    if isinstance(model, type):
+        name = model.__name__
+        raise BadModelSpec(f"{model_where}: the model is the class {name}, not an instance of it",
+                           hint=f"build one: {name}(...)")
     if not callable(model):
-        raise BadModelSpec(f"{where}: the model is a {type(model).__name__}, not an nn.Module or callable")
+        raise BadModelSpec(f"{model_where}: the model is a {type(model).__name__}, not an nn.Module or callable")
+    _check_module_methods(model, model_where, torch)
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     elif isinstance(inputs, list):
         inputs = tuple(inputs)
     if not isinstance(inputs, tuple):
+        hint = "make it a tuple: tuple(...) of the generator's items" if inspect.isgenerator(inputs) else None
         raise BadModelSpec(
             f"{where}: example_inputs must be a tuple of positional arguments or a tensor, "
-            f"got {type(inputs).__name__}"
+            f"got {type(inputs).__name__}", hint=hint,
         )
     if kwargs is None:
         kwargs = {}
@@ -172,6 +344,29 @@ def _build_spec(path: Path, entry: str, model: Any, inputs: Any, kwargs: Any, li
     if not any(isinstance(t, torch.Tensor) for t in iter_tensors((inputs, kwargs))):
         raise BadModelSpec(f"{where}: the example inputs contain no tensor; graphtool needs at least one")
     return ModelSpec(path=path, entry=entry, model=model, args=inputs, kwargs=dict(kwargs), line=line)
+
+
+def _check_module_methods(model: Any, where: str, torch) -> None:
+    """A model's ``parameters`` (and the like), when it has them, must be what an nn.Module's are:
+    graphtool calls them. Reading and calling them runs the user's code (a ``__getattr__``, an override)."""
+    kind = type(model).__name__
+    for attr in _MODULE_METHODS:
+        with running_user_code(f"reading the model's .{attr} raised", where=where):
+            try:
+                value = getattr(model, attr)
+            except AttributeError:
+                continue
+        if not callable(value):
+            raise BadModelSpec(
+                f"{where}: the model (a {kind}) has .{attr} = a {type(value).__name__}, not a method; "
+                f"graphtool calls model.{attr}() as on an nn.Module",
+                hint="rename the attribute, or make the model an nn.Module",
+            )
+        if attr in ("parameters", "buffers"):
+            with running_user_code(f"the model's .{attr}() raised", where=where):
+                items = list(value())
+            if not all(isinstance(t, torch.Tensor) for t in items):
+                raise BadModelSpec(f"{where}: the model's .{attr}() must yield tensors, as an nn.Module's does")
 
 
 def _def_line(obj: Any) -> int | None:
@@ -183,8 +378,8 @@ def _def_line(obj: Any) -> int | None:
 
 def _assignment_line(path: Path, name: str) -> int | None:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
+        tree = ast.parse(path.read_bytes())  # bytes: a BOM or a coding line is honoured, as Python does
+    except (OSError, SyntaxError, ValueError, RecursionError):
         return None
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]

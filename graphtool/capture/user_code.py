@@ -17,6 +17,8 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 import traceback
 from pathlib import Path
 
@@ -52,10 +54,11 @@ def _is_user_file(filename: str) -> bool:
     return True
 
 
-def user_code_error(exc: BaseException, what: str) -> UserCodeFailed:
-    """Turn an exception raised by user code into a message at the user's innermost line."""
+def user_code_error(exc: BaseException, what: str, fallback: str | None = None) -> UserCodeFailed:
+    """Turn an exception raised by user code into a message at the user's innermost line (``fallback``,
+    a ``file:line``, when no user frame is on the traceback: a factory called with a wrong signature)."""
     frames = user_frames(exc)
-    where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
+    where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else f"{fallback}: " if fallback else ""
     detail = "".join(traceback.format_list(frames)) if frames else None
     return UserCodeFailed(f"{where}{what}: {type(exc).__name__}: {exc}", detail=detail,
                           full_traceback=full_traceback(exc))
@@ -66,18 +69,77 @@ def full_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
+class HardExit(BaseException):
+    """Raised in place of ``os._exit(code)`` called by the user's code on graphtool's main thread."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def os_exit_reported():
+    """While user code runs, ``os._exit()`` on graphtool's main thread raises instead of ending the
+    process with no word (a script calling ``os._exit(0)`` at import would otherwise exit 0 silently).
+    A forked child or another thread still exits for real."""
+    real = os._exit
+    if getattr(real, "_graphtool_guard", False):  # already guarded by an enclosing block
+        yield
+        return
+    pid, main = os.getpid(), threading.main_thread()
+
+    def guarded(code):
+        if os.getpid() == pid and threading.current_thread() is main:
+            raise HardExit(code)
+        real(code)
+
+    guarded._graphtool_guard = True
+    os._exit = guarded
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
+def _exit_code_text(code) -> str:
+    return repr(code) if isinstance(code, str) else str(code)
+
+
+def exit_error(exc: SystemExit | HardExit, what: str | None, where: str | None = None) -> UserCodeFailed:
+    """``sys.exit()``/``SystemExit``/``os._exit()`` from user code as an error at the user's line (``where``,
+    a file, when no user frame is on the traceback); ``what`` None: it happened somewhere graphtool ran."""
+    frames = _called_user_frames(exc)
+    place = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else f"{where}: " if where else ""
+    call = f"{'sys.exit' if isinstance(exc, SystemExit) else 'os._exit'}({_exit_code_text(exc.code)})"
+    message = f"{place}{what}: the script called {call}" if what else f"{place}the script called {call} while graphtool ran it"
+    detail = "".join(traceback.format_list(frames)) if frames else None
+    return UserCodeFailed(message, detail=detail, full_traceback=full_traceback(exc))
+
+
+def _called_user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    """The user's frames among those graphtool called (after graphtool's innermost frame): not the
+    frames of whatever called graphtool (a CLI framework, a test runner)."""
+    frames = list(traceback.extract_tb(exc.__traceback__))
+    while frames and frames[-1].filename.startswith(_GRAPHTOOL_DIR):  # the os._exit guard itself
+        frames.pop()
+    ours = [i for i, f in enumerate(frames) if f.filename.startswith(_GRAPHTOOL_DIR)]
+    called = frames[ours[-1] + 1:] if ours else frames
+    return [f for f in called if _is_user_file(f.filename)]
+
+
 @contextlib.contextmanager
 def running_user_code(what: str, *, where: str | None = None):
     """Run a block of user code; anything it raises becomes :class:`UserCodeFailed`.
 
     ``what`` says what was being done ("importing model.py"); ``where`` is the file to name when
-    the exception carries no user frame (a ``sys.exit`` at import)."""
+    the exception carries no user frame. ``sys.exit``/``SystemExit`` and ``os._exit`` are reported
+    at the user's line that called them."""
     try:
-        yield
+        with os_exit_reported():
+            yield
     except (GraphtoolError, KeyboardInterrupt):
         raise
-    except SystemExit as exc:
-        place = f"{where}: " if where else ""
-        raise UserCodeFailed(f"{place}{what}: the script called sys.exit({exc.code})") from None
+    except (SystemExit, HardExit) as exc:
+        raise exit_error(exc, what, where) from None
     except BaseException as exc:
-        raise user_code_error(exc, what) from None
+        raise user_code_error(exc, what, where) from None

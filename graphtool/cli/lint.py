@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -9,6 +10,7 @@ from typing import Optional
 import typer
 
 from graphtool.cli import console, options
+from graphtool.display_paths import display_path
 from graphtool.errors import UsageError
 
 LINT_FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -53,6 +55,9 @@ def lint(
 ) -> int:
     if fmt not in LINT_FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(LINT_FORMATS)}")
+    _check_paths(models if not run_script else [], run_script)
+    # absolute now: every output lands where it was asked for, whatever folder the run ends in
+    output, baseline, config = (Path(os.path.abspath(p)) if p is not None else None for p in (output, baseline, config))
     from graphtool.commands.lint import lint as run
 
     with console.RichProgress() as progress:
@@ -62,19 +67,31 @@ def lint(
                       progress=progress)
     if outcome.baseline_written is not None:
         count = sum(len(m.breaks) for m in outcome.report.models)
-        console.say(f"wrote {outcome.baseline_written} ({count} breaks)")
+        console.say(f"wrote {display_path(str(outcome.baseline_written))} ({count} breaks)")
     _emit(outcome.report, fmt, output)
+    if outcome.baseline_refused:  # after the report, which says what failed
+        raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")
     return outcome.exit_code()
+
+
+def _check_paths(models, run_script: Optional[str]) -> None:
+    """Each MODEL (and the --run script) exists and is readable, before torch is imported."""
+    from graphtool.capture.script import check_script_path
+
+    for m in models or []:
+        check_script_path(m)
+    if run_script is not None and not Path(run_script).is_file():
+        raise UsageError(f"{run_script}: no such file" if not Path(run_script).exists() else f"{run_script}: is not a file")
 
 
 def _emit(report, fmt: str, output: Optional[Path]) -> None:
     from graphtool.render import lint as render
-    from graphtool.render.documents import format_json, write_atomic
+    from graphtool.render.documents import format_json, write_atomic, xml_safe
 
     text = {
         "json": lambda: format_json(report.to_dict()),
         "sarif": lambda: render.format_sarif(report),
-        "junit": lambda: render.format_junit(report),
+        "junit": lambda: xml_safe(render.format_junit(report)),
         "github": lambda: render.format_github(report),
     }.get(fmt)
     if output is not None:
@@ -90,7 +107,7 @@ def _emit(report, fmt: str, output: Optional[Path]) -> None:
         else:
             write_atomic(output, text())
         console.stderr_console().print(render.lint_view(report))
-        console.say(f"report written to {output}")
+        console.say(f"report written to {display_path(str(output))}")
     elif text is None:
         console.stdout_console().print(render.lint_view(report))
     else:

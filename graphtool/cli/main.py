@@ -1,20 +1,28 @@
 """``graphtool``'s entry point and its one error boundary.
 
 Exit codes: 0 success; 1 findings (``--check``, a lint over budget); 2 the job could not run (bad
-arguments or config, the user's script failed); 3 a bug in graphtool; 130 interrupted.
+arguments or config, the user's script failed, stdout could not be written); 3 a bug in graphtool;
+130 interrupted (Ctrl-C, or a KeyboardInterrupt from the user's code); 128 + N stopped by signal N
+(143 SIGTERM, 129 SIGHUP), after cleaning up; 141 stdout's reader went away (``| head``), silently.
 Nothing heavy is imported here: ``graphtool --help`` never imports torch.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import errno
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 
 import typer
 
 from graphtool import __version__
-from graphtool.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, GraphtoolError
+from graphtool.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, GraphtoolError, OutputFailed, Terminated, defer_stop
 
 app = typer.Typer(
     name="graphtool",
@@ -72,45 +80,236 @@ def _debug_requested(argv: list[str]) -> bool:
 
 def report_error(err: GraphtoolError, debug: bool) -> int:
     """Print an error the user can act on; the one place exceptions become messages."""
-    print(f"graphtool: error: {err.message}", file=sys.stderr)
+    lines = [f"graphtool: error: {err.message}"]
     if err.detail:
-        print(err.detail.rstrip(), file=sys.stderr)
+        lines.append(err.detail.rstrip())
     if err.hint:
-        print(f"hint: {err.hint}", file=sys.stderr)
+        lines.append(f"hint: {err.hint}")
     if debug and err.full_traceback:
-        print(err.full_traceback, file=sys.stderr)
+        lines.append(err.full_traceback)
+    _say("\n".join(lines))
     return err.exit_code
 
 
+def _say(text: str) -> None:
+    """A line on stderr; a stderr that cannot be written (closed, gone) is not a second error."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class _Stdout:
+    """stdout as graphtool writes it: a failure to write (a closed stdout, a full disk, a reader that
+    went away) becomes :class:`OutputFailed`, not an OSError traceback; after one, writes are dropped."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.failed: OutputFailed | None = None
+
+    def write(self, text):
+        if self.failed is not None:
+            return len(text)
+        if self._stream is None:
+            raise self._fail(None)
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise self._fail(exc) from None
+
+    def flush(self) -> None:
+        if self.failed is not None or self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise self._fail(exc) from None
+
+    def isatty(self) -> bool:
+        return bool(self._stream is not None and self._stream.isatty())
+
+    def __getattr__(self, name):
+        if self._stream is None:
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+    def _fail(self, exc: OSError | None) -> OutputFailed:
+        if exc is None:
+            err = OutputFailed("cannot write the output: stdout is closed", hint="run graphtool with stdout open, or write the report to a file")
+        elif exc.errno == errno.EPIPE:
+            err = OutputFailed("stdout was closed by its reader (broken pipe)", broken_pipe=True)
+        else:
+            err = OutputFailed(f"cannot write the output to stdout: {exc.strerror or exc}")
+        self.failed = err
+        return err
+
+
+class _Signals:
+    """SIGTERM, SIGHUP and SIGINT become :class:`Terminated` (a KeyboardInterrupt) in the main thread,
+    so every ``finally`` on the way out runs: temporary files are removed, child processes killed.
+    After the first, further signals are ignored until graphtool has cleaned up."""
+
+    NAMES = ("SIGTERM", "SIGHUP", "SIGINT")
+
+    def __init__(self):
+        self.received: int | None = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for name in self.NAMES:
+            num = getattr(signal, name, None)
+            if num is None:
+                continue
+            try:
+                old = signal.getsignal(num)
+                if old == signal.SIG_IGN and num != signal.SIGINT:  # nohup: stay deaf to it
+                    continue
+                self._old[num] = old
+                signal.signal(num, self._handle)
+            except (OSError, ValueError):
+                pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for num, old in self._old.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(num, old)
+
+    def _handle(self, signum, frame) -> None:
+        if self.received is not None:
+            return  # already stopping: let the cleanup finish
+        self.received = signum
+        if defer_stop(signum):  # in a few statements that must not be cut apart: raised at their end
+            return
+        raise Terminated(signum)
+
+
+def _stopped(signals: _Signals) -> int:
+    """The message and exit code for Ctrl-C, a KeyboardInterrupt the user's code raised, or a signal."""
+    signum = signals.received
+    if signum is None or signum == signal.SIGINT:
+        _say("graphtool: interrupted")
+        return EXIT_INTERRUPTED
+    _say(f"graphtool: terminated by {signal.Signals(signum).name}")
+    return 128 + signum
+
+
 def run(argv: list[str] | None = None) -> int:
+    """Run graphtool with ``argv`` (default: the process's own arguments) and return the exit code.
+
+    As the program itself (``argv`` None), graphtool also exits when its work is done even if the
+    user's code left a non-daemon thread running (see :func:`_leave_if_threads_linger`)."""
+    code = _run(argv)
+    if argv is None:
+        _leave_if_threads_linger(code)
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
     from graphtool.cli.options import DEBUG
 
+    as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(argv)
     token = DEBUG.set(debug)
+    saved_stdout = sys.stdout
+    out = sys.stdout = _Stdout(saved_stdout)
+    signals = _Signals()
+    from graphtool.capture.user_code import HardExit, exit_error, os_exit_reported, user_frames
+
     try:
-        result = app(args=argv, prog_name="graphtool", standalone_mode=False)
+        with signals, os_exit_reported():
+            result = app(args=argv, prog_name="graphtool", standalone_mode=False)
+            out.flush()
+        if result == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt (and so a signal) into 130
+            return _stopped(signals)
+    except OutputFailed as err:
+        return _output_failed(err, debug, as_program)
     except GraphtoolError as err:
         return report_error(err, debug)
     except (typer.Exit, typer.Abort) as exc:
         if isinstance(exc, typer.Abort):
-            print("graphtool: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            return _stopped(signals)
         return int(getattr(exc, "exit_code", 0) or 0)
     except KeyboardInterrupt:
-        print("graphtool: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _stopped(signals)
+    except (SystemExit, HardExit) as exc:
+        if isinstance(exc, SystemExit) and not user_frames(exc) and exc.__context__ is not None:
+            if _broken_pipe(exc.__context__):  # stderr's reader went away (`2>&1 | head`): typer exits over it
+                return EXIT_BROKEN_PIPE
+            return _bug(exc.__context__)  # the CLI framework exiting over an error of graphtool's own
+        # the user's code ended the process while graphtool ran it (in the model's forward, say)
+        return report_error(exit_error(exc, None), debug)
     except Exception as exc:
+        if _broken_pipe(exc):
+            return EXIT_BROKEN_PIPE
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # a usage error from typer/click
             exc.show()
             return EXIT_USAGE
-        print("graphtool: internal error: this is a bug in graphtool, please report it with this output:", file=sys.stderr)
-        traceback.print_exc()
-        return EXIT_BUG
+        return _bug(exc)
     finally:
         DEBUG.reset(token)
-        sys.stdout.flush()
+        with contextlib.suppress(OutputFailed):
+            out.flush()  # what an error left half-written
+        if sys.stdout is out:
+            sys.stdout = saved_stdout
+        if as_program and out.failed is not None and out.failed.broken_pipe:
+            _silence_stdout()
     return int(result or 0)
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno == errno.EPIPE
+
+
+def _bug(exc: BaseException) -> int:
+    _say("graphtool: internal error: this is a bug in graphtool, please report it with this output:\n"
+         + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+    return EXIT_BUG
+
+
+def _output_failed(err: OutputFailed, debug: bool, as_program: bool) -> int:
+    if err.broken_pipe:
+        return err.exit_code  # silent, as `cat file | head` is
+    return report_error(err, debug)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for a closed pipe must not fail again (with
+    an "Exception ignored" traceback) when the interpreter exits."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+        os.close(devnull)
+
+
+def _leave_if_threads_linger(code: int, wait: float = 1.0) -> None:
+    """Exit now with ``code`` when the user's code left a non-daemon thread running.
+
+    Python would wait for that thread forever after graphtool's report. graphtool's own work is done
+    and cleaned up by then (temporary files, child processes), so after ``wait`` seconds it flushes
+    stdout and stderr, runs the ``atexit`` hooks as a normal exit would, and ends the process."""
+    deadline = time.monotonic() + wait
+    for t in _lingering_threads():
+        t.join(max(0.0, deadline - time.monotonic()))
+    if not _lingering_threads():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _lingering_threads() -> list[threading.Thread]:
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
 
 
 def main() -> None:

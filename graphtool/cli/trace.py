@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -36,17 +37,23 @@ def trace(
     ),
     with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
 ) -> int:
+    options.check_format(fmt)
+    if model:  # before torch is imported: a wrong path costs no seconds
+        from graphtool.capture.script import check_script_path
+
+        check_script_path(model)
+    # absolute before the user's code runs: a script that calls os.chdir() must not move the files
+    out_dir = Path(os.path.abspath(out)) if out is not None else None
     from graphtool.commands.trace import trace as run_trace
 
-    options.check_format(fmt)
     with console.RichProgress() as progress:
         results = run_trace(model, entry=entry, device=device, inference=inference, backend=backend, cudagraphs=with_cudagraphs,
                             bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
                             progress=progress)
     for result in results:
-        if out is not None:
-            folder = Path(out) if len(results) == 1 else Path(out) / Path(result.target).stem
-            _write_out(result, folder)
+        if out_dir is not None:
+            sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
+            _write_out(result, out_dir / sub, Path(out) / sub)
         if fmt == "table":
             from graphtool.render.trace import trace_view
 
@@ -55,15 +62,26 @@ def trace(
                 from graphtool.render.cudagraphs import cudagraphs_view
 
                 console.stdout_console().print(cudagraphs_view(result.verdict))
+    if out_dir is not None and len(results) > 1:  # an earlier single-model run's files at the top
+        from graphtool.render.documents import remove_earlier_run
+
+        remove_earlier_run(out_dir, [], GRAPH_FILES, reports=["report.json"])
     if fmt != "table":
         console.emit_all([r.to_dict() for r in results], fmt)
     return 0
 
 
-def _write_out(result, folder: Path) -> None:
-    from graphtool.render.documents import format_json, write_all
+#: the files ``--out`` writes: an earlier run's that this run does not write again are removed
+GRAPH_FILES = r"(forward|backward)(_region\d+)?\.py"
+
+
+def _write_out(result, folder: Path, shown: Path) -> None:
+    """Write one model's files into ``folder`` (absolute); the folder then holds this run alone:
+    graphtool's own files from an earlier run (``forward_region1.py``...) go, the user's stay."""
+    from graphtool.render.documents import format_json, remove_earlier_run, write_all
 
     files = {folder / name: text for name, text in (result.graph_code or {}).items()}
     files[folder / "report.json"] = format_json(result.to_dict())
     write_all(files)
-    console.say(f"wrote {len(files)} files to {folder}")
+    remove_earlier_run(folder, files, GRAPH_FILES)
+    console.say(f"wrote {len(files)} files to {shown}")

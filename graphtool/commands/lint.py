@@ -14,21 +14,28 @@ Example::
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from graphtool.commands.progress import SILENT, Progress
-from graphtool.errors import UsageError
+from graphtool.display_paths import display_path
+from graphtool.errors import EXIT_USAGE, UsageError
 
 
 @dataclass(frozen=True)
 class LintOutcome:
     report: object  # LintReport
     baseline_written: Optional[Path] = None  # where --update-baseline wrote, when it did
+    baseline_refused: Optional[str] = None  # why --update-baseline did not write, when it did not
 
     def exit_code(self) -> int:
+        if self.baseline_refused is not None:
+            return EXIT_USAGE
         if self.baseline_written is not None:
             return 2 if self.report.errored else 0
         return self.report.exit_code()
@@ -40,10 +47,15 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT) -> LintOutcome:
-    """Lint every target; judge each against its budget and the baseline."""
+    """Lint every target; judge each against its budget and the baseline.
+
+    With ``update_baseline`` the baseline is written only when every model was linted: a model that
+    could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
     from graphtool.analysis.lint import Budget, LintReport, judge, make_baseline
     from graphtool.config import find_config, load_config
 
+    _check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
+                   max_skipped_frames=max_skipped_frames, jobs=jobs, timeout=timeout)
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
@@ -51,29 +63,98 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     baseline_path = baseline or (cfg.baseline if cfg else None)
     if update_baseline and baseline_path is None:
         raise UsageError("--update-baseline needs --baseline FILE (or 'baseline' in the config)")
-    base = _read_baseline(baseline_path) if baseline_path is not None and not update_baseline else None
+    base = _read_baseline(Path(baseline_path)) if baseline_path is not None and not update_baseline else None
     parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
     limit = timeout or (cfg.timeout if cfg else None)
     results = _run(targets, parallel, limit, debug, progress)
     report = LintReport(tuple(judge(t, r, baseline=base) for t, r in zip(targets, results)),
-                        str(baseline_path) if baseline_path else None)
+                        display_path(str(baseline_path)) if baseline_path else None)
     if not update_baseline:
         return LintOutcome(report)
+    if report.errored:
+        failed = [m.target.name for m in report.models if m.status == "error"]
+        return LintOutcome(report, baseline_refused=(
+            f"{display_path(str(baseline_path))} not updated: {len(failed)} of {len(report.models)} models could not be linted "
+            f"({', '.join(display_path(n) or n for n in failed)}); a baseline needs every model, so the old file is unchanged"))
     from graphtool.render.documents import format_json, write_atomic
 
-    write_atomic(baseline_path, format_json(make_baseline(report)))
-    return LintOutcome(report, baseline_written=Path(baseline_path))
+    baseline_path = Path(baseline_path)
+    write_atomic(baseline_path, format_json(make_baseline(report, root=Path(os.path.abspath(baseline_path)).parent)))
+    return LintOutcome(report, baseline_written=baseline_path)
+
+
+def _check_numbers(**values) -> None:
+    """Budgets are counts (0 or more), ``jobs`` at least 1, ``timeout`` seconds above 0."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name == "timeout":
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise UsageError(f"{flag} must be a number of seconds greater than 0, got {value:g}")
+        elif name == "jobs":
+            if value < 1:
+                raise UsageError(f"{flag} must be 1 or more, got {value}")
+        elif value < 0:
+            raise UsageError(f"{flag} must be 0 or more, got {value}")
 
 
 def _read_baseline(path: Path) -> dict:
-    from graphtool.analysis.lint import validate_baseline
+    from graphtool.analysis.lint import BaselineError, validate_baseline
 
     if not path.is_file():
+        if path.exists():
+            raise UsageError(f"{path}: not a baseline file (it is not a regular file)")
         raise UsageError(f"{path}: no such baseline file", hint="create it with --update-baseline")
     try:
-        return validate_baseline(json.loads(path.read_text(encoding="utf-8")), str(path))
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+                         hint="write it again with --update-baseline") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a graphtool baseline: nested too deeply") from None
+    try:
+        return validate_baseline(data, str(path))
+    except BaselineError as exc:
+        line = _entry_line(text, exc.index) if exc.index is not None else None
+        where = f"{path}:{line}" if line else str(path)
+        raise UsageError(f"{where}: {exc}", hint="write it again with --update-baseline") from None
+
+
+def _entry_line(text: str, index: int) -> Optional[int]:
+    """The line where entry ``index`` of the top-level ``"breaks"`` array starts, if it can be found."""
+    decoder = json.JSONDecoder()
+    m = re.search(r'"breaks"\s*:\s*\[', text)
+    if m is None:
+        return None
+    pos, i = m.end(), 0
+    try:
+        while True:
+            pos = _skip(text, pos)
+            if i == index:
+                return text.count("\n", 0, pos) + 1
+            _, pos = decoder.raw_decode(text, pos)
+            pos = _skip(text, pos)
+            if text[pos:pos + 1] != ",":
+                return None
+            pos, i = pos + 1, i + 1
+    except (ValueError, RecursionError):
+        return None
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
 
 
 def _targets(models, run, extra_args, cfg, override, dynamic) -> list:

@@ -6,15 +6,17 @@ The output file is written whole or not at all; a layout past ``timeout`` second
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
+import stat
 import subprocess
 import sysconfig
 import tempfile
 from pathlib import Path
 
 from graphtool.errors import RendererMissing, UsageError
-from graphtool.render.documents import _umask, cannot_write
+from graphtool.render.documents import _umask, cannot_write, temporary_path
 
 FORMATS = ("svg", "png", "pdf", "dot")
 PURE_FORMATS = ("svg", "png")
@@ -37,6 +39,8 @@ def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = N
     from graphtool.render.documents import write_atomic
 
     out = Path(out)
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+        raise UsageError(f"--timeout must be a number of seconds greater than 0, got {timeout:g}")
     if fmt == "dot":
         write_atomic(out, dot_text)
         return "none"
@@ -51,26 +55,49 @@ def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = N
             "pip install graphviz-pure (SVG and PNG), or pass --format dot",
         )
     exe, name = found
+    if not _regular_or_absent(out):  # /dev/stdout, a FIFO: the renderer writes a temporary file, streamed there
+        from graphtool.render.documents import write_atomic
+
+        folder = tempfile.mkdtemp(prefix="graphtool-render-")
+        try:
+            tmp_out = Path(folder) / f"out.{fmt}"
+            _lay_out(exe, name, fmt, dot_text, str(tmp_out), out, timeout)
+            write_atomic(out, tmp_out.read_bytes())
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return name
+    target = Path(os.path.realpath(out))  # a symlink's target: the link stays a link
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise cannot_write(out, exc) from None
-    os.close(fd)
+    with temporary_path(target) as tmp:
+        _lay_out(exe, name, fmt, dot_text, tmp, out, timeout)
+        try:
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise cannot_write(out, exc) from None
+    return name
+
+
+def _regular_or_absent(path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks
+    except OSError:
+        return True
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
+
+def _lay_out(exe: str, name: str, fmt: str, dot_text: str, tmp: str, out: Path, timeout: float | None) -> None:
     try:
         proc = subprocess.run(
             [exe, f"-T{fmt}", "-o", tmp], input=dot_text, text=True, capture_output=True, timeout=timeout,
         )
-        if proc.returncode != 0:
-            raise UsageError(f"{name} failed to lay out the graph: {proc.stderr.strip()[:500]}")
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, out)
     except subprocess.TimeoutExpired:
         raise UsageError(
             f"the layout took longer than {timeout:g} s and was stopped; nothing was written to {out}",
             hint="collapse the graph (--collapse module, a smaller --depth) or allow more --timeout",
         ) from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return name
+    if proc.returncode != 0:
+        raise UsageError(f"{name} failed to lay out the graph: {proc.stderr.strip()[:500]}")

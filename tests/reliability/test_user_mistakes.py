@@ -1,0 +1,174 @@
+"""D. A mistake in the user's script, config or baseline is exit 2 with the file and line, never
+exit 3 with graphtool's own frames."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.helpers import example
+from tests.reliability.conftest import assert_clean, write
+
+MLP = """
+import torch
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
+SCRIPTS = {
+    # name: (source, the message, with the file's name and line)
+    "model_is_a_class": (MLP + "\n\nmodel = MLP\nexample_inputs = (torch.randn(2, 4),)\n",
+                         "model_is_a_class.py:13: the model is the class MLP, not an instance of it"),
+    "factory_returns_a_class": (MLP + "\n\ndef get_model_and_inputs():\n    return MLP, (torch.randn(2, 4),)\n",
+                                "factory_returns_a_class.py:13: the model is the class MLP, not an instance of it"),
+    "parameters_not_callable": ("import torch\n\n\ndef f(x):\n    return x * 2\n\n\nf.parameters = [1, 2]\nmodel = f\n"
+                                "example_inputs = (torch.randn(2, 4),)\n",
+                                "parameters_not_callable.py:9: the model (a function) has .parameters = a list, not a method"),
+    "parameters_raises": ("import torch\n\n\nclass M:\n    def __call__(self, x):\n        return x\n\n"
+                          "    def parameters(self):\n        raise ValueError('no')\n\n\nmodel = M()\n"
+                          "example_inputs = (torch.randn(2),)\n",
+                          "parameters_raises.py:9: the model's .parameters() raised: ValueError: no"),
+    "module_getattr_raises": ("import torch\n\n\ndef __getattr__(name):\n    raise RuntimeError('lazy ' + name)\n",
+                              "module_getattr_raises.py:5: looking up 'get_model_and_inputs' through "
+                              "module_getattr_raises.py's module __getattr__ raised: RuntimeError: lazy get_model_and_inputs"),
+    "system_exit": ("import torch\n\nraise SystemExit('bye')\n",
+                    "system_exit.py:3: importing system_exit.py failed: the script called sys.exit('bye')"),
+    "sys_exit_in_factory": ("import sys\n\n\ndef get_model_and_inputs():\n    sys.exit(4)\n",
+                            "sys_exit_in_factory.py:5: get_model_and_inputs() raised: the script called sys.exit(4)"),
+    "argparse_required": ("import argparse\n\nimport torch\n\np = argparse.ArgumentParser()\np.add_argument('--data', required=True)\n"
+                          "args = p.parse_args()\n",
+                          "argparse_required.py:7: importing argparse_required.py failed: the script called sys.exit(2)"),
+    "generator_inputs": ("import torch\n\nmodel = torch.nn.Linear(4, 4)\nexample_inputs = (torch.randn(2, 4) for _ in range(1))\n",
+                         "generator_inputs.py:4: example_inputs must be a tuple of positional arguments or a tensor, got generator"),
+    "factory_needs_arguments": ("import torch\n\n\ndef get_model_and_inputs(size):\n    return None\n",
+                                "factory_needs_arguments.py:4: get_model_and_inputs() raised: TypeError"),
+    "factory_not_callable": ("import torch\n\nget_model_and_inputs = 5\n",
+                             "factory_not_callable.py:3: get_model_and_inputs is a int, not a function"),
+    "module_parameters_attribute": ("import torch\n\nmodel = torch.nn.Linear(4, 4)\nmodel.parameters = [1]\n"
+                                    "example_inputs = (torch.randn(2, 4),)\n",
+                                    "module_parameters_attribute.py:3: the model (a Linear) has .parameters = a list, not a method"),
+    "deeply_nested_source": ("x = " + "(" * 5000 + ")" * 5000 + "\n", "deeply_nested_source.py"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_bad_script_is_exit_2_at_its_file_and_line(cli, tmp_path, name):
+    source, message = SCRIPTS[name]
+    script = write(tmp_path / f"{name}.py", source)
+    rc, out, err = cli("trace", script, "--format", "json")
+    assert rc == 2, err
+    assert message in err, err
+    assert out == ""
+    assert_clean(err)
+
+
+def test_argparse_at_import_sees_no_graphtool_options(cli, tmp_path):
+    script = write(tmp_path / "m.py", """
+        import argparse
+        import sys
+
+        import torch
+
+        args = argparse.ArgumentParser().parse_args()  # no options of its own: graphtool's would be an error
+        assert sys.argv == [__file__], sys.argv
+        model = torch.nn.Linear(4, 4)
+        example_inputs = (torch.randn(2, 4),)
+    """)
+    rc, out, err = cli("trace", script, "--format", "json", "--inference")
+    assert rc == 0, err
+    assert json.loads(out)["model"]["path"] == str(script)
+
+
+@pytest.mark.parametrize("name, message", [("model", "no such file"), ("model.txt", "not a Python script (the name does not end in .py)")])
+def test_a_path_that_is_not_a_py_file(cli, tmp_path, name, message):
+    write(tmp_path / "model.txt", "import torch\n")
+    write(tmp_path / "model.py", "import torch\n")
+    rc, _, err = cli("trace", tmp_path / name)
+    assert rc == 2 and message in err
+    if name == "model":
+        assert "did you mean" in err and "model.py" in err
+    assert_clean(err)
+
+
+def test_lint_reports_the_same_mistakes_at_file_and_line(cli, tmp_path):
+    bad = write(tmp_path / "cls.py", SCRIPTS["model_is_a_class"][0])
+    rc, out, err = cli("lint", bad, "--format", "json")
+    m = json.loads(out)["models"][0]
+    assert rc == 2 and m["status"] == "error" and "cls.py:13: the model is the class MLP" in m["error"]
+    assert_clean(err)
+
+
+# -- config and baseline files ----------------------------------------------------------------------
+
+OK_MODEL = "import torch\nmodel = torch.nn.Linear(2, 2)\nexample_inputs = (torch.randn(1, 2),)\n"
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("graphtool.yaml", b"models: [m.py]\n# caf\xe9\n", "graphtool.yaml:2: not UTF-8 text (byte 0xe9)"),
+    ("graphtool.yaml", b"models:\n  - path: m.py\n    allowed_breaks: " + b"[" * 200 + b"]" * 200 + b"\n", "graphtool.yaml:3: nested too deeply"),
+    ("graphtool.yaml", b"models:\n  - path: \"m\\0.py\"\n", "graphtool.yaml:2: models.0.path: no such file"),
+    ("pyproject.toml", b"[tool.graphtool]\nmodels = ['m.py']\nname = 'caf\xe9'\n", "pyproject.toml:3: not UTF-8 text (byte 0xe9)"),
+    ("pyproject.toml", b"[tool.graphtool]\nmodels = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "pyproject.toml: nested too deeply"),
+])
+def test_bad_config_files(cli, tmp_path, monkeypatch, name, content, message):
+    write(tmp_path / "m.py", OK_MODEL)
+    write(tmp_path / name, content)
+    monkeypatch.chdir(tmp_path)
+    for command in (["lint"], ["trace", "--format", "json"]):
+        rc, out, err = cli(*command)
+        assert rc == 2 and message in err, (command, err)
+        assert out == ""
+        assert_clean(err)
+
+
+def test_a_pyproject_that_is_not_utf8_and_not_ours_is_ignored(cli, tmp_path, monkeypatch):
+    write(tmp_path / "pyproject.toml", b"[project]\nname = 'caf\xe9'\n")
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = cli("lint")
+    assert rc == 2 and "nothing to lint" in err
+    assert_clean(err)
+    rc, out, err = cli("trace", example("mlp.py"), "--format", "json", "--inference")
+    assert rc == 0, err
+
+
+ENTRY = {"model": "m.py", "file": "m.py", "kind": "gb0059", "source_text": "x", "line": 6, "reason": "r"}
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"version": 2, "breaks": [\n  {"model": "m.py", "kind": "k"},\n  "print"\n]}\n', "b.json:3: breaks[1]: each entry must be an object, got string"),
+    (b'{"version": 2, "breaks": [\n  {"file": "m.py", "kind": "k"}\n]}\n', "b.json:2: breaks[0]: 'model' missing"),
+    (b'{"version": 2, "breaks": [\n  {"model": "m.py", "kind": 7}\n]}\n', "b.json:2: breaks[0]: 'kind' must be a string, got number"),
+    (b'{"version": 2, "breaks": [' + json.dumps(dict(ENTRY, line="six")).encode() + b"]}", "b.json:1: breaks[0]: 'line' must be a number or null, got string"),
+    (b'{"version": 2, "breaks": [null]}', "breaks[0]: each entry must be an object, got null"),
+    (b'{"version": 9, "breaks": []}', "b.json: not a graphtool baseline"),
+    (b'[]', "b.json: not a graphtool baseline"),
+    (b'{"version": 2, "breaks": []}\n\xff\n', "b.json:2: not UTF-8 text (byte 0xff)"),
+    (b'{"version": 2, "breaks": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "b.json: not a graphtool baseline: nested too deeply"),
+])
+def test_bad_baseline_files(cli, tmp_path, content, message):
+    write(tmp_path / "b.json", content)
+    rc, out, err = cli("lint", example("mlp.py"), "--baseline", tmp_path / "b.json")
+    assert rc == 2 and message in err, err
+    assert out == ""
+    assert_clean(err)
+
+
+def test_junit_stays_well_formed_xml_with_control_characters(cli, tmp_path):
+    script = write(tmp_path / "ctl.py", "import torch\n\nraise RuntimeError('bell \\x07 escape \\x1b[31m nul \\x00 end')\n")
+    rc, out, err = cli("lint", script, example("mlp.py"), "--format", "junit")
+    assert rc == 2
+    root = ET.fromstring(out)  # raises on a control character
+    error = root.find(".//testcase/error")
+    assert "ctl.py:3" in error.get("message") and "bell ? escape ?[31m nul ? end" in error.get("message")
+    report = tmp_path / "junit.xml"
+    rc, _, _ = cli("lint", script, "--format", "junit", "--output", report)
+    assert rc == 2 and ET.parse(report).getroot().find(".//testcase/error") is not None
