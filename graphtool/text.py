@@ -4,6 +4,8 @@
 'boom'
 >>> first_line("") is None
 True
+>>> count(1, "graph break"), count(2, "copy", "copies")
+('1 graph break', '2 copies')
 """
 
 from __future__ import annotations
@@ -13,3 +15,8 @@ def first_line(text: object) -> str | None:
     """The first non-blank line of ``text`` (an exception's message), stripped; None when blank."""
     lines = [ln.strip() for ln in str(text or "").strip().splitlines()]
     return lines[0] if lines else None
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and the noun, singular for 1: the one place graphtool makes a plural (no ``region(s)``)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"

@@ -10,7 +10,7 @@ Example::
     >>> from graphtool.capture.tracer import trace_model
     >>> capture = trace_model(to_meta(load_model("examples/cpu_roundtrip.py")), standin=True)
     >>> device_report(capture, main_device="meta").verdict()
-    '6 node(s) off meta, 4 cross-device copies'
+    '6 nodes off meta, 4 cross-device copies'
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graphtool.analysis.graph_summary import Source, node_device, op_name, user_source
+from graphtool.text import count
 
 _COPY_OPS = ("aten._to_copy", "aten.copy_", "aten.copy", "aten.to", "aten._device_put", "prims.device_put", "aten.lift_fresh_copy")
 
@@ -73,13 +74,28 @@ class DeviceReport:
     def found(self) -> bool:
         return any(g.off_device or g.copies for g in self.graphs)
 
+    @property
+    def shown_device(self) -> str:
+        """The main device as the user thinks of it: ``cuda:0 (predicted)`` for the meta stand-in.
+
+        >>> DeviceReport("meta", "meta stands for cuda:0", ()).shown_device
+        'cuda:0 (predicted)'
+        """
+        return self.show(self.main_device)
+
+    def show(self, device: str) -> str:
+        """``device`` as the user reads it: the stand-in's name replaced by the device it stands for."""
+        if self.stand_in and device == self.main_device and " stands for " in self.stand_in:
+            return self.stand_in.split(" stands for ", 1)[1] + " (predicted)"
+        return device
+
     def verdict(self) -> str:
         off = sum(len(g.off_device) for g in self.graphs)
         copies = sum(len(g.copies) for g in self.graphs)
-        label = self.main_device + (f" ({self.stand_in})" if self.stand_in else "")
+        label = self.shown_device
         if not off and not copies:
             return f"every node runs on {label}"
-        return f"{off} node(s) off {label}, {copies} cross-device cop{'y' if copies == 1 else 'ies'}"
+        return f"{count(off, 'node')} off {label}, {count(copies, 'cross-device copy', 'cross-device copies')}"
 
     def to_dict(self) -> dict:
         return {

@@ -31,6 +31,7 @@ from pathlib import PurePosixPath
 
 from graphtool.capture.lint_job import LintJob, LintResult
 from graphtool.display_paths import display_path as _rel
+from graphtool.text import count
 
 BASELINE_VERSION = 2  # paths relative to the baseline file's folder (version 1: to the current folder)
 READABLE_BASELINE_VERSIONS = (1, 2)
@@ -210,8 +211,13 @@ class LintReport:
         }
 
 
-def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, baseline: dict | None = None) -> ModelLint:
-    """Turn one child-process result into a judged :class:`ModelLint`."""
+def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, baseline: dict | None = None,
+          strict: bool = False) -> ModelLint:
+    """Turn one child-process result into a judged :class:`ModelLint`.
+
+    With a baseline (as pytorch's check_graph_breaks.py ratchets), ``max_graph_breaks`` counts only
+    breaks that are not in it: the baselined ones are known and accepted. Baselined breaks that no
+    longer occur are reported as fixed; ``strict`` fails on them too, so the baseline stays tight."""
     budget = budget or target.budget
     if not result.ok:
         return ModelLint(target, "error", result.error or "unknown error", result.detail, 0, (), (), (), (), (), result.seconds)
@@ -229,14 +235,19 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
     counted = [b for b in breaks if not b.allowed]
     recompiles = tuple(asdict(f) for f in result.recompiles)
     skipped = tuple(asdict(f) for f in result.skipped_frames)
-    failures = _budget_failures(budget, result.no_graph, len(counted), len(recompiles), len(skipped))
     new = [b for b in counted if b.new]
-    if new:
-        failures.append(f"{len(new)} new graph break{'s' if len(new) != 1 else ''} not in the baseline")
+    budgeted = new if known is not None else counted  # with a baseline, the budget is on new breaks
+    failures = _budget_failures(budget, result.no_graph, len(budgeted), len(recompiles), len(skipped),
+                                what="new graph break" if known is not None else "graph break")
+    if new and budget.max_graph_breaks is None:  # a baseline alone: any new break fails; a budget says how many may
+        failures.append(f"{count(len(new), 'new graph break')} not in the baseline")
     fixed = ()
     if known is not None:
         now = {_break_key(b, root) for b in breaks}
         fixed = tuple(e for e in _baseline_entries(baseline, target) if _entry_key(e, root) not in now)
+        if strict and fixed:
+            failures.append(f"{count(len(fixed), 'baselined graph break')} no longer "
+                            f"{'occurs' if len(fixed) == 1 else 'occur'} (--strict): update the baseline")
     return ModelLint(
         target=target,
         status="over_budget" if failures else "ok",
@@ -253,18 +264,19 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
     )
 
 
-def _budget_failures(budget: Budget, no_graph: str | None, breaks: int, recompiles: int, skipped: int) -> list[str]:
+def _budget_failures(budget: Budget, no_graph: str | None, breaks: int, recompiles: int, skipped: int,
+                     what: str = "graph break") -> list[str]:
     """Why the counts are over budget. No graph at all fails any budget on breaks or skipped frames:
     a model torch runs eagerly has no break to count, and 0 is not within budget."""
     failures = []
     if no_graph and (budget.max_graph_breaks is not None or budget.max_skipped_frames is not None):
         failures.append(no_graph_finding(no_graph))
     if budget.max_graph_breaks is not None and breaks > budget.max_graph_breaks:
-        failures.append(f"{breaks} graph breaks, budget {budget.max_graph_breaks}")
+        failures.append(f"{count(breaks, what)}, budget {budget.max_graph_breaks}")
     if budget.max_recompiles is not None and recompiles > budget.max_recompiles:
-        failures.append(f"{recompiles} recompiles, budget {budget.max_recompiles}")
+        failures.append(f"{count(recompiles, 'recompile')}, budget {budget.max_recompiles}")
     if budget.max_skipped_frames is not None and skipped > budget.max_skipped_frames:
-        failures.append(f"{skipped} skipped frames, budget {budget.max_skipped_frames}")
+        failures.append(f"{count(skipped, 'skipped frame')}, budget {budget.max_skipped_frames}")
     return failures
 
 

@@ -118,10 +118,10 @@ class MutationReport:
             noun = kind.replace("user_input", "user input")
             parts.append(f"{n} {noun}{'s' if n != 1 else ''} mutated")
         for o in self.aliased_outputs:
-            what = "a view of" if o.is_view else "shares storage with"
+            what = "is a view of" if o.is_view else "shares storage with"
             of = o.alias_of
-            name = {"input": of["name"], "output": str(of["index"])}.get(of["kind"], "")
-            parts.append(f"output {o.index} is {what} {of['kind']} {name}".rstrip())
+            name = {"input": f"input {of['name']}", "output": f"output {of['index']}"}.get(of["kind"], "an intermediate")
+            parts.append(f"output {o.index} {what} {name}")
         for a in self.input_aliases:
             parts.append(f"inputs {' and '.join(a.names)} share storage")
         return "; ".join(parts) if parts else "no input is mutated and no output aliases an input"
@@ -136,6 +136,22 @@ class MutationReport:
             },
             "verdict": self.verdict(),
         }
+
+
+ALLOW_KINDS = {"buffers": "buffer", "parameters": "parameter", "user_inputs": "user_input", "inputs": "user_input"}
+
+
+def is_allowed(m: InputMutation, allow) -> bool:
+    """Whether ``--allow`` accepts this mutation: a kind (``buffers``, ``parameters``, ``user_inputs``)
+    or an FQN pattern (``*.k_cache``, ``bn.running_*``, fnmatch rules).
+
+    >>> m = InputMutation("layers.0.k_cache", "buffer", True, False, False, True, None, (0,))
+    >>> is_allowed(m, ["buffers"]), is_allowed(m, ["*.k_cache"]), is_allowed(m, ["parameters"])
+    (True, True, False)
+    """
+    from fnmatch import fnmatchcase
+
+    return any(ALLOW_KINDS.get(a) == m.kind or fnmatchcase(m.name, a) for a in allow)
 
 
 def _mutation_sources(region) -> dict[int, Source | None]:

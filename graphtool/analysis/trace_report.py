@@ -33,9 +33,27 @@ class BreakInfo:
     file: str | None
     line: int | None
     reason: str
+    code: str | None = None  # torch's graph-break id (gb0124)
+    hint: str | None = None  # torch's suggested fix
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "reason": self.reason}
+        return {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
+
+
+@dataclass(frozen=True)
+class SkippedInfo:
+    """A frame dynamo gave up on and runs eagerly: ``file``/``line`` its ``def``, ``break_*`` where it broke."""
+
+    function: str | None
+    file: str | None
+    line: int | None
+    reason: str
+    break_file: str | None = None
+    break_line: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"function": self.function, "file": self.file, "line": self.line, "reason": self.reason,
+                "break_file": self.break_file, "break_line": self.break_line}
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,24 @@ class TraceReport:
     mutations: MutationReport
     backend: str = "inductor"  # whose AOT stage made the graphs
     no_graph: str | None = None  # torch.compile captured no graph: the cause
+    skipped_frames: tuple[SkippedInfo, ...] = ()
+
+    def diagnostics(self, lines=None) -> list:
+        """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
+        from graphtool.analysis import diagnostics as dg
+
+        out = [dg.graph_break(b.reason, b.file, b.line, code=b.code, hint=b.hint, lines=lines) for b in self.breaks]
+        out += [dg.skipped_frame(s.function, s.file, s.line, s.reason, break_file=s.break_file, break_line=s.break_line, lines=lines)
+                for s in self.skipped_frames]
+        return out
+
+    def summary(self) -> str:
+        """The one line trace ends with: ``2 compiled regions, 1 graph break, 1 skipped frame, 2 inputs mutated``."""
+        from graphtool.text import count
+
+        mutated = len(self.mutations.mutated)
+        return ", ".join((count(len(self.regions), "compiled region"), count(len(self.breaks), "graph break"),
+                          count(len(self.skipped_frames), "skipped frame"), count(mutated, "input") + " mutated"))
 
     def to_dict(self) -> dict:
         d = {
@@ -61,6 +97,7 @@ class TraceReport:
                       "backend": self.backend},
             "no_graph": self.no_graph,
             "graph_breaks": [b.to_dict() for b in self.breaks],
+            "skipped_frames": [f.to_dict() for f in self.skipped_frames],
             "graphs": [r.to_dict() for r in self.regions],
         }
         d.update(self.mutations.to_dict())
@@ -73,7 +110,7 @@ def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
         key = (b.file, b.line, b.reason)
         if key not in seen:
             seen.add(key)
-            out.append(BreakInfo(b.file, b.line, b.reason))
+            out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None)))
     return tuple(out)
 
 
@@ -103,4 +140,6 @@ def build_trace_report(capture) -> TraceReport:
         mutations=analyze_mutations(capture),
         backend=capture.backend,
         no_graph=capture.no_graph,
+        skipped_frames=tuple(SkippedInfo(f.function, f.file, f.line, f.reason, f.break_file, f.break_line)
+                             for f in getattr(capture, "skipped_frames", ())),
     )

@@ -66,6 +66,7 @@ class Capture:
     backend: str = "inductor"  # whose AOT stage produced the graphs
     regions_compiled: int | None = None  # regions torch compiles, when a stand-in trace judged fewer
     no_graph: str | None = None  # torch.compile captured no graph at all: the cause graphtool can see
+    skipped_frames: list = field(default_factory=list)  # SkippedFrame: frames dynamo gave up on (run eagerly)
 
     @property
     def regions_judged(self) -> int:
@@ -195,6 +196,7 @@ def trace_model(
         training=training,
         device=model_device(spec),
         breaks=recorder.breaks if record_breaks else [],
+        skipped_frames=recorder.skipped_frames() if record_breaks else [],
         no_graph=None if keeping.regions or stopped else _no_graph(recorder),
         outputs=out,
         metadata_changes=_metadata_changes(spec, before, names),

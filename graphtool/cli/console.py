@@ -27,6 +27,13 @@ def stdout_console():
     return Console(theme=THEME)
 
 
+def print_view(renderable, console=None) -> None:
+    """Print a view on stdout (or ``console``). In a pipe or a CI log nothing is laid out to a width
+    the reader does not have: text lines stay whole (soft wrap), so no ``file:line`` is ever split."""
+    console = console or stdout_console()
+    console.print(renderable, soft_wrap=not console.is_terminal)
+
+
 def emit(data: dict, fmt: str) -> None:
     """Write one JSON or YAML document to stdout."""
     from graphtool.render.documents import format_data
@@ -99,10 +106,15 @@ def show_models(results, fmt: str, view, check: bool) -> int:
     """Print each model's table, or one document; the exit code ``--check`` asks for."""
     if fmt == "table":
         for r in results:
+            if len(results) > 1:  # several models (a config): each block says whose it is
+                from graphtool.display_paths import display_path
+
+                path = r.header.get("path")
+                stdout_console().print(f"{display_path(path) or path}:", style="header", markup=False, highlight=False)
             if r.header.get("no_graph"):
                 stdout_console().print(f"torch.compile captured no graph: {r.header['no_graph']}",
                                  style="verdict.bad", markup=False, highlight=False)
-            stdout_console().print(view(r))
+            print_view(view(r))
     else:
         emit_all([r.to_dict() for r in results], fmt)
     return EXIT_FINDINGS if check and any(r.found for r in results) else EXIT_OK

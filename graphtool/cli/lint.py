@@ -48,6 +48,7 @@ def lint(
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: graphtool.yaml or [tool.graphtool] in pyproject.toml)."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Fail only on breaks not in this baseline file."),
     update_baseline: bool = typer.Option(False, "--update-baseline", help="Write the current breaks to the baseline file and pass."),
+    strict: bool = typer.Option(False, "--strict", help="Also fail when a baselined break no longer occurs (keeps the baseline tight)."),
     fmt: str = typer.Option("text", "--format", "-f", help="text, json, sarif, junit or github."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here; the terminal still gets the summary."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Models linted in parallel, each in its own process (default 1)."),
@@ -63,12 +64,16 @@ def lint(
     with console.RichProgress() as progress:
         outcome = run(models, run=run_script, script_args=ctx.args, max_graph_breaks=max_graph_breaks,
                       max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
-                      update_baseline=update_baseline, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
+                      update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
                       progress=progress)
+    verdict = None
     if outcome.baseline_written is not None:
-        count = sum(len(m.breaks) for m in outcome.report.models)
-        console.say(f"wrote {display_path(str(outcome.baseline_written))} ({count} breaks)")
-    _emit(outcome.report, fmt, output)
+        from graphtool.text import count
+
+        n = sum(len(m.breaks) for m in outcome.report.models)
+        verdict = (f"baseline updated: wrote {count(n, 'graph break')} of {count(len(outcome.report.models), 'model')} "
+                   f"to {display_path(str(outcome.baseline_written))}")
+    _emit(outcome.report, fmt, output, verdict)
     if outcome.baseline_refused:  # after the report, which says what failed
         raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")
     return outcome.exit_code()
@@ -84,7 +89,7 @@ def _check_paths(models, run_script: Optional[str]) -> None:
         raise UsageError(f"{run_script}: no such file" if not Path(run_script).exists() else f"{run_script}: is not a file")
 
 
-def _emit(report, fmt: str, output: Optional[Path]) -> None:
+def _emit(report, fmt: str, output: Optional[Path], verdict: Optional[str] = None) -> None:
     from graphtool.render import lint as render
     from graphtool.render.documents import format_json, write_atomic, xml_safe
 
@@ -102,13 +107,15 @@ def _emit(report, fmt: str, output: Optional[Path]) -> None:
 
             recorder = Console(file=None, record=True, width=120, theme=THEME)
             with recorder.capture():
-                recorder.print(render.lint_view(report))
+                recorder.print(render.lint_view(report, verdict), soft_wrap=True)
             write_atomic(output, recorder.export_text())
         else:
             write_atomic(output, text())
-        console.stderr_console().print(render.lint_view(report))
+        console.print_view(render.lint_view(report, verdict), console.stderr_console())
         console.say(f"report written to {display_path(str(output))}")
     elif text is None:
-        console.stdout_console().print(render.lint_view(report))
+        console.print_view(render.lint_view(report, verdict))
     else:
         sys.stdout.write(text())
+        if verdict:
+            console.say(verdict)

@@ -17,7 +17,11 @@ def register(app: typer.Typer) -> None:
             "Examples:\n\n"
             "  graphtool mutations model.py\n\n"
             "  graphtool mutations model.py --all --format json\n\n"
-            "  graphtool mutations model.py --check    # exit 1 if anything is mutated or aliased"
+            "  graphtool mutations model.py --check\n\n"
+            "  graphtool mutations model.py --check --allow buffers\n\n"
+            "--check exits 1 when an input is mutated or an output aliases one; --allow\n"
+            "accepts expected mutations: buffers, parameters, user_inputs or FQN patterns\n"
+            "such as '*.k_cache'."
         ),
     )(mutations)
 
@@ -31,12 +35,15 @@ def mutations(
     show_all: bool = typer.Option(False, "--all", help="List every input, not only mutated ones."),
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
+    allow: Optional[list[str]] = typer.Option(
+        None, "--allow", help="Mutations that are expected: buffers, parameters, user_inputs, or an FQN pattern ('*.k_cache'); repeatable."
+    ),
 ) -> int:
     from graphtool.commands.mutations import mutations as run
     from graphtool.render.mutations import mutations_view
 
     options.check_format(fmt)
     with console.RichProgress() as progress:
-        results = run(model, entry=entry, device=device, inference=inference, backend=backend,
+        results = run(model, entry=entry, device=device, inference=inference, backend=backend, allow=tuple(allow or ()),
                       debug=options.debug_enabled(), progress=progress)
-    return console.show_models(results, fmt, lambda r: mutations_view(r.report, show_all=show_all), check)
+    return console.show_models(results, fmt, lambda r: mutations_view(r.report, show_all=show_all, allowed=tuple(allow or ())), check)

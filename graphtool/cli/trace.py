@@ -55,13 +55,15 @@ def trace(
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
             _write_out(result, out_dir / sub, Path(out) / sub)
         if fmt == "table":
-            from graphtool.render.trace import trace_view
+            from graphtool.render.trace import summary_line, trace_view
 
-            console.stdout_console().print(trace_view(result.report))
+            console.print_view(trace_view(result.report, summary=False))
             if result.verdict is not None:
                 from graphtool.render.cudagraphs import cudagraphs_view
 
-                console.stdout_console().print(cudagraphs_view(result.verdict))
+                console.print_view(cudagraphs_view(result.verdict))
+            # one line at the very end: regions, breaks, skipped frames, mutations, the CUDA-graph verdict
+            console.print_view(summary_line(result.report, result.verdict.summary() if result.verdict is not None else None))
     if out_dir is not None and len(results) > 1:  # an earlier single-model run's files at the top
         from graphtool.render.documents import remove_earlier_run
 

@@ -44,7 +44,7 @@ class LintOutcome:
 def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, script_args: Sequence[str] = (),
          max_graph_breaks: Optional[int] = None, max_recompiles: Optional[int] = None,
          max_skipped_frames: Optional[int] = None, dynamic: bool = False,
-         config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False,
+         config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT) -> LintOutcome:
     """Lint every target; judge each against its budget and the baseline.
@@ -67,7 +67,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
     limit = timeout or (cfg.timeout if cfg else None)
     results = _run(targets, parallel, limit, debug, progress)
-    report = LintReport(tuple(judge(t, r, baseline=base) for t, r in zip(targets, results)),
+    report = LintReport(tuple(judge(t, r, baseline=base, strict=strict) for t, r in zip(targets, results)),
                         display_path(str(baseline_path)) if baseline_path else None)
     if not update_baseline:
         return LintOutcome(report)

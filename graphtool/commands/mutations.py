@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
 from graphtool.commands import steps
@@ -15,10 +16,11 @@ from graphtool.commands.progress import SILENT, Progress
 
 
 def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-              inference: bool = False, backend: str = "inductor", debug: bool = False,
+              inference: bool = False, backend: str = "inductor", allow: Sequence[str] = (), debug: bool = False,
               progress: Progress = SILENT) -> list[steps.ModelResult]:
-    """One :class:`ModelResult` (a MutationReport) per model; ``found`` when anything is mutated or aliased."""
-    from graphtool.analysis.mutations import analyze_mutations
+    """One :class:`ModelResult` (a MutationReport) per model; ``found`` when anything is mutated or aliased
+    that ``allow`` (kinds such as ``buffers``, or FQN patterns) does not accept."""
+    from graphtool.analysis.mutations import analyze_mutations, is_allowed
 
     steps.check_backend(backend)
     results = []
@@ -26,6 +28,7 @@ def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, devic
         capture = steps.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
                                          debug=debug, progress=progress)
         report = analyze_mutations(capture)
-        found = bool(report.mutated or report.aliased_outputs or report.input_aliases or capture.no_graph)
+        unexpected = [m for m in report.mutated if not is_allowed(m, allow)]
+        found = bool(unexpected or report.aliased_outputs or report.input_aliases or capture.no_graph)
         results.append(steps.ModelResult(steps.model_header(capture), report, found, key=""))
     return results

@@ -8,11 +8,9 @@ from __future__ import annotations
 from xml.sax.saxutils import escape, quoteattr
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from graphtool.display_paths import display_path as _rel
-from graphtool.render.tables import row
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://pypi.org/project/torch-graphtool/"
@@ -41,38 +39,75 @@ def _skipped_text(s: dict) -> str:
     return f"frame {s['function']} skipped: {s['reason']}{broke}{_library_note(s)}"
 
 
-def lint_view(report) -> Group:
-    parts = []
-    table = Table(title="graphtool lint", title_justify="left")
-    table.add_column("model", overflow="fold", ratio=3)
-    for col in ("status", "graphs", "breaks", "recompiles", "skipped", "seconds"):
-        table.add_column(col, justify="left" if col == "status" else "right", no_wrap=True)
+def lint_diagnostics(report) -> list:
+    """Every finding of every model as a diagnostic, grouped by model: breaks, recompiles, skipped
+    frames, budget failures, baselined breaks now fixed, models that could not be linted."""
+    from graphtool.analysis import diagnostics as dg
+
+    out = []
     for m in report.models:
-        style = "status.ok" if m.status == "ok" else "status.bad"
-        row(table,
-            _rel(m.target.name), Text(m.status.replace("_", " "), style=style), str(m.graph_count),
-            str(len(m.counted_breaks)), str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}",
-        )
-    parts.append(table)
-    for m in report.models:
+        model = m.target.name
+        failing = m.status != "ok"
         if m.error:
-            parts.append(Text(f"{_rel(m.target.name)}: could not lint: {m.error}", style="finding"))
+            out.append(dg.Diagnostic("GT-L003", f"could not lint: {m.error}", m.target.path, model=model, severity="error"))
         if m.no_graph:
-            parts.append(Text(f"  {_rel(m.target.name)}: {m.no_graph_finding}", style="finding"))
+            out.append(dg.Diagnostic("GT-L001", m.no_graph_finding, m.target.path, model=model,
+                                     severity="error" if m.no_graph_finding in m.failures else "warning"))
         for b in m.breaks:
-            tag = " (allowed)" if b.allowed else " (new)" if b.new else ""
-            parts.append(Text(f"  {_where(b)}: graph break{tag}: {b.reason}{_in_library(b.library_file, b.library_line)}"))
+            tag = " (allowed)" if b.allowed else " (new)" if b.new else " (baselined)" if b.new is False else ""
+            severity = "note" if b.allowed or b.new is False else "error" if failing else "warning"
+            d = dg.graph_break(b.reason + _in_library(b.library_file, b.library_line), b.file, b.line, code=b.code, hint=b.hint,
+                               source_text=b.source_text, model=model, tag=tag, severity=severity)
+            out.append(d)
         for r in m.recompiles:
-            parts.append(Text(f"  {_rel(r['file'])}:{r['line']}: recompile of {r['function']}: {r['reason']}{_library_note(r)}"))
-        for s in m.skipped_frames:
-            parts.append(Text(f"  {_rel(s['file'])}:{s['line']}: {_skipped_text(s)}"))
+            out.append(dg.recompile(r["function"], r.get("file"), r.get("line"), f"{r['reason']}{_library_note(r)}", model=model))
+        for sk in m.skipped_frames:
+            out.append(dg.skipped_frame(sk.get("function"), sk.get("file"), sk.get("line"), sk["reason"] + _library_note(sk),
+                                        break_file=sk.get("break_file"), break_line=sk.get("break_line"), model=model))
         for f in m.failures:
             if f != m.no_graph_finding:  # said above, as the finding it is
-                parts.append(Text(f"  {_rel(m.target.name)}: over budget: {f}", style="finding"))
+                out.append(dg.Diagnostic("GT-L001", f"over budget: {f}", m.target.path, model=model, severity="error"))
+        strict_failed = any("(--strict)" in f for f in m.failures)
         for e in m.fixed:
-            parts.append(Text(f"  fixed since the baseline: {e['file']}:{e.get('line')}: {e['reason']}", style="fixed"))
-    verdict = "passed" if report.passed else "could not lint every model" if report.errored else "failed"
-    parts.append(Text(f"lint {verdict}", style="verdict.ok" if report.passed else "verdict.bad"))
+            out.append(dg.Diagnostic(
+                "GT-L002", f"fixed since the baseline: {e['reason']}", _baseline_file(report, e), e.get("line"), model=model,
+                source=None, severity="error" if strict_failed else "note",
+                help="the break is gone: run `graphtool lint --update-baseline` to keep the baseline tight"))
+    return out
+
+
+def _baseline_file(report, entry: dict) -> str | None:
+    """A baseline entry's file (relative to the baseline's folder) as a path from the current folder."""
+    import os
+
+    f = entry.get("file")
+    if not f or f.startswith("<") or os.path.isabs(f) or not report.baseline:
+        return f
+    return os.path.normpath(os.path.join(os.path.dirname(report.baseline), f))
+
+
+def lint_view(report, verdict: str | None = None) -> Group:
+    """The table, every finding as a diagnostic, and the verdict (``verdict`` replaces it, for --update-baseline)."""
+    from graphtool.render.diagnostics import diagnostics_view
+    from graphtool.render.tables import Col, FitTable
+
+    rows = []
+    for m in report.models:
+        style = "status.ok" if m.status == "ok" else "status.bad"
+        rows.append((_rel(m.target.name), Text(m.status.replace("_", " "), style=style), str(m.graph_count),
+                     str(len(m.counted_breaks)), str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}"))
+    cols = [Col("model", ident=True), Col("status"), Col("graphs", justify="right", drop=2), Col("breaks", justify="right"),
+            Col("recompiles", justify="right", drop=3), Col("skipped", justify="right", drop=4), Col("seconds", justify="right", drop=1)]
+    parts = [FitTable("graphtool lint", cols, rows)]
+    diags = lint_diagnostics(report)
+    if diags:
+        parts.append(diagnostics_view(diags))
+    if verdict is None:
+        verdict = "lint " + ("passed" if report.passed else "could not lint every model" if report.errored else "failed")
+        style = "verdict.ok" if report.passed else "verdict.bad"
+    else:
+        style = "verdict.ok"
+    parts.append(Text(verdict, style=style))
     return Group(*parts)
 
 
@@ -226,5 +261,7 @@ def format_github(report) -> str:
             lines.append(f"::error file={_gh_prop(_rel(m.target.path))},title={_gh_prop('graphtool lint')}::{_gh_data('could not lint: ' + m.error)}")
         for f in m.failures:
             lines.append(f"::error file={_gh_prop(_rel(m.target.path))},title={_gh_prop('over budget')}::{_gh_data(f)}")
-    lines.append(f"::notice title=graphtool lint::{'passed' if report.passed else 'failed'} ({len(report.models)} model(s))")
+    from graphtool.text import count
+
+    lines.append(f"::notice title=graphtool lint::{'passed' if report.passed else 'failed'} ({count(len(report.models), 'model')})")
     return "\n".join(lines) + "\n"

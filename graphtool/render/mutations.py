@@ -1,12 +1,13 @@
-"""The ``mutations`` view: mutated inputs (how, where, which region) and aliased outputs."""
+"""The ``mutations`` view: one line of verdict, then each mutation and alias as a diagnostic
+(``path:line:col: GT-M001 buffer bn.running_mean mutated in place``); ``--all`` adds every input."""
 
 from __future__ import annotations
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
-from graphtool.render.tables import row, where
+from graphtool.render.diagnostics import diagnostics_view
+from graphtool.render.tables import Col, FitTable, where
 
 
 def _flags(m) -> str:
@@ -17,28 +18,22 @@ def _flags(m) -> str:
     return text
 
 
-def mutations_view(report, *, show_all: bool = False) -> Group:
-    rows = report.inputs if show_all else report.mutated
+def mutations_view(report, *, show_all: bool = False, allowed=()) -> Group:
+    """``allowed``: names ``--allow`` accepted; they are listed, not counted as findings."""
+    from graphtool.analysis.diagnostics import mutation_diagnostics
+
     parts = [Text(report.verdict(), style="verdict")]
-    if rows:
-        table = Table(title="inputs" if show_all else "mutated inputs", title_justify="left")
-        for col in ("input", "kind", "mutates", "where", "regions"):
-            table.add_column(col)
-        for m in rows:
-            place = where(m.source) if m.source else (m.note or "-")
-            row(table, m.name, m.kind, _flags(m), place, ",".join(map(str, m.regions)))
-        parts.append(table)
-    aliased = report.model_outputs if show_all else report.aliased_outputs
-    if aliased:
-        table = Table(title="outputs", title_justify="left")
-        for col in ("output", "view", "aliases"):
-            table.add_column(col)
-        for o in aliased:
-            of = "-"
-            if o.alias_of:
-                of = f"{o.alias_of['kind']} {o.alias_of['name'] or o.alias_of['index'] if o.alias_of['kind'] != 'intermediate' else ''}".rstrip()
-            row(table, str(o.index), "yes" if o.is_view else "no", of)
-        parts.append(table)
-    for a in report.input_aliases:
-        parts.append(Text(f"inputs {', '.join(a.names)}: {a.relation.replace('_', ' ')}"))
+    if show_all and report.inputs:
+        rows = [(m.name, m.kind, _flags(m), where(m.source) if m.source else (m.note or "-"), ",".join(map(str, m.regions)))
+                for m in report.inputs]
+        cols = [Col("input", ident=True), Col("kind", drop=2), Col("mutates"), Col("where", ident=True, drop=3), Col("regions", drop=1)]
+        parts.append(FitTable("inputs", cols, rows))
+    from graphtool.analysis.mutations import is_allowed
+
+    accepted = [m for m in report.mutated if is_allowed(m, allowed)] if allowed else []
+    if accepted:
+        parts.append(Text(f"accepted by --allow {' '.join(allowed)}: {', '.join(m.name for m in accepted)}", style="note"))
+    diags = mutation_diagnostics(report, skip={m.name for m in accepted})
+    if diags:
+        parts.append(diagnostics_view(diags, headers=False))
     return Group(*parts)

@@ -23,6 +23,13 @@ STYLES = {
     "note": "yellow",  # worth reading, not a failure
     "warning": "yellow",  # a graph break or another caveat on the result
     "header": "bold",  # a report's first line
+    "diagnostic.path": "bold",  # path:line:col at the start of a diagnostic
+    "diagnostic.error": "bold red",  # the code of a diagnostic that fails the run
+    "diagnostic.warning": "bold yellow",  # ... of one worth fixing
+    "diagnostic.note": "bold cyan",  # ... of one for information
+    "diagnostic.gutter": "blue",  # the line-number gutter around the source line
+    "diagnostic.help": "bold",  # "help:" and "see:"
+    "diagnostic.group": "bold underline",  # the header of a model's (or region's) findings
 }
 
 THEME = Theme(STYLES)

@@ -1,49 +1,79 @@
-"""Rich renderables for ``graphtool trace``."""
+"""Rich renderables for ``graphtool trace``: header, graph breaks and skipped frames as diagnostics,
+one table per region, every input named, and one summary line at the end."""
 
 from __future__ import annotations
 
-from rich.console import Group
-from rich.table import Table
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
-from graphtool.render.tables import row
+from graphtool.display_paths import display_path
+from graphtool.render.diagnostics import diagnostics_view
+from graphtool.render.tables import Col, FitTable
 
 TOP_OPS = 8
 
 
-def trace_view(report) -> Group:
-    parts = [_header(report)]
-    for b in report.breaks:
-        where = f"{b.file}:{b.line}" if b.file else "unknown location"
-        parts.append(Text(f"graph break at {where}: {b.reason}", style="warning"))
+class Fields:
+    """``a  b  c`` laid out at the console's width, a line break only between fields, never inside one
+    (``torch 2.13.0+cpu`` stays whole)."""
+
+    def __init__(self, fields: list[str], style: str | None = None, first_style: str | None = None):
+        self.fields = fields
+        self.style = style
+        self.first_style = first_style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = 0 if options.no_wrap else options.max_width
+        lines: list[list[str]] = [[]]
+        used = 0
+        for f in self.fields:
+            extra = len(f) + (2 if lines[-1] else 0)
+            if lines[-1] and width and used + extra > width:
+                lines.append([])
+                used, extra = 0, len(f)
+            lines[-1].append(f)
+            used += extra
+        for i, parts in enumerate(lines):
+            t = Text("  ".join(parts), style=self.style or "")
+            if i == 0 and self.first_style:
+                t.stylize(self.first_style, 0, len(parts[0]))
+            t.no_wrap, t.overflow = True, "fold"
+            yield t
+
+
+def summary_line(report, verdict_summary: str | None = None) -> Text:
+    """The line trace ends with: regions, breaks, skipped frames, mutations (and the CUDA-graph verdict when asked)."""
+    return Text(report.summary() + (f"; CUDA graphs: {verdict_summary}" if verdict_summary else ""), style="verdict")
+
+
+def trace_view(report, verdict_summary: str | None = None, *, summary: bool = True) -> Group:
+    """The whole report; ``verdict_summary`` (``--cudagraphs``) joins the last line; ``summary=False`` leaves it
+    out (the CLI prints the CUDA-graph view first)."""
+    mode = "training" if report.training else "inference"
+    parts = [Fields([display_path(report.path) or report.path, f"entry {report.entry}", f"device {report.device}", mode,
+                     f"{report.backend}'s graphs", f"torch {report.torch_version}"], first_style="header")]
+    diags = report.diagnostics()
+    if diags:
+        parts.append(diagnostics_view(diags))
     for region in report.regions:
         parts.append(_region_table(region, len(report.regions)))
+        for g in (region.forward, region.backward):
+            more = len(g.ops) - TOP_OPS if g is not None else 0
+            if more > 0:
+                parts.append(Text(f"{g.kind}: {more} more op kinds not shown (--format json lists every op)", style="note"))
         if region.forward is not None:
-            parts.append(_placeholder_table(region.forward, "forward inputs"))
+            parts.append(_placeholder_table(region.forward, "forward inputs" + (f" (region {region.index})" if len(report.regions) > 1 else "")))
     if report.no_graph:
         parts.append(Text(f"torch.compile captured no graph: {report.no_graph}", style="verdict.bad"))
-    parts.append(Text(f"mutations: {report.mutations.verdict()}", style="verdict"))
+    parts.append(Text(f"mutations: {report.mutations.verdict()}"))
+    if summary:
+        parts.append(summary_line(report, verdict_summary))
     return Group(*parts)
 
 
-def _header(report) -> Text:
-    mode = "training" if report.training else "inference"
-    n = len(report.regions)
-    return Text.assemble(
-        (f"{report.path}", "header"),
-        f"  entry {report.entry}  device {report.device}  {mode}  {report.backend}'s graphs  torch {report.torch_version}\n",
-        f"{n} compiled region{'s' if n != 1 else ''}, {len(report.breaks)} graph break"
-        f"{'s' if len(report.breaks) != 1 else ''}",
-    )
-
-
-def _region_table(region, total: int) -> Table:
+def _region_table(region, total: int) -> FitTable:
     title = f"region {region.index}" if total > 1 else "graphs"
-    table = Table(title=title, title_justify="left")
-    table.add_column("graph")
-    table.add_column("nodes", justify="right")
-    table.add_column("inputs")
-    table.add_column("top ops")
+    rows = []
     for g in (region.forward, region.backward):
         if g is None:
             continue
@@ -51,16 +81,17 @@ def _region_table(region, total: int) -> Table:
         for p in g.placeholders:
             kinds[p.kind] = kinds.get(p.kind, 0) + 1
         inputs = ", ".join(f"{n} {k}" for k, n in kinds.items())
-        ops = ", ".join(f"{op.replace('aten.', '')} x{n}" for op, n in list(g.ops.items())[:TOP_OPS])
-        row(table, g.kind, str(g.nodes), inputs, ops)
-    return table
+        # one op a line: an op name is an identifier, never split across lines
+        ops = "\n".join(f"{op.replace('aten.', '')} x{n}" for op, n in list(g.ops.items())[:TOP_OPS])
+        rows.append((g.kind, str(g.nodes), inputs, ops))
+    return FitTable(title, [Col("graph"), Col("nodes", justify="right"), Col("inputs"), Col("top ops", ident=True)], rows)
 
 
-def _placeholder_table(graph, title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in ("placeholder", "kind", "name", "shape", "dtype", "device"):
-        table.add_column(col)
+def _placeholder_table(graph, title: str) -> FitTable:
+    rows = []
     for p in graph.placeholders:
         shape = ("x".join(str(s) for s in p.shape) or "scalar") if p.shape is not None else "-"
-        row(table, p.graph_name, p.kind, p.name, shape, p.dtype or "-", p.device or "-")
-    return table
+        rows.append((p.graph_name, p.kind, p.name, shape, p.dtype or "-", p.device or "-"))
+    cols = [Col("placeholder", drop=1), Col("kind", drop=3), Col("name", ident=True), Col("shape", drop=4),
+            Col("dtype", drop=5), Col("device", drop=2)]
+    return FitTable(title, cols, rows)

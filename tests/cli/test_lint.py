@@ -20,7 +20,7 @@ def test_budget_pass_and_fail(cli):
     assert (m["graph_count"], m["graph_break_count"], m["recompile_count"]) == (2, 1, 0)
     assert m["breaks"][0]["line"] == 6 and m["breaks"][0]["file"].endswith("print_mid.py")
     rc, out, _ = cli("lint", BREAKS / "print_mid.py", "--max-graph-breaks", "0", "--format", "json")
-    assert rc == 1 and json.loads(out)["models"][0]["failures"] == ["1 graph breaks, budget 0"]
+    assert rc == 1 and json.loads(out)["models"][0]["failures"] == ["1 graph break, budget 0"]
 
 
 def test_recompile_budget_with_dynamic(cli):

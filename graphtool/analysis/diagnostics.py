@@ -1,0 +1,211 @@
+"""One format for every finding graphtool reports: a :class:`Diagnostic`, like ruff's and rustc's.
+
+A diagnostic is ``path:line:col: CODE message``, the source line with the span underlined, then
+``help:`` with the fix (and, for graph breaks, torch's ``gbNNNN`` id and its explanation page).
+Findings of the same model and region are grouped under one header by the renderer
+(:mod:`graphtool.render.diagnostics`). Codes are stable; docs/diagnostics.md lists them all.
+
+The builders here turn the analyses' own records (graph breaks, skipped frames, mutations, device
+copies, lint budgets) into diagnostics. Reading the user's source line is the only I/O, through
+``linecache`` (the same cache tracebacks use); tests pass ``lines=`` to read from a dict instead.
+
+Example::
+
+    >>> d = Diagnostic("GT-B001", "graph break: print", path="m.py", line=3, source="    print(x)")
+    >>> d.located().col, d.located().span
+    (5, 8)
+    >>> d.location
+    'm.py:3:5'
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+
+#: every code graphtool gives a finding, with its one-line title (docs/diagnostics.md explains each)
+CODES = {
+    "GT-B001": "graph break: torch.compile split the function here and runs the rest eagerly until the next frame",
+    "GT-B002": "skipped frame: dynamo gave up on a whole frame and runs it eagerly",
+    "GT-B003": "recompile: a guard failed and the frame was compiled again",
+    "GT-M001": "an input's data is mutated in place",
+    "GT-M002": "an input's metadata or storage is changed (resize_, t_, set_, as_strided_)",
+    "GT-M003": "an output aliases an input, an intermediate or another output",
+    "GT-M004": "two inputs share storage",
+    "GT-D001": "a cross-device copy",
+    "GT-D002": "a node off the main device",
+    "GT-L001": "over budget",
+    "GT-L002": "a baselined graph break no longer occurs (fixed): update the baseline",
+    "GT-L003": "the model could not be linted",
+}
+
+SEVERITIES = ("error", "warning", "note")
+GB_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{code}.html"
+
+LineReader = Callable[[str, int], "str | None"]
+
+
+def read_line(path: str, line: int) -> str | None:
+    """The user's source line (without its newline), or None when the file cannot be read."""
+    text = linecache.getline(path, line)
+    return text.rstrip("\r\n") or None
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str  # one of CODES
+    message: str
+    path: str | None = None  # as recorded (absolute); shown relative to the current folder when under it
+    line: int | None = None
+    col: int | None = None  # 1-based
+    span: int | None = None  # characters underlined from ``col``
+    source: str | None = None  # the source line as written (indentation kept)
+    help: str | None = None
+    url: str | None = None  # torch's explanation page (graph breaks with a gb id)
+    model: str | None = None  # the model (path or path:entry) it belongs to
+    region: str | None = None  # "region 0 forward", when the finding belongs to one
+    severity: str = "warning"  # error | warning | note
+
+    @property
+    def location(self) -> str:
+        """``path:line:col`` (as much of it as is known), the path as recorded."""
+        if not self.path:
+            return "<unknown>"
+        d = self.located()
+        return ":".join(str(p) for p in (d.path, d.line, d.col) if p is not None)
+
+    def located(self) -> Diagnostic:
+        """With ``col`` and ``span`` filled from the source line when unknown: the statement, indentation left out."""
+        if self.source is None or self.col is not None:
+            return self
+        stripped = self.source.strip()
+        if not stripped:
+            return self
+        return replace(self, col=len(self.source) - len(self.source.lstrip()) + 1, span=len(stripped))
+
+    def to_dict(self) -> dict:
+        return asdict(self.located())
+
+
+def with_source(d: Diagnostic, lines: LineReader | None = None, source_text: str | None = None) -> Diagnostic:
+    """``d`` with its source line read (``lines`` or linecache) and the span placed on ``source_text`` when given."""
+    if d.path is None or d.line is None or d.source is not None:
+        return d
+    text = (lines or read_line)(d.path, d.line)
+    if text is None:
+        text = source_text  # the recorded (stripped) text: better than nothing
+    if text is None:
+        return d
+    if source_text and source_text.strip() in text:
+        col = text.index(source_text.strip()) + 1
+        return replace(d, source=text, col=col, span=len(source_text.strip())).located()
+    return replace(d, source=text).located()
+
+
+def _gb_help(hint: str | None, code: str | None) -> tuple[str | None, str | None]:
+    url = GB_URL.format(code=code) if code else None
+    return hint, url
+
+
+def graph_break(reason: str, file: str | None, line: int | None, *, code: str | None = None, hint: str | None = None,
+                source_text: str | None = None, model: str | None = None, region: str | None = None, tag: str = "",
+                severity: str = "warning", lines: LineReader | None = None) -> Diagnostic:
+    """A graph break (GT-B001); ``code`` is torch's gb id, which names its explanation page."""
+    help_text, url = _gb_help(hint, code)
+    if help_text is None:
+        help_text = "the code after this line runs eagerly until torch.compile starts a new region"
+    message = f"graph break{tag}: {reason}" + (f" [{code}]" if code else "")
+    d = Diagnostic("GT-B001", message, file, line, help=help_text, url=url, model=model, region=region, severity=severity)
+    return with_source(d, lines, source_text)
+
+
+def skipped_frame(function: str | None, file: str | None, line: int | None, reason: str, *, break_file: str | None = None,
+                  break_line: int | None = None, model: str | None = None, lines: LineReader | None = None) -> Diagnostic:
+    """A frame dynamo gave up on (GT-B002): it runs eagerly, every call. Placed where it broke when known."""
+    at_file, at_line = (break_file, break_line) if break_file else (file, line)
+    name = function or "a frame"
+    message = f"frame {name} runs eagerly (skipped by dynamo): {reason}"
+    help_text = "nothing in this frame is compiled; move the unsupported code out of it or mark it with torch.compiler.disable"
+    d = Diagnostic("GT-B002", message, at_file, at_line, help=help_text, model=model, severity="warning")
+    return with_source(d, lines)
+
+
+def recompile(function: str, file: str | None, line: int | None, reason: str, *, model: str | None = None,
+              lines: LineReader | None = None) -> Diagnostic:
+    d = Diagnostic("GT-B003", f"recompile of {function}: {reason}", file, line,
+                   help="mark the changing size dynamic (torch._dynamo.mark_dynamic) or keep it constant",
+                   model=model, severity="warning")
+    return with_source(d, lines)
+
+
+def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), lines: LineReader | None = None) -> list[Diagnostic]:
+    """GT-M001..M004 for a :class:`~graphtool.analysis.mutations.MutationReport`; inputs named in ``skip`` (accepted) left out."""
+    out = []
+    for m in report.mutated:
+        if m.name in skip:
+            continue
+        what = "mutated in place" + (" under no_grad" if m.under_no_grad else "")
+        code = "GT-M001" if m.mutates_data else "GT-M002"
+        if not m.mutates_data:
+            changed = [k for k, on in (("metadata", m.mutates_metadata), ("storage", m.mutates_storage)) if on]
+            what = f"{' and '.join(changed)} changed"
+        region = "region " + ",".join(map(str, m.regions)) if m.regions else None
+        help_text = {
+            "buffer": "expected for BatchNorm statistics and KV caches: accept it with `mutations --check --allow buffers`",
+            "parameter": "a parameter changed inside forward: CUDA graphs and AOT autograd copy it back after every call",
+            "user_input": "torch.compile copies the new value back into the caller's tensor after the graph; return a new tensor instead",
+        }.get(m.kind)
+        if m.note:
+            help_text = f"{m.note}; {help_text}" if help_text else m.note
+        src = m.source
+        d = Diagnostic(code, f"{m.kind.replace('_', ' ')} {m.name} {what}", src.file if src else None, src.line if src else None,
+                       help=help_text, model=model, region=region, severity="warning")
+        out.append(with_source(d, lines))
+    for o in report.aliased_outputs:
+        of = o.alias_of
+        name = {"input": f"input {of['name']}", "output": f"output {of['index']}"}.get(of["kind"], "an intermediate")
+        verb = "is a view of" if o.is_view else "shares storage with"
+        out.append(Diagnostic("GT-M003", f"output {o.index} {verb} {name}", model=model, severity="note",
+                              help="a later in-place change to one is seen through the other; return .clone() to decouple them"))
+    for a in report.input_aliases:
+        how = "are the same tensor" if a.relation == "same_tensor" else "share storage"
+        out.append(Diagnostic("GT-M004", f"inputs {' and '.join(a.names)} {how}", model=model, severity="note",
+                              help="torch.compile guards on this aliasing: passing distinct tensors later recompiles"))
+    return out
+
+
+def device_diagnostics(report, *, model: str | None = None, lines: LineReader | None = None) -> list[Diagnostic]:
+    """GT-D001 for each cross-device copy, GT-D002 for other nodes off the main device."""
+    out = []
+    main = report.shown_device
+    for g in report.graphs:
+        region = f"region {g.region} {g.graph}"
+        copied = {c.name for c in g.copies}
+        for c in g.copies:
+            src = c.source
+            d = Diagnostic("GT-D001", f"copy {report.show(c.src_device)} -> {report.show(c.dst_device)} ({c.name}, {c.op})",
+                           src.file if src else None, src.line if src else None, model=model, region=region, severity="warning",
+                           help="each copy synchronises with the host; keep the tensor on one device")
+            out.append(with_source(d, lines))
+        for n in g.off_device:
+            if n.name in copied:
+                continue
+            src = n.source
+            d = Diagnostic("GT-D002", f"{n.name} ({n.op}) runs on {report.show(n.device)}, not {main}",
+                           src.file if src else None, src.line if src else None, model=model, region=region, severity="warning",
+                           help="create the tensor on the model's device (device=x.device) instead of the CPU")
+            out.append(with_source(d, lines))
+    return out
+
+
+def group_key(d: Diagnostic) -> tuple[str, str]:
+    return (d.model or "", d.region or "")
+
+
+def grouped(diags: Iterable[Diagnostic]) -> list[tuple[tuple[str, str], list[Diagnostic]]]:
+    """Diagnostics by (model, region), groups in first-seen order, each group in the given order."""
+    groups: dict[tuple[str, str], list[Diagnostic]] = {}
+    for d in diags:
+        groups.setdefault(group_key(d), []).append(d)
+    return list(groups.items())
