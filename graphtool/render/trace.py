@@ -37,7 +37,8 @@ class Fields:
             t = Text("  ".join(parts), style=self.style or "")
             if i == 0 and self.first_style:
                 t.stylize(self.first_style, 0, len(parts[0]))
-            t.no_wrap, t.overflow = True, "fold"
+            if width:  # laid out to the console; in soft-wrap mode (a pipe) the line stays whole, never cropped
+                t.no_wrap, t.overflow = True, "fold"
             yield t
 
 

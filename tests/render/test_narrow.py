@@ -219,3 +219,9 @@ def test_mutations_allow_buffers():
     assert "GT-M001 user input attention_mask" in text
     kept = [m.name for m in v.MUTATIONS.mutated if not is_allowed(m, ["buffers", "attention_*"])]
     assert kept == ["position_ids"]
+
+
+def test_in_a_pipe_the_trace_header_is_whole():
+    """The header's fields were cropped at 80 columns in a pipe ("... training  indu")."""
+    first = piped(trace_view(v.TRACE)).splitlines()[0]
+    assert first.endswith(f"torch {v.TRACE.torch_version}"), first
