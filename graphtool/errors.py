@@ -85,6 +85,12 @@ class UserCodeFailed(UserScriptError):
     pass
 
 
+class TimedOut(GraphtoolError):
+    """``--timeout`` ran out while graphtool ran the user's code (or traced it)."""
+
+    exit_code = EXIT_USAGE
+
+
 class TraceFailed(GraphtoolError):
     exit_code = EXIT_USAGE
 

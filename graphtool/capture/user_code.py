@@ -69,6 +69,11 @@ def full_traceback(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
+class Alarm(BaseException):
+    """Raised by ``--timeout``'s timer inside whatever code was running (see graphtool.capture.deadline):
+    every user-code boundary lets it through, as it lets Ctrl-C through."""
+
+
 class HardExit(BaseException):
     """Raised in place of ``os._exit(code)`` called by the user's code on graphtool's main thread."""
 
@@ -137,7 +142,7 @@ def running_user_code(what: str, *, where: str | None = None):
     try:
         with os_exit_reported():
             yield
-    except (GraphtoolError, KeyboardInterrupt):
+    except (GraphtoolError, KeyboardInterrupt, Alarm):
         raise
     except (SystemExit, HardExit) as exc:
         raise exit_error(exc, what, where) from None
