@@ -70,6 +70,7 @@ class TraceReport:
     backend: str = "inductor"  # whose AOT stage made the graphs
     no_graph: str | None = None  # torch.compile captured no graph: the cause
     skipped_frames: tuple[SkippedInfo, ...] = ()
+    no_backward: str | None = None  # training, yet no backward graph: why
 
     def diagnostics(self, lines=None) -> list:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
@@ -96,6 +97,7 @@ class TraceReport:
             "model": {"path": self.path, "entry": self.entry, "device": self.device, "training": self.training,
                       "backend": self.backend},
             "no_graph": self.no_graph,
+            "no_backward": self.no_backward,
             "graph_breaks": [b.to_dict() for b in self.breaks],
             "skipped_frames": [f.to_dict() for f in self.skipped_frames],
             "graphs": [r.to_dict() for r in self.regions],
@@ -142,4 +144,5 @@ def build_trace_report(capture) -> TraceReport:
         no_graph=capture.no_graph,
         skipped_frames=tuple(SkippedInfo(f.function, f.file, f.line, f.reason, f.break_file, f.break_line)
                              for f in getattr(capture, "skipped_frames", ())),
+        no_backward=getattr(capture, "no_backward", None),
     )

@@ -191,6 +191,20 @@ def _missing(symbol: str) -> UnsupportedTorch:
     )
 
 
+# -- pytree -------------------------------------------------------------------------------------
+
+
+def pytree_children(obj: Any) -> list[Any] | None:
+    """The children of ``obj`` when torch's pytree knows its type (a registered node such as
+    transformers' ModelOutput or a cache class), else None (a leaf, or a type pytree never heard of)."""
+    nodes = _require("torch.utils._pytree", "SUPPORTED_NODES")
+    entry = nodes.get(type(obj))
+    if entry is None:
+        return None
+    children, _context = entry.flatten_fn(obj)
+    return list(children)
+
+
 # -- dynamo + AOT autograd ---------------------------------------------------------------------
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 
 def iter_tensors(obj: Any, _depth: int = 0):
-    """Every tensor in nested tuples, lists, dicts and dataclass-like outputs, in order."""
+    """Every tensor in ``obj``, in order: nested tuples, lists and dicts, dataclasses, transformers'
+    ModelOutput, and any container registered with torch's pytree (the containers dynamo itself
+    walks when it returns a model's output)."""
     import torch
 
     if isinstance(obj, torch.Tensor):
         yield obj
-    elif _depth > 20:
+    elif _depth > 20 or obj is None or isinstance(obj, (str, bytes, int, float, bool, type)):
         return
     elif isinstance(obj, dict):
         for v in obj.values():
@@ -21,6 +24,14 @@ def iter_tensors(obj: Any, _depth: int = 0):
             yield from iter_tensors(v, _depth + 1)
     elif hasattr(obj, "to_tuple"):  # transformers' ModelOutput
         yield from iter_tensors(obj.to_tuple(), _depth + 1)
+    elif dataclasses.is_dataclass(obj):
+        for f in dataclasses.fields(obj):
+            yield from iter_tensors(getattr(obj, f.name, None), _depth + 1)
+    else:
+        from graphtool.capture import compat
+
+        for child in compat.pytree_children(obj) or ():
+            yield from iter_tensors(child, _depth + 1)
 
 
 def named_tensors(obj: Any, prefix: str, _depth: int = 0):

@@ -67,6 +67,7 @@ class Capture:
     regions_compiled: int | None = None  # regions torch compiles, when a stand-in trace judged fewer
     no_graph: str | None = None  # torch.compile captured no graph at all: the cause graphtool can see
     skipped_frames: list = field(default_factory=list)  # SkippedFrame: frames dynamo gave up on (run eagerly)
+    no_backward: str | None = None  # training, yet the output holds nothing to differentiate: why no backward graph
 
     @property
     def regions_judged(self) -> int:
@@ -201,7 +202,20 @@ def trace_model(
         outputs=out,
         metadata_changes=_metadata_changes(spec, before, names),
         stopped=stopped,
+        no_backward=_no_backward(out) if training and keeping.regions and not stopped else None,
     )
+
+
+def _no_backward(out) -> str | None:
+    """Why a training trace has no backward graph: the output holds no tensor that requires grad."""
+    tensors = list(iter_tensors(out))
+    if any(t.requires_grad and t.grad_fn is not None for t in tensors):
+        return None
+    what = type(out).__name__
+    if not tensors:
+        return f"the model's output ({what}) holds no tensor: nothing to differentiate, so no backward graph"
+    return (f"no tensor in the model's output ({what}, {len(tensors)} tensor{'s' if len(tensors) != 1 else ''}) requires grad: "
+            "nothing to differentiate, so no backward graph")
 
 
 def _no_graph(recorder: BreakRecorder) -> str:

@@ -66,6 +66,8 @@ def trace_view(report, verdict_summary: str | None = None, *, summary: bool = Tr
             parts.append(_placeholder_table(region.forward, "forward inputs" + (f" (region {region.index})" if len(report.regions) > 1 else "")))
     if report.no_graph:
         parts.append(Text(f"torch.compile captured no graph: {report.no_graph}", style="verdict.bad"))
+    if report.no_backward:
+        parts.append(Text(f"training, but {report.no_backward}", style="note"))
     parts.append(Text(f"mutations: {report.mutations.verdict()}"))
     if summary:
         parts.append(summary_line(report, verdict_summary))
