@@ -350,7 +350,7 @@ def _incompatible(gm, region, graph, *, backend: str) -> list[Reason]:
         msg = f"sparsity not handled. Please file issue for sparse inference weights.{_found_from(node)}"
     else:
         msg = f"disabling cudagraphs due to incompatible op {node.target}{_found_from(node, ' Found from ')}"
-    return [_reason("incompatible-op", msg, region, graph, True, _src(node), cg=cg, torch_message=PREFIX + msg)]
+    return [_reason("incompatible-op", PREFIX + msg, region, graph, True, _src(node), cg=cg, torch_message=PREFIX + msg)]
 
 
 def _device_reason(gm, region: int, graph: str, *, doubled: bool = True) -> Reason | None:
@@ -453,7 +453,7 @@ def _ops(gm) -> list:
     for node in gm.graph.nodes:
         val = node.meta.get("val")
         vals = val if isinstance(val, (list, tuple)) else [val]
-        if node.op == "call_function" and any(isinstance(v, torch.Tensor) for v in vals):
+        if node.op == "call_function" and (any(isinstance(v, torch.Tensor) for v in vals) or node.meta.get("unbacked_bindings")):
             out.append(node)
     return out
 
