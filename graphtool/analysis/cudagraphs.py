@@ -210,7 +210,7 @@ def _reason(code: str, message: str, region, graph, skips: bool, source=None, *,
     ``torch_message`` unless ``torch_message`` gives what torch really logs (its doubled prefix)."""
     entry = ENTRIES[cg] if cg else by_slug(code)
     verbatim = message if torch_message is None else torch_message
-    quiet = (not entry.template or entry.kind == "split") if silent is None else silent
+    quiet = ((not entry.template and entry.kind != "note") or entry.kind == "split") if silent is None else silent
     return Reason(code, clean_message(message), region, graph, skips, source, entry.fix,
                   cg=entry.code, torch_message=verbatim if entry.template else "", kind=entry.kind,
                   silent=(entry.silent or "torch itself logs nothing for this") if quiet else "")

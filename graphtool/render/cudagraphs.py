@@ -21,6 +21,9 @@ from rich.text import Text
 
 from graphtool.display_paths import display_path
 
+#: a location longer than this gets a line of its own, printed whole even past the console's width
+_LONG_PATH = 60
+
 _SECTIONS = (
     ("skip", "why CUDA graphs would be skipped", "finding"),
     ("split", "where graph partitioning would split the graph", "warning"),
@@ -45,12 +48,17 @@ def diagnostic(r) -> Group:
     """One finding as a block: ``path:line: CODE message``, then, indented, the source line, where,
     torch's silence and the fix."""
     style = {"skip": "finding", "split": "warning"}.get(r.kind, "note")
+    where = _where(r)
     head = Text()
-    head.append(f"{_where(r)}:", style="header")
+    head.append(f"{where}:", style="header")
     head.append(" ")
     head.append(r.cg or r.code, style=style)
-    head.append(f" {r.message}")
     body = []
+    if len(where) > _LONG_PATH:  # a long path keeps its line whole (never cut); the message goes below
+        head.no_wrap, head.overflow = True, "ignore"
+        body.append(Text(r.message))
+    else:
+        head.append(f" {r.message}")
     if r.source:
         line = linecache.getline(r.source.file, r.source.line).strip()
         if line:
