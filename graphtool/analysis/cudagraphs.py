@@ -633,7 +633,8 @@ def _inductor_mutations(gm, region, settings) -> list[Reason]:
         if not idxs:
             return []
         msg = compat.mutation_skip_message(gm, idxs)
-        return [_reason("mutated-input", msg, region.index, graph, True, user_source(msg))]
+        return [_reason("mutated-input", _without_stack(msg) + " (checked at run time)", region.index, graph, True, user_source(msg),
+                        torch_message=msg)]
     msg = compat.inductor_mutation_check(gm, idxs, _static_indices(gm, region) if trees else ())
     if msg is None:
         return []
