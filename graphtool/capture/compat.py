@@ -713,3 +713,66 @@ def maybe_mark_dynamic(t: Any, dim: int) -> None:
     """Ask dynamo to trace dimension ``dim`` of input ``t`` with a symbolic size, from the first
     compile on (``torch._dynamo.maybe_mark_dynamic``: no error where the model specializes it)."""
     _require("torch._dynamo", "maybe_mark_dynamic")(t, dim)
+
+
+# -- CUDA-graph catalogue (issue 15): torch's own per-node and per-graph checks ------------------
+# Each symbol here has a test in tests/capture/test_compat_cudagraphs.py.
+
+
+def is_cudagraph_unsafe_node(node: Any) -> bool:
+    """``torch._inductor.utils.is_cudagraph_unsafe_fx_node``: forbidden ops (``_local_scalar_dense``,
+    ``_assert_scalar``, rng-state ops), the ``cudagraph_unsafe`` tag, boolean ``index_put``, sparse outputs."""
+    return bool(_require("torch._inductor.utils", "is_cudagraph_unsafe_fx_node")(node))
+
+
+def forbidden_cudagraph_ops() -> frozenset:
+    """``torch._inductor.utils.FORBIDDEN_CUDAGRAPH_OPS``: op names that are never capture-safe."""
+    return frozenset(_require("torch._inductor.utils", "FORBIDDEN_CUDAGRAPH_OPS"))
+
+
+def bool_index_put_node(node: Any) -> bool:
+    """``torch._inductor.utils._fx_node_is_input_dependent_cudagraph_unsafe``: index_put with a boolean mask."""
+    return bool(_require("torch._inductor.utils", "_fx_node_is_input_dependent_cudagraph_unsafe")(node))
+
+
+def has_unbacked_symbols(value: Any) -> bool:
+    """Whether a node's value carries unbacked symbols (``free_unbacked_symbols``), as the
+    incompatible-op check asks."""
+    return bool(_require("torch.fx.experimental.symbolic_shapes", "free_unbacked_symbols")(value))
+
+
+def inductor_mutation_check(gm: Any, mutated_idxs, static_idxs) -> str | None:
+    """inductor's compile-time mutation check (``cudagraph_utils.check_for_mutation_ignore_cuda_graph_managed_tensor``,
+    the four-argument one; the cudagraphs backend has a two-argument namesake)."""
+    check = _require("torch._inductor.cudagraph_utils", "check_for_mutation_ignore_cuda_graph_managed_tensor")
+    ordered = _require("torch.utils._ordered_set", "OrderedSet")
+    return check(gm, ordered(str(i) for i in mutated_idxs), ordered(sorted(mutated_idxs)), sorted(static_idxs))
+
+
+def cudagraphs_backend_check(gm: Any, num_fixed: int) -> str | None:
+    """``torch._dynamo.backends.cudagraphs.check_for_skip``: the cudagraphs backend's whole-graph check."""
+    return _require("torch._dynamo.backends.cudagraphs", "check_for_skip")(gm, num_fixed)
+
+
+def has_inductor_flag(name: str) -> bool:
+    """Whether this torch's inductor config has ``name`` (``triton.cudagraph_min_partition_size`` arrived in 2.12)."""
+    obj: Any = _require("torch._inductor", "config")
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def dynamo_config_patch(changes: dict[str, Any]):
+    """A context manager that sets dynamo config flags and restores them."""
+    return _require("torch._dynamo", "config").patch(changes)
+
+
+def cudagraph_annotation(gm: Any) -> tuple[bool | None, bool | None] | None:
+    """The ``torch._dynamo.override_cudagraphs`` annotation dynamo put on its graph
+    (``gm.meta["cudagraph_annotation"]``, 2.12+) as ``(fwd, bwd)``; None without one."""
+    ann = getattr(gm, "meta", {}).get("cudagraph_annotation")
+    if ann is None:
+        return None
+    return getattr(ann, "fwd", None), getattr(ann, "bwd", None)

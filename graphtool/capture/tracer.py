@@ -51,6 +51,7 @@ class Region:
     inference: bool = False
     example_inputs: list = field(default_factory=list)
     aot_input_types: list = field(default_factory=list)
+    cudagraph_annotation: Any = None  # (fwd, bwd) from torch._dynamo.override_cudagraphs, or None
 
 
 @dataclass
@@ -112,6 +113,7 @@ class KeepingBackend:
             index=len(self.regions),
             inputs=[_classify(t, node, self.names) for t, node in zip(example_inputs, _placeholders(gm))],
             example_inputs=list(example_inputs),
+            cudagraph_annotation=compat.cudagraph_annotation(gm),
         )
         self.regions.append(region)
         if self.on_region:

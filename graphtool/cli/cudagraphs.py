@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
             "run on a stand-in trace: no GPU needed).\n\n"
             "Examples:\n\n"
             "  graphtool cudagraphs model.py                      # mode=\"reduce-overhead\"\n\n"
-            "  graphtool cudagraphs model.py --backend cudagraphs --check"
+            "  graphtool cudagraphs model.py --backend cudagraphs --check\n\n"
+            "  graphtool cudagraphs model.py --set graph_partition=false"
         ),
     )(cudagraphs)
 
@@ -32,6 +33,11 @@ def cudagraphs(
         False, "--dynamic",
         help="Also run a second input size (the script's dynamic_inputs, else batch + 1), as a model serving several sizes would.",
     ),
+    settings: list[str] = typer.Option(
+        [], "--set", metavar="KEY=VALUE",
+        help="Override a setting read from the installed torch (graph_partition, cudagraph_trees, cudagraph_support_input_mutation, "
+             "cudagraph_skip_dynamic_graphs, cudagraph_min_partition_size, cpp_wrapper, cudagraph_backend_support_input_mutation); repeatable.",
+    ),
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
 ) -> int:
@@ -40,6 +46,6 @@ def cudagraphs(
 
     options.check_format(fmt)
     with console.RichProgress() as progress:
-        results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic,
+        results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
                       debug=options.debug_enabled(), progress=progress)
     return console.show_models(results, fmt, lambda r: cudagraphs_view(r.report, r.stopped), check)

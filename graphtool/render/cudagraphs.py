@@ -1,33 +1,109 @@
-"""The ``cudagraphs`` view: the verdict, then each reason with its region, graph, line and fix."""
+"""The ``cudagraphs`` view: the verdict, the coverage line, then each finding as a diagnostic.
+
+Findings read like a compiler's (ruff, rustc), one block each, readable at 80 columns::
+
+    examples/cpu_roundtrip.py:13: CG002 skipping cudagraphs due to cpu device (_tensor_constant0)
+       |     c = torch.tensor(2.0)
+       = region 0 forward
+       = help: create tensors on the input's device ...
+
+Skips first, then graph-partition splits and the partitions, then run-time risks and notes between
+regions. Paths are relative to the current folder when under it, and a ``file:line`` is never cut.
+"""
 
 from __future__ import annotations
 
+import linecache
+
 from rich.console import Group
-from rich.table import Table
+from rich.padding import Padding
 from rich.text import Text
 
-from graphtool.render.tables import row, where
+from graphtool.display_paths import display_path
+
+#: a location longer than this gets a line of its own, printed whole even past the console's width
+_LONG_PATH = 60
+
+_SECTIONS = (
+    ("skip", "why CUDA graphs would be skipped", "finding"),
+    ("split", "where graph partitioning would split the graph", "warning"),
+    ("risk", "run-time risks (only a run on a GPU can tell)", "note"),
+    ("note", "between regions", "note"),
+)
+
+
+def _where(r) -> str:
+    if r.source:
+        return f"{display_path(r.source.file)}:{r.source.line}"
+    return "<config>" if r.region is None and r.graph is None and r.kind == "skip" else "<graph>"
+
+
+def _scope(r) -> str:
+    if r.region is None:
+        return "between regions" if r.kind == "note" else "whole model"
+    return f"region {r.region} {r.graph or ''}".rstrip()
+
+
+def diagnostic(r) -> Group:
+    """One finding as a block: ``path:line: CODE message``, then, indented, the source line, where,
+    torch's silence and the fix."""
+    style = {"skip": "finding", "split": "warning"}.get(r.kind, "note")
+    where = _where(r)
+    head = Text()
+    head.append(f"{where}:", style="header")
+    head.append(" ")
+    head.append(r.cg or r.code, style=style)
+    body = []
+    if len(where) > _LONG_PATH:  # a long path keeps its line whole (never cut); the message goes below
+        head.no_wrap, head.overflow = True, "ignore"
+        body.append(Text(r.message))
+    else:
+        head.append(f" {r.message}")
+    if r.source:
+        line = linecache.getline(r.source.file, r.source.line).strip()
+        if line:
+            body.append(Text(f"| {line}"))
+    body.append(Text(f"= {_scope(r)}"))
+    if r.silent:
+        body.append(Text(f"= silent: {r.silent}", style="note"))
+    if r.fix:
+        body.append(Text(f"= help: {r.fix}"))
+    return Group(head, Padding(Group(*body), (0, 0, 0, 3)))
+
+
+def _partitions(verdict) -> list:
+    out = []
+    graphs: dict = {}
+    for p in verdict.partitions:
+        graphs.setdefault((p.region, p.graph), []).append(p)
+    for (region, graph), parts in graphs.items():
+        if len(parts) < 2:
+            continue
+        inside = sum(p.cudagraphed for p in parts)
+        out.append(Text(f"region {region} {graph}: {inside} of {len(parts)} partitions CUDA-graphed"))
+        for p in parts:
+            where = f" at {display_path(p.source.file)}:{p.source.line}" if p.source else ""
+            state = "CUDA graph" if p.cudagraphed else f"outside ({p.reason})"
+            out.append(Padding(Text(f"#{p.index}: {p.ops} op{'s' if p.ops != 1 else ''}, {state}, from {p.op}{where}"), (0, 0, 0, 2)))
+    return out
 
 
 def cudagraphs_view(verdict, stopped: str | None = None) -> Group:
     style = "verdict.ok" if verdict.eligible else "verdict.bad"
     label = " (predicted from a stand-in trace; not yet confirmed on a GPU)" if verdict.predicted else ""
-    parts = [Text(verdict.summary() + label, style=style)]
+    parts: list = [Text(verdict.summary() + label, style=style)]
+    if verdict.partitions:
+        parts.append(Text(verdict.coverage_line(), style="verdict"))
     if stopped:
         parts.append(Text(f"note: {stopped}", style="note"))
-    if verdict.reasons:
-        table = Table(title="findings", title_justify="left")
-        for col in ("code", "region", "graph", "skips", "where", "message", "fix"):
-            table.add_column(col, overflow="fold")
-        for r in verdict.reasons:
-            row(table,
-                r.code,
-                "-" if r.region is None else str(r.region),
-                r.graph or "-",
-                "yes" if r.skips else "no",
-                where(r.source),
-                r.message,
-                r.fix,
-            )
-        parts.append(table)
+    for kind, title, style in _SECTIONS:
+        found = [r for r in verdict.reasons if (r.kind or ("skip" if r.skips else "note")) == kind]
+        if not found and not (kind == "split" and _partitions(verdict)):
+            continue
+        parts.append(Text(""))
+        parts.append(Text(f"{title}:", style=style))
+        for r in found:
+            parts.append(diagnostic(r))
+        if kind == "split":
+            parts += _partitions(verdict)
     return Group(*parts)
