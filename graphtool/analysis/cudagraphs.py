@@ -139,7 +139,10 @@ class Verdict:
         if not skips:
             splits = sum(r.code == "partition-split" for r in self.reasons)
             extra = f", split into more graphs at {splits} place{'s' if splits != 1 else ''}" if splits else ""
-            return f"CUDA graphs would be applied to all {self.regions} region(s) with backend {self.backend}{extra}"
+            from graphtool.text import count
+
+            every = "the one region" if self.regions == 1 else f"all {count(self.regions, 'region')}"
+            return f"CUDA graphs would be applied to {every} with backend {self.backend}{extra}"
         where = sorted({(r.region, r.graph) for r in skips}, key=lambda k: (k[0] if k[0] is not None else -1, k[1] or ""))
         parts = ", ".join(f"region {reg} {g}" for reg, g in where)
         return f"CUDA graphs would be skipped with backend {self.backend}: {parts}"
