@@ -214,6 +214,8 @@ def _run(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(argv)
     token = DEBUG.set(debug)
+    own_fd = _DocumentFd() if as_program else contextlib.nullcontext()
+    own_fd.__enter__()
     saved_stdout = sys.stdout
     out = sys.stdout = _Stdout(saved_stdout)
     signals = _Signals()
@@ -255,9 +257,54 @@ def _run(argv: list[str] | None) -> int:
             out.flush()  # what an error left half-written
         if sys.stdout is out:
             sys.stdout = saved_stdout
+        own_fd.__exit__(None, None, None)
         if as_program and out.failed is not None and out.failed.broken_pipe:
             _silence_stdout()
     return int(result or 0)
+
+
+class _DocumentFd:
+    """stdout carries graphtool's document and nothing else, however the user's code writes.
+
+    ``print`` is redirected where graphtool runs user code, but a script can also write to file
+    descriptor 1 itself (``os.write(1, ...)``, C extensions, child processes that inherit it). While
+    graphtool runs, descriptor 1 points at stderr, and graphtool's own output goes to a duplicate of
+    the original stdout (the same terminal, pipe or file)."""
+
+    def __enter__(self):
+        self.stream = None
+        try:
+            old = sys.stdout
+            old.flush()
+            fd = old.fileno()
+            saved = os.dup(fd)
+        except (OSError, ValueError, AttributeError):  # stdout closed or not a file: nothing to keep apart
+            return self
+        try:
+            os.dup2(sys.stderr.fileno(), fd)
+        except (OSError, ValueError, AttributeError):  # no stderr to send the user's writes to
+            os.close(saved)
+            return self
+        self.old, self.fd, self.saved = old, fd, saved
+        self.stream = open(saved, "w", encoding=old.encoding, errors=old.errors, closefd=False,
+                           buffering=1 if old.line_buffering else -1)
+        sys.stdout = self.stream
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.stream is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.stream.flush()
+        if sys.stdout is self.stream:
+            sys.stdout = self.old
+        with contextlib.suppress(OSError, ValueError):
+            self.stream.close()
+        with contextlib.suppress(OSError):
+            os.dup2(self.saved, self.fd)  # the process's stdout is the real one again
+        with contextlib.suppress(OSError):
+            os.close(self.saved)
+        self.stream = None
 
 
 def _broken_pipe(exc: BaseException) -> bool:
