@@ -116,21 +116,51 @@ def _run_script(torch, script: str, args: list[str], backend) -> CompileSeen:
     path = Path(script)
     if not path.is_file():
         raise ScriptNotFound(f"{path}: no such file")
-    old_argv, old_path = sys.argv, list(sys.path)
+    old_argv, old_path, old_stderr = sys.argv, list(sys.path), sys.stderr
     sys.argv = [str(path), *args]
     sys.path.insert(0, str(path.resolve().parent))
+    said = sys.stderr = _Tail(old_stderr)
     try:
         with running_user_code(f"{path.name} raised", where=str(path)), _redirected_compile(torch, backend) as redirect:
             try:
                 runpy.run_path(str(path), run_name="__main__")
             except SystemExit as exc:
                 if exc.code not in (None, 0):
-                    raise UserCodeFailed(f"{path}: the script exited with status {exc.code}") from None
+                    last = said.last_line()  # argparse's "error: unrecognized arguments: --bogus", say
+                    raise UserCodeFailed(f"{path}: the script exited with status {exc.code}" + (f": {last}" if last else ""),
+                                         detail=said.text().rstrip() or None) from None
             except SyntaxError as exc:
                 raise UserCodeFailed(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
+        if sys.stderr is said:
+            sys.stderr = old_stderr
     return redirect.seen()
+
+
+class _Tail:
+    """stderr as a script under ``lint --run`` sees it: written through, the last few KiB kept, so a
+    script that exits with an error (argparse rejecting an argument) is reported with its own words."""
+
+    KEEP = 4096
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._kept = ""
+
+    def write(self, text: str) -> int:
+        self._kept = (self._kept + text)[-self.KEEP:]
+        return self._stream.write(text)
+
+    def text(self) -> str:
+        return self._kept
+
+    def last_line(self) -> str | None:
+        lines = [ln.strip() for ln in self._kept.splitlines() if ln.strip()]
+        return lines[-1] if lines else None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _source_text(file: str | None, line: int | None) -> str | None:
