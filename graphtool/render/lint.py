@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from xml.sax.saxutils import escape, quoteattr
+import re
+from xml.sax import saxutils
 
 from rich.console import Group
 from rich.text import Text
@@ -200,6 +201,24 @@ def format_sarif(report) -> str:
 def _sarif_location(file, line) -> dict:
     region = {"region": {"startLine": line}} if line else {}
     return {"physicalLocation": {"artifactLocation": {"uri": _rel(file)}, **region}}
+
+
+#: characters XML 1.0 does not allow, even escaped (a script's ANSI colours, NUL bytes, lone surrogates)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_safe(text: str) -> str:
+    """``text`` with every character XML cannot carry written as a visible ``\\x1b`` escape."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
+def escape(text: str) -> str:
+    """Element text for JUnit XML: escaped, and well-formed whatever the message held."""
+    return saxutils.escape(_xml_safe(text))
+
+
+def quoteattr(text: str) -> str:
+    return saxutils.quoteattr(_xml_safe(text))
 
 
 def format_junit(report) -> str:
