@@ -87,15 +87,12 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
 
 
 def _module_path(fqn: str | None, classes: dict) -> tuple[tuple[str, str], ...]:
+    """One (fqn, class) per FQN level, containers (ModuleList, Sequential) included: the path's
+    N-th entry is the module at depth N, which is what ``render --depth N`` folds at."""
     if not fqn:
         return ()
     parts = fqn.split(".")
-    path = []
-    for i in range(1, len(parts) + 1):
-        prefix = ".".join(parts[:i])
-        if prefix in classes and classes[prefix] not in ("ModuleList", "ModuleDict", "Sequential") or i == len(parts):
-            path.append((prefix, classes.get(prefix, "")))
-    return tuple(path)
+    return tuple((".".join(parts[:i]), classes.get(".".join(parts[:i]), "")) for i in range(1, len(parts) + 1))
 
 
 def _walk(torch, spec, out, assigned, classes, want_saved) -> AutogradGraph:

@@ -56,7 +56,8 @@ def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device:
     check_options(graph, collapse, depth)
     steps.check_backend(backend)
     target, ent = steps.targets(model, entry)[0]
-    picture = _build(target, ent, device, graph, saved, region, modules=collapse != "none", backend=backend,
+    # modules are drawn as clusters even when nothing folds: they keep the layout local and fast
+    picture = _build(target, ent, device, graph, saved, region, modules=True, backend=backend,
                      debug=debug, progress=progress)
     size = len(picture.nodes)
     if collapse == "module" or (collapse == "auto" and size > COLLAPSE_THRESHOLD):
