@@ -102,11 +102,24 @@ def marker_label(roles) -> str:
             continue
         word = {"output": "output", "update": "new value of", "gradient": "grad", "saved": "saved"}[role]
         named = [d for d in details if d]
-        if role == "saved" or len(details) > 3 or not named:
-            lines.append(f"{word} x{len(details)}" if len(details) > 1 else word)
-        else:
-            lines.append(f"{word} {', '.join(named)}")
+        text = f"{word} {_compact(named)}" if named and len(named) == len(details) else ""
+        if role == "saved" or not text or len(text) > 48:
+            text = f"{word} x{len(details)}" if len(details) > 1 else word
+        lines.append(text)
     return "\n".join(lines)
+
+
+def _compact(names: list[str]) -> str:
+    """``["fc1.weight", "fc1.bias"]`` -> ``"fc1.{weight, bias}"``."""
+    if len(names) == 1:
+        return names[0]
+    parts = [n.split(".") for n in names]
+    k = 0
+    while all(len(p) > k + 1 for p in parts) and len({p[k] for p in parts}) == 1:
+        k += 1
+    if k == 0:
+        return ", ".join(names)
+    return ".".join(parts[0][:k]) + ".{" + ", ".join(".".join(p[k:]) for p in parts) + "}"
 
 
 def _shape(shape) -> str:
@@ -122,34 +135,60 @@ def _markers(nodes: list[DrawNode], edges: list, roles_of: dict[str, list[tuple[
         if owner is None:
             continue
         mid = f"{nid}__out"
-        nodes.append(DrawNode(mid, marker_label(roles), "output", "output", owner.module, cluster=owner.cluster,
-                              roles=tuple(roles)))
+        nodes.append(DrawNode(mid, marker_label(roles), "output", "output", owner.module, _marker_tip(roles),
+                              cluster=owner.cluster, roles=tuple(roles)))
         edges.append((nid, mid))
 
 
-def _adopt_sources(nodes: list[DrawNode], edges) -> list[DrawNode]:
+def _common(paths) -> tuple:
+    paths = [p for p in paths if p]
+    if not paths:
+        return ()
+    common = paths[0]
+    for p in paths[1:]:
+        i = 0
+        while i < min(len(common), len(p)) and common[i] == p[i]:
+            i += 1
+        common = common[:i]
+    return common
+
+
+def _marker_tip(roles) -> str | None:
+    named = [f"{role} {detail}" for role, detail in roles if detail]
+    return "\n".join(named) or None
+
+
+def _adopt_sources(nodes: list[DrawNode], edges, *, ops: bool = False) -> list[DrawNode]:
     """Constants, saved tensors and other sources with no module of their own sit in the innermost
-    module all their consumers share, so they are drawn (and folded) where they are used."""
+    module all their consumers share, so they are drawn (and folded) where they are used.
+
+    ``ops=True`` (backward graphs) also places ops that carry no forward module (the gradient sums
+    autograd adds) in the module all their neighbours share, instead of loose between modules."""
     consumers: dict[str, list[str]] = {}
-    has_input = set()
+    producers: dict[str, list[str]] = {}
     for s, d in edges:
         consumers.setdefault(s, []).append(d)
-        has_input.add(d)
+        producers.setdefault(d, []).append(s)
     by_id = {n.id: n for n in nodes}
-    out = []
-    for n in nodes:
-        if n.module or n.id in has_input or n.kind in ("user_input", "tangent", "output") or n.id not in consumers:
-            out.append(n)
-            continue
-        paths = [by_id[d].module for d in consumers[n.id] if d in by_id and by_id[d].kind != "output"]
-        common = paths[0] if paths else ()
-        for p in paths[1:]:
-            i = 0
-            while i < min(len(common), len(p)) and common[i] == p[i]:
-                i += 1
-            common = common[:i]
-        out.append(replace(n, module=common) if common else n)
-    return out
+    for _ in range(6 if ops else 1):  # a chain of sums takes a few passes
+        changed = False
+        for n in nodes:
+            if n.module or n.kind in ("user_input", "tangent", "output"):
+                continue
+            if n.id in producers and not (ops and n.kind == "op"):
+                continue
+            near = [by_id[x].module for x in consumers.get(n.id, []) + producers.get(n.id, [])
+                    if x in by_id and by_id[x].kind not in ("output", "user_input", "tangent") and by_id[x].module]
+            if not near or (n.kind != "op" and len(near) < len(consumers.get(n.id, []))):
+                continue  # a source is placed only when every consumer is
+            common = _common(near)
+            if common:
+                by_id[n.id] = replace(n, module=common)
+                changed = True
+        nodes = [by_id[n.id] for n in nodes]
+        if not changed:
+            break
+    return nodes
 
 
 # -- autograd ----------------------------------------------------------------------------------
@@ -272,7 +311,7 @@ def fx_drawing(gm, graph_kind: str, region, *, highlights: dict | None = None, c
             continue
         for arg in node.all_input_nodes:
             edges.append((prefix + arg.name, nid))
-    nodes = _adopt_sources(nodes, edges)
+    nodes = _adopt_sources(nodes, edges, ops=graph_kind == "backward")
     outputs = _output_roles(gm, region, graph_kind)
     _markers(nodes, edges, {prefix + k: v for k, v in outputs.items()})
     return Drawing(f"{graph_kind} graph", tuple(nodes), tuple(edges))
@@ -319,6 +358,7 @@ def collapse(graph: Drawing, depth: int) -> Drawing:
         for fqn, _cls in n.module:
             subtree.setdefault((n.cluster or "", fqn), []).append(n)
     classes = {fqn: cls for n in graph.nodes for fqn, cls in n.module}
+    parents = {fqn for n in graph.nodes for fqn, _ in n.module[:-1]}
     runs = _identical_runs(subtree, classes)
     whole = _containers_of_one_run(subtree, runs, classes)
     boxes: dict[str, dict] = {}
@@ -339,7 +379,7 @@ def collapse(graph: Drawing, depth: int) -> Drawing:
                 key = f"run:{cl}:{members[0]}"
                 boxes.setdefault(key, {"fqn": _span(members), "cls": f"{len(members)} x {cls}", "level": level, "members": []})
                 break
-            if level == depth:
+            if level == depth or (level == len(n.module) and fqn not in parents):  # a leaf module above depth: a box too
                 key = f"mod:{cl}:{fqn}"
                 label_fqn, label_cls = fqn, cls
                 if (cl, fqn) in whole:  # a ModuleList of identical blocks reads as its run
@@ -381,8 +421,8 @@ def collapse(graph: Drawing, depth: int) -> Drawing:
     box_nodes = {n.id: n for n in nodes}
     for bid, roles in marker_roles.items():
         box = box_nodes[bid]
-        nodes.append(DrawNode(f"{bid}__out", marker_label(roles), "output", "output", box.module, cluster=box.cluster,
-                              roles=tuple(roles)))
+        nodes.append(DrawNode(f"{bid}__out", marker_label(roles), "output", "output", box.module, _marker_tip(roles),
+                              cluster=box.cluster, roles=tuple(roles)))
         edges.append((bid, f"{bid}__out"))
     return Drawing(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note)
 

@@ -151,3 +151,7 @@ def _legend(dot, graph) -> None:
                 leg.node(f"legend_{mark}", text, shape=style.get("shape", "box"), color=style["color"], penwidth=style["penwidth"],
                          style="filled,dashed" if "dash" in style else "filled", fillcolor="#ffffff")
         leg.node("legend_ops", "ops: colour by op family", shape="box", style="filled,rounded", fillcolor=PALETTE[0])
+        names = [f"legend_{k}" for k, _ in LEGEND if k in kinds] + [f"legend_role_{r}" for r in ROLE_LEGEND if r in roles]
+        names += [f"legend_{m}" for m in MARK_LEGEND if m in marks] + ["legend_ops"]
+        for a, b in zip(names, names[1:]):  # one column, not a row as wide as the picture
+            leg.edge(a, b, style="invis")

@@ -219,11 +219,19 @@ def _resnet():
 def test_depth_n_folds_at_module_depth_n(depth):
     g = _resnet()
     small = collapse(g, depth)
-    assert all(len(n.module) == depth - 1 for n in small.nodes if n.kind == "module")
+    parents = {fqn for n in g.nodes for fqn, _ in n.module[:-1]}
+    for n in small.nodes:
+        if n.kind != "module":
+            continue
+        fqn = n.label.split("\n")[1]
+        if len(n.module) == depth - 1:
+            # the module at depth N, or a ModuleList/Sequential of identical blocks read as their run
+            assert fqn.count(".") + 1 == depth or re.fullmatch(r"[\w.]+\.\d+-\d+", fqn) and fqn.count(".") == depth, fqn
+        else:  # shallower: only a module with no children (fc at depth 2 is still one box)
+            assert len(n.module) < depth - 1 or fqn.count(".") + 1 < depth
+            assert fqn not in parents and fqn.count(".") + 1 < depth, fqn
     fqns = [label[1] for label in boxes(small).values()]
     assert fqns
-    # a box is the module at depth N, or a ModuleList/Sequential of identical blocks read as their run
-    assert all(f.count(".") + 1 == depth or re.fullmatch(r"[\w.]+\.\d+-\d+", f) and f.count(".") == depth for f in fqns), fqns
     if depth == 1:
         assert "layer2" in fqns and not any(f.startswith("layer2.") for f in fqns)
 
@@ -263,6 +271,10 @@ def test_collapsed_backward_keeps_saved_tensors_with_their_modules():
     small = collapse(picture, 1)
     loose = [n for n in small.nodes if n.kind == "saved"]
     assert len(loose) <= 3, [n.label for n in loose]
+    into = [s for s, d in small.edges if d.endswith("__out")]
+    assert len(into) == len(set(into))  # one marker per box: its gradients merged
+    grads = [d for n in small.nodes for r, d in n.roles if r == "gradient"]
+    assert sorted(grads) == sorted(d for n in picture.nodes for r, d in n.roles if r == "gradient")
     width, height = _bounding_box(to_dot(small, legend=False))
     assert width < 4 * height, (width, height)  # not one long row of saved-tensor boxes
 
