@@ -44,6 +44,7 @@ CASES = {
     "encoder12 autograd": ("graphtool", ENCODER, "autograd", "none", None, {}, 2.0),
     "encoder12 autograd (torchviz)": ("torchviz", ENCODER, "autograd", "none", None, {}, None),
     "encoder12 forward": ("graphtool", ENCODER, "forward", "none", None, {}, 2.0),
+    "llama joint": ("graphtool", LLAMA, "joint", "none", None, {}, 2.0),
     "llama joint, collapsed": ("graphtool", LLAMA, "joint", "module", None, {}, 2.0),
     "encoder12 backward, collapsed": ("graphtool", ENCODER, "backward", "module", None, {}, 2.0),
     "encoder96 autograd, collapsed": ("graphtool", ENCODER, "autograd", "module", None, {"ENCODER_LAYERS": "96"}, 2.0),

@@ -322,7 +322,14 @@ def joint_drawing(forward: Drawing, backward: Drawing) -> Drawing:
     the forward node that produced it, so the saved-tensor edges cross between the two."""
     fw_ids = {n.id[len("fw_"):]: n.id for n in forward.nodes}
     rename = {}
-    nodes = list(forward.nodes)
+    nodes, dropped = [], set()
+    for n in forward.nodes:  # the saved-tensor edges are drawn here: "saved" markers would say it twice
+        kept = tuple(r for r in n.roles if r[0] != "saved")
+        if n.kind == "output" and not kept:
+            dropped.add(n.id)
+            continue
+        nodes.append(replace(n, roles=kept, label=marker_label(kept)) if kept != n.roles else n)
+    forward = replace(forward, edges=tuple(e for e in forward.edges if e[1] not in dropped))
     for n in backward.nodes:
         bare = n.id[len("bw_"):]
         if n.kind in ("saved", "parameter", "buffer", "user_input", "other") and bare in fw_ids:

@@ -47,6 +47,7 @@ MARK_LEGEND = {
     "recomputed": "blue dashed: recomputed in backward (checkpoint)",
 }
 HIGHLIGHT = MARK_STYLE["cudagraph_skip"]
+LARGE = 300  # nodes: above this, the layout trades a few edge crossings for speed
 LEGEND = (
     ("parameter", "parameter (FQN, shape)"),
     ("buffer", "buffer"),
@@ -115,9 +116,17 @@ def to_dot(graph, *, legend: bool = True, modules: bool = True) -> str:
         for key, fqn, cls in path:
             where = where["children"].setdefault(key, {"nodes": [], "children": {}, "label": _cluster_label(fqn, cls)})
         where["nodes"].append(node)
+    if len(graph.nodes) > LARGE:  # fewer crossing-minimisation passes: seconds saved, a few more crossings
+        dot.attr(mclimit="0.3")
     _emit(dot, tree)
+    half = {n.id: n.cluster for n in graph.nodes}
     for s, d in graph.edges:
-        dot.edge(s, d)
+        if half.get(s) and half.get(d) and half[s] != half[d]:
+            # joint graph: a saved tensor crossing from forward to backward; drawn, but not allowed
+            # to stretch the ranks of both halves (with it, the small Llama's joint took 17 s)
+            dot.edge(s, d, constraint="false", style="dashed", color="#7f7f7f")
+        else:
+            dot.edge(s, d)
     if legend:
         _legend(dot, graph)
     return dot.source
@@ -153,5 +162,8 @@ def _legend(dot, graph) -> None:
         leg.node("legend_ops", "ops: colour by op family", shape="box", style="filled,rounded", fillcolor=PALETTE[0])
         names = [f"legend_{k}" for k, _ in LEGEND if k in kinds] + [f"legend_role_{r}" for r in ROLE_LEGEND if r in roles]
         names += [f"legend_{m}" for m in MARK_LEGEND if m in marks] + ["legend_ops"]
+        if len({n.cluster for n in graph.nodes if n.cluster}) > 1:
+            leg.node("legend_crossing", "grey dashed edge: a tensor the forward\nsaves for the backward", shape="plaintext")
+            names.append("legend_crossing")
         for a, b in zip(names, names[1:]):  # one column, not a row as wide as the picture
             leg.edge(a, b, style="invis")

@@ -375,3 +375,28 @@ def test_to_dot_keeps_its_public_signature():
     assert "cluster_legend" not in to_dot(g, legend=False)
     flat = to_dot(g, modules=False)
     assert "cluster_" not in flat.replace("cluster_legend", "")
+
+
+def test_joint_picture_draws_saved_tensors_as_edges_not_markers():
+    from graphtool.analysis.drawing import joint_drawing
+
+    capture = standin_traced("mlp.py")
+    region = capture.regions[0]
+    fw = fx_drawing(region.forward, "forward", region, prefix="fw_", cluster="forward")
+    bw = fx_drawing(region.backward, "backward", region, prefix="bw_", cluster="backward")
+    joint = joint_drawing(fw, bw)
+    assert any(r == "saved" for n in fw.nodes for r, _ in n.roles)
+    assert not any(r == "saved" for n in joint.nodes for r, _ in n.roles)
+    ids = {n.id for n in joint.nodes}
+    assert all(s in ids and d in ids for s, d in joint.edges)
+    cluster = {n.id: n.cluster for n in joint.nodes}
+    crossing = [(s, d) for s, d in joint.edges if cluster[s] == "forward" and cluster[d] == "backward"]
+    saved = {n.name for n in region.backward.graph.nodes if n.op == "placeholder" and not n.name.startswith("tangents")}
+    assert {s[len("fw_"):] for s, _ in crossing} == saved  # every saved tensor: an edge from forward to backward
+    text = to_dot(joint)
+    where, _, _ = read_dot(text)
+    assert all(where[n.id][0] == n.cluster for n in joint.nodes)
+    # the crossing edges are drawn but do not stretch both halves' ranks (the joint layout's cost)
+    for s, d in crossing:
+        assert re.search(rf"\t{s} -> {d} \[[^\]]*constraint=false", text), (s, d)
+    assert "saves for the backward" in text
