@@ -162,8 +162,10 @@ def _adopt_sources(nodes: list[DrawNode], edges, *, ops: bool = False) -> list[D
     """Constants, saved tensors and other sources with no module of their own sit in the innermost
     module all their consumers share, so they are drawn (and folded) where they are used.
 
-    ``ops=True`` (backward graphs) also places ops that carry no forward module (the gradient sums
-    autograd adds) in the module all their neighbours share, instead of loose between modules."""
+    Ops that end the graph with no module (the ``copy_`` that writes a mutated buffer back) sit in
+    the module that made their inputs. ``ops=True`` (backward graphs) also places every op that
+    carries no forward module (the gradient sums autograd adds) in the module its neighbours
+    share, instead of loose between modules."""
     consumers: dict[str, list[str]] = {}
     producers: dict[str, list[str]] = {}
     for s, d in edges:
@@ -175,7 +177,11 @@ def _adopt_sources(nodes: list[DrawNode], edges, *, ops: bool = False) -> list[D
         for n in nodes:
             if n.module or n.kind in ("user_input", "tangent", "output"):
                 continue
-            if n.id in producers and not (ops and n.kind == "op"):
+            # an in-place op that ends the graph: the copy_ writing a mutated buffer back
+            sink = n.kind == "op" and n.id not in consumers and n.family.endswith("_")
+            if n.id in producers and not (ops and n.kind == "op") and not sink:
+                continue
+            if sink and not ops and not all(by_id[x].module for x in producers.get(n.id, []) if x in by_id):
                 continue
             near = [by_id[x].module for x in consumers.get(n.id, []) + producers.get(n.id, [])
                     if x in by_id and by_id[x].kind not in ("output", "user_input", "tangent") and by_id[x].module]

@@ -400,3 +400,19 @@ def test_joint_picture_draws_saved_tensors_as_edges_not_markers():
     for s, d in crossing:
         assert re.search(rf"\t{s} -> {d} \[[^\]]*constraint=false", text), (s, d)
     assert "saves for the backward" in text
+
+
+def test_mutated_buffers_are_written_back_inside_their_module():
+    capture = standin_traced("convnet_bn.py")
+    region = capture.regions[0]
+    gm = region.forward
+    copies = {n.name for n in gm.graph.nodes if n.op == "call_function" and "copy_" in str(n.target)}
+    assert copies, "AOT no longer writes BatchNorm's buffers back in the graph: the test tests nothing"
+    classes = {n: type(m).__name__ for n, m in capture.spec.model.named_modules()}
+    from graphtool.analysis.drawing import fx_highlights
+
+    picture = fx_drawing(gm, "forward", region, classes=classes, highlights=fx_highlights(region, "forward"))
+    placed = {n.id: n.module for n in picture.nodes if n.id in copies}
+    assert placed and all(m and m[-1][0] == "bn" for m in placed.values()), placed
+    marks = {n.label.split(chr(10))[0]: n.mark for n in picture.nodes if n.kind == "buffer"}
+    assert marks and all(m == "mutated" for m in marks.values()), marks
