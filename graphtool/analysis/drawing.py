@@ -207,7 +207,10 @@ def autograd_drawing(graph, title: str = "autograd graph") -> Drawing:
             label = n.op
             if n.saved:
                 label += "\n" + "\n".join(f"{k}: {_shape(s)}" for k, s in n.saved)
-            nodes.append(DrawNode(f"a{n.id}", label, "op", family_of(n.op), n.module))
+            ckpt = getattr(n, "checkpointed", False)
+            nodes.append(DrawNode(f"a{n.id}", label, "op", family_of(n.op), n.module,
+                                  "inside torch.utils.checkpoint: recomputed in backward" if ckpt else None,
+                                  mark="recomputed" if ckpt else None))
         else:
             label = f"{n.name}\n{_shape(n.shape)} {n.dtype}"
             nodes.append(DrawNode(f"a{n.id}", label, n.kind, n.kind, n.module))

@@ -416,3 +416,37 @@ def test_mutated_buffers_are_written_back_inside_their_module():
     assert placed and all(m and m[-1][0] == "bn" for m in placed.values()), placed
     marks = {n.label.split(chr(10))[0]: n.mark for n in picture.nodes if n.kind == "buffer"}
     assert marks and all(m == "mutated" for m in marks.values()), marks
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_autograd_graph_marks_what_checkpoint_recomputes(reentrant):
+    import runpy
+
+    from torch.utils.checkpoint import checkpoint
+
+    ns = runpy.run_path(CHECKPOINTED)
+    model, (x,) = ns["get_model_and_inputs"]()
+
+    class Wrapped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = model
+
+        def forward(self, x):
+            for block in self.net.blocks:
+                x = checkpoint(block, x, use_reentrant=reentrant)
+            return self.net.head(torch.tanh(x))
+
+    g = autograd_drawing(capture_autograd(ModelSpec(Path("w.py"), "model", Wrapped(), (x,))))
+    marked = [n for n in g.nodes if n.mark == "recomputed"]
+    assert marked
+    if reentrant:  # torch's own node for a reentrant checkpoint: the block's ops are not in the graph
+        assert {n.label for n in marked} == {"CheckpointFunctionBackward"} and len(marked) == 2
+    else:
+        in_blocks = lambda n: any(f.startswith("net.blocks.") for f, _ in n.module)  # noqa: E731
+        assert all(in_blocks(n) for n in marked)
+        ops = [n for n in g.nodes if n.kind == "op" and in_blocks(n)]
+        assert len(marked) == len(ops)
+    assert not any(n.mark for n in g.nodes if n.module and n.module[-1][0] == "net.head")
+    text = to_dot(g)
+    assert all('color="#3c78d8"' in statement(text, n.id) for n in marked)
