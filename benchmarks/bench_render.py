@@ -1,94 +1,129 @@
-"""Render speed, side by side in one run, each command in a fresh process, the same `dot` for all.
+"""Render speed: layout (Graphviz itself) and total, per picture, with torchviz beside graphtool.
 
-    python benchmarks/bench_render.py [--repeat 3]
+    python benchmarks/bench_render.py [--repeat 3] [--only NAME]
 
-- graphtool render --graph autograd --collapse none -o x.svg  vs  torchviz make_dot(...).render(svg)
-  on the 12-layer encoder; target: at most 1.0x.
-- the collapsed view: under 2 s on top of building the model (import torch + build + forward).
-- a 96-layer encoder (ENCODER_LAYERS=96): the collapsed view under 5 s on top of model build.
+Each case runs in a fresh process that builds the picture as ``graphtool render`` does and times
+its steps: ``build`` (import, trace or forward, the Drawing), ``dot`` (DOT text) and ``layout``
+(``render_file`` to SVG: the layout program plus the atomic write). ``total`` is the process's wall
+time. torchviz rows lay out ``make_dot(output)`` of the same forward with the same program.
 
-Both tools find `dot` on PATH: this script puts a `dot` that is graphviz-pure first on PATH unless a
-system Graphviz is installed, so both lay out with the same program.
+Targets (issue 17): any picture up to 1,000 nodes uncollapsed under 2 s of layout; the small Llama
+forward under 1 s of layout; collapsed pictures of any model under 2 s of layout.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import machine_line, time_once
-
 HERE = Path(__file__).resolve().parent
-MODEL = str(HERE / "encoder12.py")
-GT = shutil.which("graphtool") or "graphtool"
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from _bench import machine_line  # noqa: E402
 
-TORCHVIZ = """
-import runpy, sys, torch
-from torchviz import make_dot
-model, inputs = runpy.run_path(sys.argv[1])["get_model_and_inputs"]()
-out = model(*inputs)
-make_dot(out, params=dict(model.named_parameters())).render(sys.argv[2], format="svg", cleanup=True)
-"""
-BUILD = """
-import runpy, sys, torch
-model, inputs = runpy.run_path(sys.argv[1])["get_model_and_inputs"]()
-out = model(*inputs)
-"""
+LLAMA, GPT2 = str(ROOT / "examples" / "hf_llama.py"), str(ROOT / "examples" / "hf_gpt2.py")
+RESNET, ENCODER = str(HERE / "resnet_small.py"), str(HERE / "encoder12.py")
+
+# name: (tool, model, graph, collapse, depth, extra env, target layout seconds)
+CASES = {
+    "llama forward": ("graphtool", LLAMA, "forward", "none", None, {}, 1.0),
+    "llama backward": ("graphtool", LLAMA, "backward", "none", None, {}, 2.0),
+    "llama autograd": ("graphtool", LLAMA, "autograd", "none", None, {}, 2.0),
+    "llama autograd (torchviz)": ("torchviz", LLAMA, "autograd", "none", None, {}, None),
+    "gpt2 forward": ("graphtool", GPT2, "forward", "none", None, {}, 2.0),
+    "resnet forward": ("graphtool", RESNET, "forward", "none", None, {}, 2.0),
+    "resnet autograd": ("graphtool", RESNET, "autograd", "none", None, {}, 2.0),
+    "resnet autograd (torchviz)": ("torchviz", RESNET, "autograd", "none", None, {}, None),
+    "encoder12 autograd": ("graphtool", ENCODER, "autograd", "none", None, {}, 2.0),
+    "encoder12 autograd (torchviz)": ("torchviz", ENCODER, "autograd", "none", None, {}, None),
+    "encoder12 forward": ("graphtool", ENCODER, "forward", "none", None, {}, 2.0),
+    "llama joint": ("graphtool", LLAMA, "joint", "none", None, {}, 2.0),
+    "llama joint, collapsed": ("graphtool", LLAMA, "joint", "module", None, {}, 2.0),
+    "encoder12 backward, collapsed": ("graphtool", ENCODER, "backward", "module", None, {}, 2.0),
+    "encoder96 autograd, collapsed": ("graphtool", ENCODER, "autograd", "module", None, {"ENCODER_LAYERS": "96"}, 2.0),
+}
 
 
-def main():
+def one_case(name: str, out_dir: str) -> dict:
+    """Run in the child process: build, DOT, layout, each timed."""
+    tool, model, graph, collapse, depth, _, _ = CASES[name]
+    from graphtool.render.layout import find_renderer, render_file
+
+    out = Path(out_dir) / (name.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "") + ".svg")
+    t0 = time.perf_counter()
+    if tool == "torchviz":
+        import torch  # noqa: F401
+        from torchviz import make_dot
+
+        from graphtool.capture.script import load_model
+        from graphtool.capture.tensors import iter_tensors
+
+        spec = load_model(model)
+        outs = [t for t in iter_tensors(spec.model(*spec.args, **spec.kwargs)) if t.grad_fn is not None]
+        digraph = make_dot(outs[0] if len(outs) == 1 else tuple(outs), params=dict(spec.model.named_parameters()))
+        t1 = time.perf_counter()
+        text = digraph.source
+        nodes, edges = text.count("\n\t") - text.count("->"), text.count("->")
+    else:
+        from graphtool.commands.render import drawing
+        from graphtool.render.dot import to_dot
+
+        picture = drawing(model, graph=graph, collapse=collapse, depth=depth)
+        t1 = time.perf_counter()
+        text = to_dot(picture)
+        nodes, edges = len(picture.nodes), len(picture.edges)
+    t2 = time.perf_counter()
+    renderer = render_file(text, "svg", out)
+    t3 = time.perf_counter()
+    return {"build": t1 - t0, "dot": t2 - t1, "layout": t3 - t2, "nodes": nodes, "edges": edges,
+            "renderer": renderer, "exe": find_renderer()[0], "svg": str(out)}
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", action="append", help="run only this case (repeatable)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # the child process
+    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="graphtool-bench-"))
-    env = dict(os.environ)
-    dot = shutil.which("dot")
-    if dot is None:
-        pure = shutil.which("graphviz-pure")
-        if pure is None:
-            raise SystemExit("no dot and no graphviz-pure: pip install graphviz-pure")
-        (tmp / "bin").mkdir()
-        (tmp / "bin" / "dot").symlink_to(pure)
-        env["PATH"] = f"{tmp / 'bin'}{os.pathsep}{env['PATH']}"
-        dot = f"graphviz-pure ({pure})"
-    env96 = {**env, "ENCODER_LAYERS": "96"}
-    cases = [
-        ("build: import torch + model + forward (12 layers)", [sys.executable, "-c", BUILD, MODEL], env),
-        ("torchviz make_dot().render(svg) (12 layers)", [sys.executable, "-c", TORCHVIZ, MODEL, str(tmp / "tv")], env),
-        ("graphtool render --collapse none (12 layers)", [GT, "render", MODEL, "--collapse", "none", "-o", str(tmp / "g.svg")], env),
-        ("graphtool render, collapsed (12 layers)", [GT, "render", MODEL, "-o", str(tmp / "c.svg")], env),
-        ("build: import torch + model + forward (96 layers)", [sys.executable, "-c", BUILD, MODEL], env96),
-        ("graphtool render, collapsed (96 layers)", [GT, "render", MODEL, "-o", str(tmp / "c96.svg")], env96),
-    ]
-    times = {c[0]: [] for c in cases}
+    if args.case:
+        print(json.dumps(one_case(args.case, args.out)))
+        return
+    out_dir = tempfile.mkdtemp(prefix="graphtool-bench-render-")
+    names = args.only or list(CASES)
+    results: dict[str, list[dict]] = {n: [] for n in names}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     for i in range(args.repeat):
-        for name, cmd, e in cases:
-            times[name].append(time_once(cmd, e))
-            print(f"[{i + 1}/{args.repeat}] {name}: {times[name][-1]:.2f}s", file=sys.stderr)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\n{machine_line(args.repeat, f', layout by {dot}')}\n")
-    print("| command | median s | result | target |")
-    print("|---|---:|---:|---:|")
-    b12 = med["build: import torch + model + forward (12 layers)"]
-    b96 = med["build: import torch + model + forward (96 layers)"]
-    rows = [
-        ("build: import torch + model + forward (12 layers)", "", ""),
-        ("torchviz make_dot().render(svg) (12 layers)", "", ""),
-        ("graphtool render --collapse none (12 layers)",
-         f"{med['graphtool render --collapse none (12 layers)'] / med['torchviz make_dot().render(svg) (12 layers)']:.2f}x torchviz", "<= 1.0x"),
-        ("graphtool render, collapsed (12 layers)", f"{med['graphtool render, collapsed (12 layers)'] - b12:.2f} s over build", "< 2 s"),
-        ("build: import torch + model + forward (96 layers)", "", ""),
-        ("graphtool render, collapsed (96 layers)", f"{med['graphtool render, collapsed (96 layers)'] - b96:.2f} s over build", "< 5 s"),
-    ]
-    for name, result, target in rows:
-        print(f"| {name} | {med[name]:.2f} | {result} | {target} |")
-    print(f"\npictures in {tmp}")
+        for name in names:
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, __file__, "--case", name, "--out", out_dir], capture_output=True, text=True,
+                                  env={**env, **CASES[name][5]}, cwd=ROOT)
+            wall = time.perf_counter() - start
+            if proc.returncode != 0:
+                raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
+            res = json.loads(proc.stdout.strip().splitlines()[-1])
+            res["total"] = wall
+            results[name].append(res)
+            print(f"[{i + 1}/{args.repeat}] {name}: layout {res['layout']:.2f}s total {wall:.2f}s", file=sys.stderr)
+    first = next(iter(results.values()))[0]
+    layout_by = f", layout by {first['renderer']} ({first['exe']})"
+    print(f"\n{machine_line(args.repeat, layout_by)}\n")
+    print("| picture | tool | nodes | edges | build s | layout s | total s | layout target |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for name, runs in results.items():
+        med = {k: statistics.median(r[k] for r in runs) for k in ("build", "layout", "total")}
+        tool, target = CASES[name][0], CASES[name][6]
+        verdict = "" if target is None else (f"< {target:g} s: " + ("met" if med["layout"] < target else "MISSED"))
+        print(f"| {name.replace(' (torchviz)', '')} | {tool} | {runs[0]['nodes']} | {runs[0]['edges']} | {med['build']:.2f} | "
+              f"{med['layout']:.2f} | {med['total']:.2f} | {verdict} |")
+    print(f"\npictures in {out_dir}")
 
 
 if __name__ == "__main__":

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from graphtool.analysis.graph_summary import op_name, placeholder_roles, user_source
 
 COLLAPSE_THRESHOLD = 500
 _BACKWARD = re.compile(r"Backward\d*$")
+
+
+MARKS = ("cudagraph_skip", "device", "mutated", "alias", "recomputed")  # most severe first
+CONTAINERS = ("ModuleList", "ModuleDict", "Sequential")
 
 
 @dataclass(frozen=True)
@@ -34,11 +38,13 @@ class DrawNode:
     label: str
     kind: str  # op | parameter | buffer | user_input | tangent | saved | other | leaf | output | module
     family: str  # colour key: the op family, or the module class
-    module: tuple[tuple[str, str], ...] = ()
+    module: tuple[tuple[str, str], ...] = ()  # (fqn, class) per module depth: the clusters it sits in
     tooltip: str | None = None
     highlight: str | None = None  # why it stands out (mutated input, CPU node, cudagraph skip...)
     cluster: str | None = None  # forward / backward in the joint graph
     count: int = 1  # nodes folded into this one
+    mark: str | None = None  # one of MARKS: how the picture marks it (colour, shape, legend)
+    roles: tuple[tuple[str, str], ...] = ()  # output markers: (role, detail), role in output|saved|gradient|update
 
 
 @dataclass(frozen=True)
@@ -57,8 +63,138 @@ def family_of(op: str) -> str:
     return op.lower().lstrip("_")
 
 
+def mark_of(reason: str | None) -> str | None:
+    """The picture's category for a highlight reason (see :data:`MARKS`)."""
+    if not reason:
+        return None
+    if reason.startswith("runs on"):
+        return "device"
+    if reason.startswith("mutated"):
+        return "mutated"
+    if "aliases" in reason:
+        return "alias"
+    return "cudagraph_skip"
+
+
+def module_path(fqn: str | None, classes: dict, known: dict | None = None) -> tuple[tuple[str, str], ...]:
+    """One ``(fqn, class)`` per module depth, containers included, so depth N is the FQN's N-th level::
+
+        >>> module_path("layers.0.mlp", {"layers": "ModuleList", "layers.0": "Block", "layers.0.mlp": "MLP"})
+        (('layers', 'ModuleList'), ('layers.0', 'Block'), ('layers.0.mlp', 'MLP'))
+    """
+    if not fqn:
+        return ()
+    known = known or {}
+    parts = fqn.split(".")
+    prefixes = (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return tuple((p, classes.get(p) or known.get(p, "")) for p in prefixes)
+
+
+def marker_label(roles) -> str:
+    """``(("output", "0"), ("saved", ""), ("saved", ""))`` -> ``"output 0\\nsaved x2"``."""
+    by_role: dict[str, list[str]] = {}
+    for role, detail in roles:
+        by_role.setdefault(role, []).append(detail)
+    lines = []
+    for role in ("output", "update", "gradient", "saved"):
+        details = by_role.get(role)
+        if not details:
+            continue
+        word = {"output": "output", "update": "new value of", "gradient": "grad", "saved": "saved"}[role]
+        named = [d for d in details if d]
+        text = f"{word} {_compact(named)}" if named and len(named) == len(details) else ""
+        if role == "saved" or not text or len(text) > 48:
+            text = f"{word} x{len(details)}" if len(details) > 1 else word
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def _compact(names: list[str]) -> str:
+    """``["fc1.weight", "fc1.bias"]`` -> ``"fc1.{weight, bias}"``."""
+    if len(names) == 1:
+        return names[0]
+    parts = [n.split(".") for n in names]
+    k = 0
+    while all(len(p) > k + 1 for p in parts) and len({p[k] for p in parts}) == 1:
+        k += 1
+    if k == 0:
+        return ", ".join(names)
+    return ".".join(parts[0][:k]) + ".{" + ", ".join(".".join(p[k:]) for p in parts) + "}"
+
+
 def _shape(shape) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ")" if shape is not None else ""
+
+
+def _markers(nodes: list[DrawNode], edges: list, roles_of: dict[str, list[tuple[str, str]]]) -> None:
+    """One small marker per producer (outputs, saved tensors, gradients), next to it: a single
+    global sink would pull long edges across the whole picture and slow the layout tenfold."""
+    by_id = {n.id: n for n in nodes}
+    for nid, roles in roles_of.items():
+        owner = by_id.get(nid)
+        if owner is None:
+            continue
+        mid = f"{nid}__out"
+        nodes.append(DrawNode(mid, marker_label(roles), "output", "output", owner.module, _marker_tip(roles),
+                              cluster=owner.cluster, roles=tuple(roles)))
+        edges.append((nid, mid))
+
+
+def _common(paths) -> tuple:
+    paths = [p for p in paths if p]
+    if not paths:
+        return ()
+    common = paths[0]
+    for p in paths[1:]:
+        i = 0
+        while i < min(len(common), len(p)) and common[i] == p[i]:
+            i += 1
+        common = common[:i]
+    return common
+
+
+def _marker_tip(roles) -> str | None:
+    named = [f"{role} {detail}" for role, detail in roles if detail]
+    return "\n".join(named) or None
+
+
+def _adopt_sources(nodes: list[DrawNode], edges, *, ops: bool = False) -> list[DrawNode]:
+    """Constants, saved tensors and other sources with no module of their own sit in the innermost
+    module all their consumers share, so they are drawn (and folded) where they are used.
+
+    Ops that end the graph with no module (the ``copy_`` that writes a mutated buffer back) sit in
+    the module that made their inputs. ``ops=True`` (backward graphs) also places every op that
+    carries no forward module (the gradient sums autograd adds) in the module its neighbours
+    share, instead of loose between modules."""
+    consumers: dict[str, list[str]] = {}
+    producers: dict[str, list[str]] = {}
+    for s, d in edges:
+        consumers.setdefault(s, []).append(d)
+        producers.setdefault(d, []).append(s)
+    by_id = {n.id: n for n in nodes}
+    for _ in range(6 if ops else 1):  # a chain of sums takes a few passes
+        changed = False
+        for n in nodes:
+            if n.module or n.kind in ("user_input", "tangent", "output"):
+                continue
+            # an in-place op that ends the graph: the copy_ writing a mutated buffer back
+            sink = n.kind == "op" and n.id not in consumers and n.family.endswith("_")
+            if n.id in producers and not (ops and n.kind == "op") and not sink:
+                continue
+            if sink and not ops and not all(by_id[x].module for x in producers.get(n.id, []) if x in by_id):
+                continue
+            near = [by_id[x].module for x in consumers.get(n.id, []) + producers.get(n.id, [])
+                    if x in by_id and by_id[x].kind not in ("output", "user_input", "tangent") and by_id[x].module]
+            if not near or (n.kind != "op" and len(near) < len(consumers.get(n.id, []))):
+                continue  # a source is placed only when every consumer is
+            common = _common(near)
+            if common:
+                by_id[n.id] = replace(n, module=common)
+                changed = True
+        nodes = [by_id[n.id] for n in nodes]
+        if not changed:
+            break
+    return nodes
 
 
 # -- autograd ----------------------------------------------------------------------------------
@@ -71,14 +207,19 @@ def autograd_drawing(graph, title: str = "autograd graph") -> Drawing:
             label = n.op
             if n.saved:
                 label += "\n" + "\n".join(f"{k}: {_shape(s)}" for k, s in n.saved)
-            nodes.append(DrawNode(f"a{n.id}", label, "op", family_of(n.op), n.module))
+            ckpt = getattr(n, "checkpointed", False)
+            nodes.append(DrawNode(f"a{n.id}", label, "op", family_of(n.op), n.module,
+                                  "inside torch.utils.checkpoint: recomputed in backward" if ckpt else None,
+                                  mark="recomputed" if ckpt else None))
         else:
             label = f"{n.name}\n{_shape(n.shape)} {n.dtype}"
             nodes.append(DrawNode(f"a{n.id}", label, n.kind, n.kind, n.module))
     edges = [(f"a{s}", f"a{d}") for s, d in graph.edges]
+    nodes = _adopt_sources(nodes, edges)
+    roles: dict[str, list] = {}
     for i, nid in graph.outputs:
-        nodes.append(DrawNode(f"out{i}", f"output {i}", "output", "output"))
-        edges.append((f"a{nid}", f"out{i}"))
+        roles.setdefault(f"a{nid}", []).append(("output", str(i)))
+    _markers(nodes, edges, roles)
     return Drawing(title, tuple(nodes), tuple(edges))
 
 
@@ -93,32 +234,56 @@ def _clean_fqn(fqn: str) -> str:
     return _MODULES_KEY.sub(lambda m: "." + (m.group(1) or m.group(2)), fqn).lstrip(".")
 
 
-def _fx_module(node) -> tuple[tuple[str, str], ...]:
+def _fx_module(node, classes: dict) -> tuple[tuple[str, str], ...]:
+    """The innermost module dynamo recorded, as a path by FQN (its depth is its FQN's depth)."""
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
-    path = []
+    known = {}
     for fqn, cls in stack.values():
         clean = _clean_fqn(str(fqn))
-        name = getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
-        if clean and name not in ("ModuleList", "ModuleDict", "Sequential"):
-            path.append((clean, name))
-    return tuple(path)
+        if clean:
+            known[clean] = getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
+    return module_path(list(known)[-1], classes, known) if known else ()
 
 
 def _owner(fqn: str | None, classes: dict) -> tuple[tuple[str, str], ...]:
     if not fqn or "." not in fqn:
         return ()
-    parts = fqn.split(".")[:-1]
-    return tuple((".".join(parts[:i]), classes.get(".".join(parts[:i]), "")) for i in range(1, len(parts) + 1)
-                 if classes.get(".".join(parts[:i]), "") not in ("ModuleList", "ModuleDict", "Sequential"))
+    return module_path(fqn.rsplit(".", 1)[0], classes)
+
+
+def _output_roles(gm, region, graph_kind: str) -> dict[str, list]:
+    from graphtool.capture import compat
+
+    out = next(iter(gm.graph.find_nodes(op="output")))
+    values = list(out.args[0]) if out.args and isinstance(out.args[0], (list, tuple)) else list(out.args)
+    descs = compat.output_descriptors(gm.graph) or []
+    found: dict[str, list] = {}
+    for pos, value in enumerate(values):
+        if not hasattr(value, "name"):
+            continue
+        role, detail = compat.describe_aot_output(descs[pos]) if pos < len(descs) else ("none", None)
+        name = ""
+        if role in ("mutated_input", "gradient") and detail is not None and detail < len(region.inputs):
+            name = region.inputs[detail].name
+        entry = {"user_output": ("output", str(detail if detail is not None else pos)), "mutated_input": ("update", name),
+                 "gradient": ("gradient", name), "saved_for_backward": ("saved", "")}.get(role)
+        if entry is None:
+            entry = ("saved", "") if graph_kind == "forward" and role != "none" else ("output", str(pos))
+        found.setdefault(value.name, []).append(entry)
+    return found
 
 
 def fx_drawing(gm, graph_kind: str, region, *, highlights: dict | None = None, classes: dict | None = None,
-              prefix: str = "", cluster: str | None = None, main_device: str | None = None) -> Drawing:
-    """One AOT graph: placeholders by kind and name, ops by name, the user's line as tooltip.
+               prefix: str = "", cluster: str | None = None, main_device: str | None = None) -> Drawing:
+    """One AOT graph: placeholders by kind and name, ops by name, the user's line as tooltip; each
+    output, saved tensor or gradient as a small marker beside the node that makes it.
 
     ``highlights`` maps a node name to the reason it stands out (mutated inputs, cudagraph skips);
-    nodes on a device other than ``main_device`` are highlighted too.
+    nodes on a device other than ``main_device`` are highlighted too. Forward ops inside
+    ``torch.utils.checkpoint`` and backward ops the partitioner recomputes are marked ``recomputed``.
     """
+    from graphtool.capture import compat
+
     highlights = highlights or {}
     classes = classes or {}
     roles = {p.graph_name: p for p in placeholder_roles(gm, region, graph_kind)}
@@ -129,26 +294,35 @@ def fx_drawing(gm, graph_kind: str, region, *, highlights: dict | None = None, c
             p = roles[node.name]
             label = f"{p.name}\n{_shape(p.shape)} {p.dtype or ''}".rstrip()
             module = _owner(p.target, classes) if p.kind in ("parameter", "buffer") else ()
+            reason = highlights.get(node.name)
             nodes.append(DrawNode(nid, label, p.kind, p.kind, module, f"{node.name}: {p.kind} {p.name}",
-                               highlights.get(node.name), cluster))
-            continue
-        if node.op == "output":
-            nodes.append(DrawNode(nid, f"{graph_kind} outputs", "output", "output", (), None, None, cluster))
-        elif node.op == "call_function":
-            op = op_name(node)
+                                  reason, cluster, mark=mark_of(reason)))
+        elif node.op in ("call_function", "get_attr"):
+            op = op_name(node) if node.op == "call_function" else f"constant {node.target}"
             src = user_source(node.meta.get("stack_trace"))
             reason = highlights.get(node.name)
             val = node.meta.get("val")
             device = str(getattr(val, "device", "")) or None
             if reason is None and main_device and device and device.split(":")[0] != main_device:
                 reason = f"runs on {device}"
-            tip = f"{node.name}: {op}" + (f"\n{src}" if src else "") + (f"\n{reason}" if reason else "")
-            short = op.replace("aten.", "").rsplit(".", 1)[0] if op.startswith("aten.") else op
-            nodes.append(DrawNode(nid, short, "op", family_of(op), _fx_module(node), tip, reason, cluster))
+            mark = mark_of(reason)
+            recomputed = None
+            if graph_kind == "backward" and compat.partitioner_tag(node) == "is_forward":
+                recomputed = "recomputed in backward"
+            elif graph_kind == "forward" and compat.checkpoint_policy(node) is not None:
+                recomputed = "checkpointed: recomputed in backward"
+            if recomputed and mark is None:
+                mark = "recomputed"
+            tip = f"{node.name}: {op}" + "".join(f"\n{t}" for t in (src, reason, recomputed) if t)
+            short = op.split(".")[1] if op.startswith(("aten.", "prims.")) and op.count(".") == 2 else op
+            nodes.append(DrawNode(nid, short, "op", family_of(op), _fx_module(node, classes), tip, reason, cluster, mark=mark))
         else:
             continue
         for arg in node.all_input_nodes:
             edges.append((prefix + arg.name, nid))
+    nodes = _adopt_sources(nodes, edges, ops=graph_kind == "backward")
+    outputs = _output_roles(gm, region, graph_kind)
+    _markers(nodes, edges, {prefix + k: v for k, v in outputs.items()})
     return Drawing(f"{graph_kind} graph", tuple(nodes), tuple(edges))
 
 
@@ -157,7 +331,14 @@ def joint_drawing(forward: Drawing, backward: Drawing) -> Drawing:
     the forward node that produced it, so the saved-tensor edges cross between the two."""
     fw_ids = {n.id[len("fw_"):]: n.id for n in forward.nodes}
     rename = {}
-    nodes = list(forward.nodes)
+    nodes, dropped = [], set()
+    for n in forward.nodes:  # the saved-tensor edges are drawn here: "saved" markers would say it twice
+        kept = tuple(r for r in n.roles if r[0] != "saved")
+        if n.kind == "output" and not kept:
+            dropped.add(n.id)
+            continue
+        nodes.append(replace(n, roles=kept, label=marker_label(kept)) if kept != n.roles else n)
+    forward = replace(forward, edges=tuple(e for e in forward.edges if e[1] not in dropped))
     for n in backward.nodes:
         bare = n.id[len("bw_"):]
         if n.kind in ("saved", "parameter", "buffer", "user_input", "other") and bare in fw_ids:
@@ -171,19 +352,31 @@ def joint_drawing(forward: Drawing, backward: Drawing) -> Drawing:
 # -- collapsing --------------------------------------------------------------------------------
 
 
-def collapse(graph: Drawing, depth: int) -> Drawing:
-    """Fold nodes into one box per module at ``depth`` (1 = the root's children).
+def _span(fqns: list[str]) -> str:
+    """``["layers.1", ..., "layers.11"]`` -> ``"layers.1-11"``."""
+    head, _, first = fqns[0].rpartition(".")
+    last = fqns[-1].rpartition(".")[2]
+    return fqns[0] if len(fqns) == 1 else f"{head}.{first}-{last}"
 
-    Runs of identical sibling blocks (``layers.1`` .. ``layers.11`` with the same ops and shapes)
-    fold further: at the chosen depth into one ``N x Class`` box; above it, the first block of the
-    run stays expanded and the others become one ``N x Class`` box.
+
+def collapse(graph: Drawing, depth: int) -> Drawing:
+    """Fold nodes into one box per module at module depth ``depth`` (1 = the root's children,
+    2 = theirs, by FQN: ``layers`` is depth 1, ``layers.0`` depth 2); modules above that depth
+    stay as clusters around their boxes and their own ops, never beside them.
+
+    Runs of identical sibling blocks (``layers.1`` .. ``layers.11``, same ops and shapes) fold
+    further: at the chosen depth into one ``12 x Class`` box labelled ``layers.0-11``; above it,
+    the first block stays expanded and the rest become one ``11 x Class`` box (``layers.1-11``).
+    Each box's outputs, saved tensors and gradients become one marker beside it.
     """
     subtree: dict[tuple[str, str], list[DrawNode]] = {}
     for n in graph.nodes:
         for fqn, _cls in n.module:
             subtree.setdefault((n.cluster or "", fqn), []).append(n)
     classes = {fqn: cls for n in graph.nodes for fqn, cls in n.module}
+    parents = {fqn for n in graph.nodes for fqn, _ in n.module[:-1]}
     runs = _identical_runs(subtree, classes)
+    whole = _containers_of_one_run(subtree, runs, classes)
     boxes: dict[str, dict] = {}
     group_of: dict[str, str] = {}
     for n in graph.nodes:
@@ -193,48 +386,96 @@ def collapse(graph: Drawing, depth: int) -> Drawing:
         key = None
         for level, (fqn, cls) in enumerate(n.module[:depth], start=1):
             run = runs.get((cl, fqn))
-            if run is not None and (level == depth or fqn != run[0]):
-                members = run if level == depth else run[1:]
-                if fqn in members:
-                    key = f"run:{cl}:{members[0]}"
-                    boxes.setdefault(key, {"fqn": f"{members[0]} .. {members[-1]}", "cls": f"{len(members)} x {cls}", "cluster": n.cluster, "members": []})
-                    break
-            key = f"mod:{cl}:{fqn}"
-            boxes.setdefault(key, {"fqn": fqn, "cls": cls, "cluster": n.cluster, "members": []})
+            members = None
+            if run is not None and level == depth:
+                members = run
+            elif run is not None and fqn != run[0] and len(run) > 2:
+                members = run[1:]
+            if members is not None:
+                key = f"run:{cl}:{members[0]}"
+                boxes.setdefault(key, {"fqn": _span(members), "cls": f"{len(members)} x {cls}", "level": level, "members": []})
+                break
+            if level == depth or (level == len(n.module) and fqn not in parents):  # a leaf module above depth: a box too
+                key = f"mod:{cl}:{fqn}"
+                label_fqn, label_cls = fqn, cls
+                if (cl, fqn) in whole:  # a ModuleList of identical blocks reads as its run
+                    run_of, run_cls = whole[(cl, fqn)]
+                    label_fqn, label_cls = _span(run_of), f"{len(run_of)} x {run_cls}"
+                boxes.setdefault(key, {"fqn": label_fqn, "cls": label_cls, "level": level, "members": []})
         if key is None:
             continue
-        boxes[key]["members"].append(n)
+        b = boxes[key]
+        b["members"].append(n)
+        b.setdefault("module", n.module[:b["level"] - 1])
+        b.setdefault("cluster", n.cluster)
         group_of[n.id] = key
     box_id = {k: re.sub(r"[^A-Za-z0-9_]", "_", k) for k in boxes}
+    ids = {nid: box_id[key] for nid, key in group_of.items()}
+    by_id = {n.id: n for n in graph.nodes}
+    marker_roles: dict[str, list] = {}
+    for s_, d in graph.edges:  # markers of folded producers merge into one marker per box
+        dn = by_id.get(d)
+        if dn is not None and dn.kind == "output" and s_ in ids:
+            marker_roles.setdefault(ids[s_], []).extend(dn.roles)
+    folded_markers = {d for s_, d in graph.edges if s_ in ids and d in by_id and by_id[d].kind == "output"}
     nodes, emitted = [], set()
     for n in graph.nodes:
         key = group_of.get(n.id)
         if key is None:
-            nodes.append(n)
+            if n.id not in folded_markers:
+                nodes.append(n)
             continue
         if key in emitted:
             continue
         emitted.add(key)
-        b = boxes[key]
-        ms = b["members"]
-        reasons = sorted({m.highlight for m in ms if m.highlight})
-        nodes.append(DrawNode(
-            id=box_id[key],
-            label=f"{b['cls']}\n{b['fqn']}\n{len(ms)} nodes",
-            kind="module",
-            family=b["cls"].split(" x ")[-1],
-            tooltip=f"{b['fqn']}: {len(ms)} nodes" + ("\n" + "\n".join(reasons) if reasons else ""),
-            highlight="; ".join(reasons) or None,
-            cluster=b["cluster"],
-            count=len(ms),
-        ))
-    ids = {nid: box_id[key] for nid, key in group_of.items()}
+        nodes.append(_box(box_id[key], boxes[key]))
     edges = []
     for s_, d in graph.edges:
         a, b_ = ids.get(s_, s_), ids.get(d, d)
-        if a != b_:
+        if a != b_ and d not in folded_markers:
             edges.append((a, b_))
+    box_nodes = {n.id: n for n in nodes}
+    for bid, roles in marker_roles.items():
+        box = box_nodes[bid]
+        nodes.append(DrawNode(f"{bid}__out", marker_label(roles), "output", "output", box.module, _marker_tip(roles),
+                              cluster=box.cluster, roles=tuple(roles)))
+        edges.append((bid, f"{bid}__out"))
     return Drawing(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note)
+
+
+def _box(bid: str, b: dict) -> DrawNode:
+    ms = b["members"]
+    reasons = sorted({m.highlight for m in ms if m.highlight})
+    marks = {m.mark for m in ms if m.mark}
+    mark = next((m for m in MARKS if m in marks), None)
+    recomputed = sum(1 for m in ms if m.mark == "recomputed")
+    extra = [f"{recomputed} recomputed"] if recomputed else []
+    ops = sum(1 for m in ms if m.kind == "op")
+    return DrawNode(
+        id=bid,
+        label="\n".join([b["cls"], b["fqn"], f"{len(ms)} nodes", *extra]),
+        kind="module",
+        family=b["cls"].split(" x ")[-1],
+        module=b["module"],
+        tooltip=f"{b['fqn']}: {len(ms)} nodes ({ops} ops)" + "".join(f"\n{r}" for r in reasons + extra),
+        highlight="; ".join(reasons) or None,
+        cluster=b["cluster"],
+        count=len(ms),
+        mark=mark,
+    )
+
+
+def _containers_of_one_run(subtree: dict, runs: dict, classes: dict) -> dict:
+    """A ModuleList/Sequential whose children are one run of identical blocks: (its run, class)."""
+    found = {}
+    for (cl, fqn) in subtree:
+        if classes.get(fqn) not in CONTAINERS:
+            continue
+        children = sorted({f for (c, f) in subtree if c == cl and f.rpartition(".")[0] == fqn})
+        run = runs.get((cl, children[0])) if children else None
+        if run is not None and sorted(run) == children:
+            found[(cl, fqn)] = (run, classes.get(run[0], ""))
+    return found
 
 
 def _shape_key(n: DrawNode) -> str:
@@ -248,7 +489,7 @@ def _identical_runs(subtree: dict, classes: dict) -> dict[tuple[str, str], list[
     for (cl, fqn), ms in subtree.items():
         head, _, last = fqn.rpartition(".")
         if last.isdigit():
-            sig = (classes.get(fqn), tuple(sorted(Counter(_shape_key(m) for m in ms).items())))
+            sig = (classes.get(fqn), tuple(sorted(Counter(_shape_key(m) for m in ms if m.kind != "output").items())))
             by_parent.setdefault((cl, head, sig), []).append((int(last), fqn))
     runs: dict[tuple[str, str], list[str]] = {}
     for (cl, _, _), items in by_parent.items():
@@ -267,11 +508,12 @@ def _identical_runs(subtree: dict, classes: dict) -> dict[tuple[str, str], list[
 
 
 def auto_depth(graph: Drawing, limit: int = 40) -> int:
-    """The deepest module level whose collapsed picture keeps at most ``limit`` boxes."""
+    """The deepest module level whose collapsed picture keeps at most ``limit`` boxes and nodes
+    (output markers not counted)."""
     deepest = max((len(n.module) for n in graph.nodes), default=1)
     best = 1
     for depth in range(1, max(deepest, 1) + 1):
-        if len(collapse(graph, depth).nodes) <= limit:
+        if sum(1 for n in collapse(graph, depth).nodes if n.kind != "output") <= limit:
             best = depth
         else:
             break

@@ -16,6 +16,8 @@ Example::
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 from graphtool.capture import compat
@@ -35,6 +37,7 @@ class AutogradNode:
     dtype: str | None
     module: tuple[tuple[str, str], ...]  # (fqn, class) from outermost to innermost
     saved: tuple[tuple[str, tuple], ...]  # (_saved_ attribute, shape), with saved=True
+    checkpointed: bool = False  # made inside torch.utils.checkpoint: recomputed in backward
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,9 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
     torch = compat.import_torch()
     module_names, classes, hooks = {}, {}, []
     assigned: dict = {}
-    boundary_stack: list[set] = []
+    checkpointed: set = set()
+    boundary_stack: list[tuple[set, bool]] = []
+    ckpt_file = _checkpoint_file()
     if isinstance(spec.model, torch.nn.Module):
         classes = {fqn: type(mod).__name__ for fqn, mod in spec.model.named_modules()}
     if modules and isinstance(spec.model, torch.nn.Module):
@@ -57,12 +62,13 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
             module_names[id(mod)] = fqn
 
         def pre(mod, args, kwargs):
-            boundary_stack.append({t.grad_fn for t in iter_tensors((args, kwargs)) if t.grad_fn is not None})
+            inside = bool(boundary_stack and boundary_stack[-1][1]) or _called_from(ckpt_file)
+            boundary_stack.append(({t.grad_fn for t in iter_tensors((args, kwargs)) if t.grad_fn is not None}, inside))
 
         def post(mod, args, kwargs, output):
             # every node made during this call lies between its outputs and its inputs' nodes;
             # walk through nodes inner modules already claimed, claim the rest
-            stop = boundary_stack.pop() if boundary_stack else set()
+            stop, inside = boundary_stack.pop() if boundary_stack else (set(), False)
             fqn = module_names.get(id(mod), "")
             todo = [t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None]
             seen = set()
@@ -72,6 +78,8 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
                     continue
                 seen.add(fn)
                 assigned.setdefault(fn, fqn)
+                if inside:
+                    checkpointed.add(fn)
                 todo.extend(nf for nf, _ in fn.next_functions)
 
         for mod in spec.model.modules():
@@ -83,22 +91,35 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
     finally:
         for h in hooks:
             h.remove()
-    return _walk(torch, spec, out, assigned, classes, saved)
+    return _walk(torch, spec, out, assigned, classes, saved, checkpointed)
+
+
+def _checkpoint_file() -> str:
+    import torch.utils.checkpoint as checkpoint_module
+
+    return os.path.normcase(os.path.abspath(checkpoint_module.__file__))
+
+
+def _called_from(filename: str) -> bool:
+    """Whether a frame of ``filename`` is on the stack (a module called by torch.utils.checkpoint)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if os.path.normcase(os.path.abspath(frame.f_code.co_filename)) == filename:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _module_path(fqn: str | None, classes: dict) -> tuple[tuple[str, str], ...]:
+    """One (fqn, class) per FQN level, containers (ModuleList, Sequential) included: the path's
+    N-th entry is the module at depth N, which is what ``render --depth N`` folds at."""
     if not fqn:
         return ()
     parts = fqn.split(".")
-    path = []
-    for i in range(1, len(parts) + 1):
-        prefix = ".".join(parts[:i])
-        if prefix in classes and classes[prefix] not in ("ModuleList", "ModuleDict", "Sequential") or i == len(parts):
-            path.append((prefix, classes.get(prefix, "")))
-    return tuple(path)
+    return tuple((".".join(parts[:i]), classes.get(".".join(parts[:i]), "")) for i in range(1, len(parts) + 1))
 
 
-def _walk(torch, spec, out, assigned, classes, want_saved) -> AutogradGraph:
+def _walk(torch, spec, out, assigned, classes, want_saved, checkpointed=frozenset()) -> AutogradGraph:
     params = {}
     if isinstance(spec.model, torch.nn.Module):
         params.update({id(p): ("parameter", n) for n, p in spec.model.named_parameters()})
@@ -135,8 +156,10 @@ def _walk(torch, spec, out, assigned, classes, want_saved) -> AutogradGraph:
             nodes.append(AutogradNode(ids[fn], op, kind, name, tuple(var.shape), str(var.dtype).replace("torch.", ""),
                                       _module_path(owner, classes), ()))
         else:
+            # reentrant checkpoint: one CheckpointFunctionBackward node stands for the whole block
+            ckpt = fn in checkpointed or op.startswith("CheckpointFunction")
             nodes.append(AutogradNode(ids[fn], op, "op", op, None, None, _module_path(assigned.get(fn), classes),
-                                      _saved_shapes(torch, fn) if want_saved else ()))
+                                      _saved_shapes(torch, fn) if want_saved and not ckpt else (), ckpt))
     return AutogradGraph(tuple(nodes), tuple(edges), tuple((i, ids[fn]) for i, fn in roots))
 
 

@@ -33,7 +33,9 @@ def render(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output file (default: MODEL-GRAPH.svg here)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="svg, png, pdf or dot (default: from the file name, else svg)."),
     collapse: str = typer.Option("auto", "--collapse", help="auto (fold by module above 500 nodes), module, or none."),
-    depth: Optional[int] = typer.Option(None, "--depth", help="Module level to fold at (1 = the model's children; default: the deepest that stays readable)."),
+    depth: Optional[int] = typer.Option(None, "--depth", help=(
+        "Fold at module depth N, counted by FQN: 1 = the model's children (layers), 2 = theirs (layers.0), "
+        "containers included; default: the deepest that keeps about 40 boxes.")),
     saved: bool = typer.Option(False, "--saved", help="Autograd graph: show each node's saved tensors' shapes."),
     region: int = typer.Option(0, "--region", help="Which compiled region (after graph breaks) to draw."),
     backend: str = options.BackendOpt,

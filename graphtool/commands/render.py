@@ -56,13 +56,16 @@ def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device:
     check_options(graph, collapse, depth)
     steps.check_backend(backend)
     target, ent = steps.targets(model, entry)[0]
-    picture = _build(target, ent, device, graph, saved, region, modules=collapse != "none", backend=backend,
+    # modules are drawn as clusters even when nothing folds: they keep the layout local and fast
+    picture = _build(target, ent, device, graph, saved, region, modules=True, backend=backend,
                      debug=debug, progress=progress)
-    size = len(picture.nodes)
+    size = sum(1 for n in picture.nodes if n.kind != "output")
     if collapse == "module" or (collapse == "auto" and size > COLLAPSE_THRESHOLD):
-        level = depth or auto_depth(picture)
+        halves = len({n.cluster for n in picture.nodes if n.cluster}) or 1  # joint: forward and backward
+        level = depth or auto_depth(picture, limit=40 * halves)
         picture = fold(picture, level)
-        note = f"{size} nodes folded by module at depth {level} into {len(picture.nodes)} boxes (--collapse none draws all)"
+        shown = sum(1 for n in picture.nodes if n.kind != "output")  # output markers are not boxes
+        note = f"{size} nodes folded by module at depth {level} into {shown} boxes (--collapse none draws all)"
         picture = replace(picture, note=note)
         progress.note(note)
     return picture

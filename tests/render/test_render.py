@@ -96,11 +96,13 @@ def test_dot_is_deterministic_and_colours_come_from_names():
 def test_collapse_folds_identical_layers():
     spec = load_model(str(Path(__file__).resolve().parents[2] / "benchmarks" / "encoder12.py"))
     vg = autograd_drawing(capture_autograd(spec))
-    small = collapse(vg, 1)
-    labels = [n.label.split("\n")[0] for n in small.nodes if n.kind == "module"]
-    assert sorted(labels) == ["11 x TransformerEncoderLayer", "TransformerEncoderLayer"]
-    assert sum(n.count for n in small.nodes if n.kind == "module") == len([n for n in vg.nodes if n.module])
-    deeper = collapse(vg, 2)
+    top = collapse(vg, 1)  # depth 1: the encoder's children, `layers` (a ModuleList) among them
+    assert [n.label.split("\n")[:2] for n in top.nodes if n.kind == "module"] == [["ModuleList", "layers"]]
+    small = collapse(vg, 2)  # depth 2: layers.N; layer 0 differs (no grad for the input)
+    labels = [n.label.split("\n")[:2] for n in small.nodes if n.kind == "module"]
+    assert sorted(labels) == [["11 x TransformerEncoderLayer", "layers.1-11"], ["TransformerEncoderLayer", "layers.0"]]
+    assert sum(n.count for n in small.nodes if n.kind == "module") == len([n for n in vg.nodes if n.module and n.kind != "output"])
+    deeper = collapse(vg, 3)
     assert "10 x TransformerEncoderLayer" in [n.label.split("\n")[0] for n in deeper.nodes]
 
 
