@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -62,7 +61,9 @@ def report(
         from graphtool import __version__
 
         versions = {"graphtool": __version__, "torch": str(torch.__version__), "python": python_version()}
-        command = "graphtool " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        command = _command(model, ("--entry", entry, None), ("--device", device, None), ("--inference", inference, False),
+                           ("--backend", backend, "inductor"), ("-o", output, None), ("--no-memory", not memory, False),
+                           ("--layout-timeout", layout_timeout, 30.0))
         pages = [format_report(r, command=command, versions=versions) for r in results]
     for result, page in zip(results, pages):
         path = target if len(pages) == 1 else target.with_name(f"{target.stem}-{Path(result.target.split(':')[0]).stem}{target.suffix}")
@@ -70,6 +71,19 @@ def report(
         shown = output if len(pages) == 1 else path
         console.say(f"wrote {shown} ({len(page.encode('utf-8')) / 1e6:.2f} MB): {result.summary()}")
     return 0
+
+
+def _command(model: Optional[str], *options) -> str:
+    """The command line that makes this report again (the options given, not graphtool's own argv:
+    ``run([...])`` in-process has none)."""
+    from graphtool.display_paths import display_path
+
+    parts = ["graphtool", "report"] + ([display_path(model)] if model else [])
+    for flag, value, default in options:
+        if value == default or value is None:
+            continue
+        parts += [flag] if value is True else [flag, str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def _check_output(output: Path) -> None:

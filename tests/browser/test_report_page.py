@@ -88,9 +88,11 @@ def test_screenshot(open_report, report_files, tmp_path):
     """A picture of a real report, kept as an artifact; GRAPHTOOL_UPDATE_SCREENSHOT=1 also refreshes
     docs/report.png for the README."""
     page = open_report(report_files["cpu_roundtrip"])
-    page.page.locator(".finding[data-node]").first.click()
+    page.page.set_viewport_size({"width": 1400, "height": 1340})
+    page.page.locator(".finding[data-node]").nth(2).click()  # the copy to the CPU
     page.settle()
     page.page.evaluate("() => window.scrollTo(0, 0)")
+    assert page.selected()
     shot = tmp_path / "report.png"
     page.page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
