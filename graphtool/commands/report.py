@@ -114,6 +114,8 @@ class _Layout:
 
         if self.missing:
             return None
+        # the page shows a node's facts on click: tooltips (folded boxes get them too) would only add bytes
+        drawing = replace(drawing, nodes=tuple(replace(n, tooltip=None) for n in drawing.nodes))
         start = time.perf_counter()
         try:
             svg = layout_svg(to_dot(drawing, legend=False), timeout=self.timeout)
@@ -192,8 +194,6 @@ def _pictures(capture, accel, lay_out, progress) -> tuple[list[Picture], dict]:
             highlights = fx_highlights(region, kind)
             marks[(region.index, kind)] = highlights
             drawing = fx_drawing(gm, kind, region, highlights=highlights, classes=classes, main_device=accel)
-            # the page shows a node's facts on click: tooltips would only double the file's size
-            drawing = replace(drawing, nodes=tuple(replace(n, tooltip=None) for n in drawing.nodes))
             levels, default = _levels(drawing, f"region {region.index} {kind}", lay_out, progress)
             if not levels:
                 continue

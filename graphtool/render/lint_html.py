@@ -49,7 +49,7 @@ def _model(m) -> str:
                                  None, None, "warning"))
     for s in m.skipped_frames:
         items.append(_diagnostic(_place(s.get("file"), s.get("line")), "skipped-frame", f"frame {s.get('function')} skipped: {s.get('reason')}",
-                                 None, None, "error"))
+                                 None, None, "warning"))
     for f in m.failures:
         if f != m.no_graph_finding:
             items.append(_diagnostic(m.target.name, "over-budget", f, None, None, "error"))

@@ -36,6 +36,10 @@ def test_search_finds_a_named_parameter(open_report, report_files):
     # the parameter, or the module box that holds it at this fold level, is the one marked
     level = page.data()["pictures"][page.state()["pic"]]["levels"][page.state()["level"]]
     assert page.selected() == [level["members"].get(shown, shown)]
+    # and the mark is visible: the shape's outline is drawn thick, not only a class on the element
+    widths = page.eval("() => Array.from(document.querySelectorAll('#canvas g.node.selected polygon, #canvas g.node.selected path'))"
+                       ".map(e => getComputedStyle(e).strokeWidth)")
+    assert widths and set(widths) == {"4px"}
     assert page.errors == []
 
 
