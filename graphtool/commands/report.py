@@ -40,9 +40,6 @@ class Level:
     members: dict  # node id folded away -> the box that holds it
     seconds: float  # layout time
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "depth": self.depth, "boxes": self.boxes, "members": self.members}
-
 
 @dataclass(frozen=True)
 class Picture:

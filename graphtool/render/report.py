@@ -2,7 +2,8 @@
 
 The viewer's script and style (``graphtool/render/html/``) are inlined; each picture's SVG, one per
 fold level, is gzip-compressed and base64-encoded into the page's data and unpacked by the browser
-only when shown, so a large model's page stays small and only one level is ever in the DOM.
+only when shown, so a large model's page stays small and only one level is ever in the DOM; each
+graph's node facts and fold membership are packed the same way and unpacked when the page opens.
 Everything else (findings, mutations, devices, CUDA graphs, memory) is plain HTML written here.
 
 Example::
@@ -95,10 +96,13 @@ def format_report(result, *, command: str, versions: dict) -> str:
     for p in result.pictures:
         levels = []
         for lv in p.levels:
-            levels.append({**lv.to_dict(), "svg": len(svgs)})
+            levels.append({"name": lv.name, "depth": lv.depth, "boxes": lv.boxes, "svg": len(svgs)})
             svgs.append(_packed(lv.svg))
+        # facts and fold membership are most of a large graph's bytes: packed like the pictures
+        facts = {"facts": _short_paths(p.facts), "members": [lv.members for lv in p.levels]}
         pictures.append({"id": f"r{p.region}-{p.graph}", "region": p.region, "graph": p.graph, "nodes": p.nodes,
-                         "edges": p.edges, "default": p.default, "levels": levels, "facts": _short_paths(p.facts)})
+                         "edges": p.edges, "default": p.default, "levels": levels, "packed": len(svgs)})
+        svgs.append(_packed(json.dumps(facts, separators=(",", ":"), default=str)))
     t = result.trace
     sections = [
         _findings_section(result.findings),

@@ -85,7 +85,8 @@ class Page:
         return self.eval("() => ({pic: window.graphtoolViewer.state.pic, level: window.graphtoolViewer.state.level})")
 
     def data(self) -> dict:
-        return self.eval("() => JSON.parse(document.getElementById('graphtool-data').textContent)")
+        """The viewer's data, node facts and fold membership unpacked."""
+        return self.eval("() => window.graphtoolViewer.data")
 
     def settle(self) -> None:
         self.page.wait_for_timeout(250)

@@ -103,6 +103,10 @@ def test_page_is_self_contained_and_every_picture_unpacks(reports):
     assert len(data["pictures"]) == len(r.pictures) == 2
     for p, picture in zip(data["pictures"], r.pictures):
         assert p["levels"][p["default"]]["name"] == "every node"  # small graphs open unfolded
+        packed = json.loads(gzip.decompress(base64.b64decode(data["svgs"][p["packed"]])))
+        assert packed["facts"].keys() == picture.facts.keys()
+        for level, members in zip(p["levels"], packed["members"]):
+            level["members"] = members
         for level in p["levels"]:
             svg = gzip.decompress(base64.b64decode(data["svgs"][level["svg"]])).decode()
             assert svg.startswith("<svg")

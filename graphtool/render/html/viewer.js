@@ -13,13 +13,22 @@
     return String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
   }
 
-  async function svgText(index) {
-    if (cache.has(index)) return cache.get(index);
+  async function unpack(index) {
     const bytes = Uint8Array.from(atob(data.svgs[index]), (c) => c.charCodeAt(0));
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-    const text = await new Response(stream).text();
-    cache.set(index, text);
-    return text;
+    return new Response(stream).text();
+  }
+  async function svgText(index) {
+    if (!cache.has(index)) cache.set(index, await unpack(index));
+    return cache.get(index);
+  }
+  // each picture's node facts and, per level, which box holds each folded node
+  async function unpackFacts() {
+    await Promise.all(data.pictures.map(async (p) => {
+      const packed = JSON.parse(await unpack(p.packed));
+      p.facts = packed.facts;
+      p.levels.forEach((l, i) => { l.members = packed.members[i]; });
+    }));
   }
 
   function picture() { return data.pictures[state.pic]; }
@@ -255,6 +264,9 @@
   }
   document.querySelectorAll(".finding[data-node]").forEach((li) => li.addEventListener("click", () => showFinding(li)));
 
-  if (data.pictures.length) show(0, data.pictures[0].default);
-  window.graphtoolViewer = { show, reveal, search: runSearch, state };
+  window.graphtoolViewer = { show, reveal, search: runSearch, state, data, ready: false };
+  unpackFacts().then(() => {
+    window.graphtoolViewer.ready = true;
+    if (data.pictures.length) return show(0, data.pictures[0].default);
+  });
 })();
