@@ -75,7 +75,7 @@
     const pw = r.width || 800, ph = r.height || 600;
     const scale = Math.min(pw / f.w, ph / f.h);
     // a huge graph fitted whole is a grey smear: open it at its top, at a readable size
-    const s = scale < 0.3 ? 0.8 : Math.min(scale, 1.5);
+    const s = scale < 0.3 ? 0.8 : Math.min(scale, 1.2);
     const w = pw / s, h = ph / s;
     const y = scale < 0.3 ? f.y : f.y - (h - f.h) / 2;
     setView({ x: f.x - (w - f.w) / 2, y: y, w: w, h: h });
