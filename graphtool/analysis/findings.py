@@ -144,15 +144,29 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
     for o in trace.mutations.aliased_outputs:
         of = o.alias_of
         what = "a view of" if o.is_view else "shares storage with"
-        name = of.get("name") or of.get("index")
+        target = alias_target(of)
         node = index.input_named(of["name"]) if of.get("kind") == "input" and of.get("name") else None
-        out.append(_finding("aliasing", f"output {o.index} aliases {of['kind']} {name}", f"output {o.index} is {what} {of['kind']} {name}",
+        out.append(_finding("aliasing", f"output {o.index} aliases {target}", f"output {o.index} is {what} {target}",
                             None, None, None, node))
     for a in trace.mutations.input_aliases:
         out.append(_finding("aliasing", f"inputs {' and '.join(a.names)} share storage", a.relation.replace("_", " "), None, None,
                             None, index.input_named(a.names[0])))
     order = {"error": 0, "warning": 1, "info": 2}
     return tuple(sorted(out, key=lambda f: order[SEVERITY.get(f.kind, "info")]))
+
+
+def alias_target(of: dict) -> str:
+    """``input x``, ``output 1``, ``an intermediate`` (AOT names no intermediate).
+
+    >>> alias_target({"kind": "intermediate", "name": None, "index": None})
+    'an intermediate'
+    """
+    kind, name, index = of.get("kind"), of.get("name"), of.get("index")
+    if name:
+        return f"{kind} {name}"
+    if index is not None:
+        return f"{kind} {index}"
+    return f"an {kind}" if kind and kind[0] in "aeiou" else f"a {kind}"
 
 
 def _distinct(breaks):

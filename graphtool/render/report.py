@@ -235,8 +235,9 @@ def _mutations_section(m) -> str:
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
     if rows:
         body += _table(["input", "kind", "mutated", "where", "regions"], rows)
-    alias = [[str(o.index), "view" if o.is_view else "shares storage", escape(f"{o.alias_of['kind']} {o.alias_of.get('name') or o.alias_of.get('index')}")]
-             for o in m.aliased_outputs]
+    from graphtool.analysis.findings import alias_target
+
+    alias = [[str(o.index), "view" if o.is_view else "shares storage", escape(alias_target(o.alias_of))] for o in m.aliased_outputs]
     alias += [[escape(" and ".join(a.names)), escape(a.relation.replace("_", " ")), "inputs"] for a in m.input_aliases]
     if alias:
         body += "<h3>Aliasing</h3>" + _table(["output / inputs", "how", "of"], alias)

@@ -172,3 +172,15 @@ def test_lint_html_has_every_break_as_a_diagnostic(cli, tmp_path):
     assert sorted(Path(d.split(":")[0]).name + ":" + d.split(":")[1] for d in diagnostics) == sorted(expected)
     assert len(expected) >= 2
     assert page.count('<section class="model') == 2
+
+
+def test_aliasing_findings_are_aots_output_aliases(reports):
+    r = reports("view_outputs.py")
+    aliased = r.trace.mutations.aliased_outputs  # from AOT's ViewAndMutationMeta
+    findings = [f for f in r.findings if f.kind == "aliasing" and f.title.startswith("output")]
+    assert aliased and len(findings) == len(aliased)
+    for f, o in zip(findings, aliased):
+        assert f.title.startswith(f"output {o.index} aliases ") and "None" not in f.title
+        if o.alias_of["kind"] == "input":  # linked to the input's placeholder in the forward picture
+            facts = next(p.facts for p in r.pictures if (p.region, p.graph) == (f.node.region, "forward"))
+            assert facts[f.node.node]["name"] == o.alias_of["name"]
