@@ -57,6 +57,7 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
     print()
     print("layout per level (this process, encoder12):")
+    sys.path.insert(0, str(ROOT))
     from graphtool.commands.report import report
 
     (result,) = report(str(HERE / "encoder12.py"), memory=False)

@@ -105,3 +105,20 @@ def test_screenshot(open_report, report_files, tmp_path):
         (Path(os.environ["GRAPHTOOL_ARTIFACTS"]) / "report.png").write_bytes(shot.read_bytes())
     if os.environ.get("GRAPHTOOL_UPDATE_SCREENSHOT") == "1":
         (ROOT / "docs" / "report.png").write_bytes(shot.read_bytes())
+
+
+def test_a_saved_tensor_leads_from_the_backward_to_the_forward_node(open_report, report_files):
+    page = open_report(report_files["transformer"])
+    page.page.click(".tab[data-picture='1']")  # region 0 backward
+    page.settle()
+    facts = page.data()["pictures"][1]["facts"]
+    saved = next(n for n, f in facts.items() if f["kind"] == "saved")
+    page.eval("(id) => window.graphtoolViewer.reveal(id)", saved)
+    page.settle()
+    page.page.click(f"#details a[data-goto='{saved}'][data-picture]")
+    page.settle()
+    assert page.state()["pic"] == 0
+    forward = page.data()["pictures"][0]["facts"][saved]
+    assert forward["kind"] == "op" and forward["saved"]  # the forward node whose value the backward reads
+    assert page.eval("() => document.getElementById('details').dataset.node") == saved
+    assert page.errors == []

@@ -139,7 +139,7 @@
       d.innerHTML = `<h3>${esc(f.name)}</h3><dl>` +
         rows.filter((r) => r[1]).map((r) => `<dt>${r[0]}</dt><dd>${esc(r[1])}</dd>`).join("") +
         (f.inputs.length ? `<dt>inputs</dt><dd>${links(f.inputs)}</dd>` : "") +
-        (f.users.length ? `<dt>used by</dt><dd>${links(f.users)}</dd>` : "") + "</dl>";
+        (f.users.length ? `<dt>used by</dt><dd>${links(f.users)}</dd>` : "") + "</dl>" + across(p, id, f);
     } else {
       const members = boxMembers(id);
       const g = groupFor(id);
@@ -152,6 +152,14 @@
       if (b) b.addEventListener("click", () => unfoldBox(id));
     }
     d.dataset.node = id;
+  }
+  // a saved tensor is one value in two pictures: the forward node that makes it, the backward input that reads it
+  function across(p, id, f) {
+    if (!f.saved) return "";
+    const other = p.graph === "forward" ? "backward" : "forward";
+    const pi = data.pictures.findIndex((q) => q.region === p.region && q.graph === other && q.facts && q.facts[id]);
+    if (pi < 0) return "";
+    return `<p><a data-picture="${pi}" data-goto="${esc(id)}">show ${esc(id)} in the ${other} graph</a></p>`;
   }
   async function select(id, center) {
     state.selected = id;
@@ -199,7 +207,11 @@
   });
   $("details").addEventListener("click", (e) => {
     const a = e.target.closest("a[data-goto]");
-    if (a) reveal(a.dataset.goto);
+    if (!a) return;
+    if (a.dataset.picture !== undefined && Number(a.dataset.picture) !== state.pic) {
+      const pi = Number(a.dataset.picture);
+      show(pi, data.pictures[pi].default).then(() => reveal(a.dataset.goto));
+    } else reveal(a.dataset.goto);
   });
 
   // -- toolbar ---------------------------------------------------------------------------------
