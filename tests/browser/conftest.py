@@ -71,6 +71,7 @@ class Page:
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.goto(path.as_uri())
         self.page.wait_for_selector("#canvas svg g.node")
+        self.settle()
 
     def eval(self, js: str, arg=None):
         return self.page.evaluate(js, arg)
@@ -89,7 +90,9 @@ class Page:
         return self.eval("() => window.graphtoolViewer.data")
 
     def settle(self) -> None:
-        self.page.wait_for_timeout(250)
+        """Wait until the viewer has finished every step a click or key started."""
+        self.page.wait_for_timeout(50)  # a debounced search starts 150 ms after typing: Enter is used instead
+        self.page.wait_for_function("() => window.graphtoolViewer && window.graphtoolViewer.idle()")
 
 
 @pytest.fixture

@@ -245,7 +245,9 @@
     clearTimeout(timer);
     timer = setTimeout(() => runSearch(e.target.value, false), 150);
   });
-  $("search").addEventListener("keydown", (e) => { if (e.key === "Enter") runSearch(e.target.value, true); });
+  $("search").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { clearTimeout(timer); runSearch(e.target.value, true); }
+  });
   async function runSearch(q, jump) {
     const hits = search(q);
     const list = $("search-results");
@@ -276,9 +278,14 @@
   }
   document.querySelectorAll(".finding[data-node]").forEach((li) => li.addEventListener("click", () => showFinding(li)));
 
-  window.graphtoolViewer = { show, reveal, search: runSearch, state, data, ready: false };
-  unpackFacts().then(() => {
-    window.graphtoolViewer.ready = true;
-    if (data.pictures.length) return show(0, data.pictures[0].default);
-  });
+  // every asynchronous step is counted, so a test (or a user script) can wait until the page is idle
+  let inflight = 0;
+  const tracked = (fn) => async (...args) => { inflight++; try { return await fn(...args); } finally { inflight--; } };
+  show = tracked(show); reveal = tracked(reveal); unfoldBox = tracked(unfoldBox);
+  runSearch = tracked(runSearch); goto = tracked(goto); showFinding = tracked(showFinding);
+  window.graphtoolViewer = { show, reveal, search: runSearch, state, data, idle: () => inflight === 0 };
+  tracked(async () => {
+    await unpackFacts();
+    if (data.pictures.length) await show(0, data.pictures[0].default);
+  })();
 })();
