@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -88,7 +89,7 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     from graphtool.errors import UsageError
 
     steps.check_backend(backend)
-    if not (layout_timeout > 0):
+    if not (layout_timeout > 0 and math.isfinite(layout_timeout)):
         raise UsageError(f"--layout-timeout must be a number of seconds greater than 0, got {layout_timeout:g}")
     results = []
     for target, ent in steps.targets(model, entry):

@@ -134,6 +134,9 @@ def test_bad_output_exits_2_before_tracing(cli, tmp_path):
     assert rc == 2 and "is a file, not a folder" in err
     rc, _, err = cli("report", example("no_such.py"), "-o", str(tmp_path / "r.html"))
     assert rc == 2 and not (tmp_path / "r.html").exists()
+    for bad in ("0", "inf", "nan"):
+        rc, _, err = cli("report", example("mlp.py"), "--layout-timeout", bad, "-o", str(tmp_path / "r.html"))
+        assert rc == 2 and "--layout-timeout must be" in err and not (tmp_path / "r.html").exists()
 
 
 def test_report_writes_the_page(cli, tmp_path):
