@@ -13,7 +13,7 @@ from graphtool.cli import console, options
 from graphtool.display_paths import display_path
 from graphtool.errors import UsageError
 
-LINT_FORMATS = ("text", "json", "sarif", "junit", "github")
+LINT_FORMATS = ("text", "json", "sarif", "junit", "github", "html")
 
 
 def register(app: typer.Typer) -> None:
@@ -49,7 +49,7 @@ def lint(
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Fail only on breaks not in this baseline file."),
     update_baseline: bool = typer.Option(False, "--update-baseline", help="Write the current breaks to the baseline file and pass."),
     strict: bool = typer.Option(False, "--strict", help="Also fail when a baselined break no longer occurs (keeps the baseline tight)."),
-    fmt: str = typer.Option("text", "--format", "-f", help="text, json, sarif, junit or github."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text, json, sarif, junit, github or html (one self-contained page)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here; the terminal still gets the summary."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Models linted in parallel, each in its own process (default 1)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each model may take (default: no limit)."),
@@ -98,6 +98,7 @@ def _emit(report, fmt: str, output: Optional[Path], verdict: Optional[str] = Non
         "sarif": lambda: render.format_sarif(report),
         "junit": lambda: xml_safe(render.format_junit(report)),
         "github": lambda: render.format_github(report),
+        "html": lambda: _html(report),
     }.get(fmt)
     if output is not None:
         if text is None:
@@ -119,3 +120,9 @@ def _emit(report, fmt: str, output: Optional[Path], verdict: Optional[str] = Non
         sys.stdout.write(text())
         if verdict:
             console.say(verdict)
+
+
+def _html(report) -> str:
+    from graphtool.render.lint_html import format_html
+
+    return format_html(report)

@@ -59,7 +59,7 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import bench, cudagraphs, devices, lint, memory, mutations, render, trace
+    from graphtool.cli import bench, cudagraphs, devices, lint, memory, mutations, render, report, trace
 
     trace.register(app)
     mutations.register(app)
@@ -69,6 +69,7 @@ def _register() -> None:
     bench.register(app)
     lint.register(app)
     memory.register(app)
+    report.register(app)
 
 
 _register()

@@ -1,0 +1,190 @@
+"""Every finding of one model as a diagnostic: where (the user's file:line and its source), what,
+how to fix it, and the graph node it concerns, for the HTML report.
+
+The facts come from the analyses the terminal commands print (graph breaks, mutations and aliasing,
+devices, the CUDA-graph verdict); this module only gathers them into one list, each tied to a node
+of the pictures when one is known: a mutated input's placeholder, a node off the main device, the
+op torch's CUDA-graph check names, else the first node made by the same line.
+
+Example::
+
+    >>> f = Finding("graph-break", "graph break", "Graph break in user code", "m.py:3", None, "move it out", None)
+    >>> f.to_dict()["node"] is None
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphtool.analysis.node_facts import source_snippet
+
+SEVERITY = {"graph-break": "warning", "skipped-frame": "error", "mutation": "info", "aliasing": "info",
+            "device": "warning", "cudagraphs": "error", "cudagraphs-note": "info", "no-graph": "error"}
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    region: int
+    graph: str  # forward | backward
+    node: str  # the node's name in that graph (its id in the picture)
+
+    def to_dict(self) -> dict:
+        return {"region": self.region, "graph": self.graph, "node": self.node}
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # graph-break | skipped-frame | mutation | aliasing | device | cudagraphs | cudagraphs-note | no-graph
+    title: str
+    message: str
+    source: str | None  # file:line
+    snippet: tuple[tuple[int, str], ...] | None
+    fix: str | None
+    node: NodeRef | None
+    line: int | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind, "severity": SEVERITY.get(self.kind, "info"), "title": self.title, "message": self.message,
+            "source": self.source, "line": self.line, "snippet": [list(x) for x in self.snippet] if self.snippet else None,
+            "fix": self.fix, "node": self.node.to_dict() if self.node else None,
+        }
+
+
+def _finding(kind, title, message, file, line, fix, node) -> Finding:
+    snippet = source_snippet(file, line, context=1)
+    return Finding(kind, title, message, f"{file}:{line}" if file and line else file, tuple(snippet) if snippet else None,
+                   fix or None, node, line)
+
+
+class NodeIndex:
+    """Finds the picture node a finding concerns: by name in a graph, or by the user's line."""
+
+    def __init__(self, facts: dict[tuple[int, str], dict[str, dict]]):
+        self._facts = facts
+
+    def named(self, region, graph, name) -> NodeRef | None:
+        if region is None or graph is None or name is None:
+            return None
+        return NodeRef(region, graph, name) if name in self._facts.get((region, graph), {}) else None
+
+    def at_line(self, source: str | None, region=None, graph=None) -> NodeRef | None:
+        if not source:
+            return None
+        for (reg, g), facts in self._facts.items():
+            if (region is not None and reg != region) or (graph is not None and g != graph):
+                continue
+            for name, fact in facts.items():
+                if fact.get("source") == source and fact.get("kind") == "op":
+                    return NodeRef(reg, g, name)
+        return None
+
+    def input_named(self, input_name: str, region=None) -> NodeRef | None:
+        for (reg, g), facts in self._facts.items():
+            if g != "forward" or (region is not None and reg != region):
+                continue
+            for name, fact in facts.items():
+                if fact.get("kind") != "op" and fact.get("name") == input_name:
+                    return NodeRef(reg, g, name)
+        return None
+
+
+def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights: dict | None = None) -> tuple[Finding, ...]:
+    """All findings, errors first, then warnings, then notes; within each: no graph, breaks, CUDA graphs, devices, mutations.
+
+    ``trace`` is the TraceReport, ``breaks`` the capture's raw graph breaks (with torch's hint),
+    ``verdict`` and ``devices`` may be None; ``highlights`` maps ``(region, graph)`` to the node
+    names the pictures mark with a reason."""
+    out: list[Finding] = []
+    highlights = highlights or {}
+    if trace.no_graph:
+        out.append(_finding("no-graph", "no graph captured", trace.no_graph, None, None, None, None))
+    for b in _distinct(breaks):
+        kind = "skipped-frame" if getattr(b, "skips_frame", False) else "graph-break"
+        title = "frame skipped" if kind == "skipped-frame" else "graph break"
+        if getattr(b, "code", None):
+            title += f" ({b.code})"
+        src = f"{b.file}:{b.line}" if b.file and b.line else None
+        out.append(_finding(kind, title, b.reason, b.file, b.line, getattr(b, "hint", None), index.at_line(src)))
+    if verdict is not None:
+        for r in verdict.reasons:
+            if r.code in ("graph-break", "host-sync") and r.region is None:
+                continue  # the graph break itself is listed above
+            src = str(r.source) if r.source else None
+            node = _reason_node(r, src, index, highlights)
+            kind = "cudagraphs" if r.skips else "cudagraphs-note"
+            title = f"CUDA graphs ({verdict.backend}): {'skipped' if r.skips else 'note'}: {r.code}"
+            out.append(_finding(kind, title, r.message, r.source.file if r.source else None,
+                                r.source.line if r.source else None, r.fix, node))
+    if devices is not None:
+        for g in devices.graphs:
+            copied = {c.name for c in g.copies}
+            for n in g.off_device:
+                if n.name in copied:
+                    continue  # said once, as the copy it is
+                src = n.source
+                out.append(_finding("device", f"runs on {n.device}, not {devices.main_device}", f"{n.name}: {n.op}",
+                                    src.file if src else None, src.line if src else None,
+                                    "create the tensor on the model's device, or keep the value on it", index.named(g.region, g.graph, n.name)))
+            for c in g.copies:
+                src = c.source
+                out.append(_finding("device", f"copy {c.src_device} -> {c.dst_device}", f"{c.name}: {c.op}",
+                                    src.file if src else None, src.line if src else None,
+                                    "a copy between devices is a host sync: keep the tensor on one device",
+                                    index.named(g.region, g.graph, c.name)))
+    for m in trace.mutations.mutated:
+        kinds = [k for k, on in (("data", m.mutates_data), ("metadata", m.mutates_metadata), ("storage", m.mutates_storage)) if on]
+        how = ", ".join(kinds) + (" under no_grad" if m.under_no_grad else "")
+        fix = None if m.kind == "buffer" else "mutated inputs make torch.compile add copies and CUDA graphs skip: return a new tensor instead"
+        node = index.input_named(m.name, m.regions[0] if m.regions else None)
+        src = m.source
+        out.append(_finding("mutation", f"{m.kind.replace('_', ' ')} {m.name} mutated ({how})", m.note or f"{m.name} is written in place",
+                            src.file if src else None, src.line if src else None, fix, node))
+    for o in trace.mutations.aliased_outputs:
+        of = o.alias_of
+        what = "a view of" if o.is_view else "shares storage with"
+        target = alias_target(of)
+        node = index.input_named(of["name"]) if of.get("kind") == "input" and of.get("name") else None
+        out.append(_finding("aliasing", f"output {o.index} aliases {target}", f"output {o.index} is {what} {target}",
+                            None, None, None, node))
+    for a in trace.mutations.input_aliases:
+        out.append(_finding("aliasing", f"inputs {' and '.join(a.names)} share storage", a.relation.replace("_", " "), None, None,
+                            None, index.input_named(a.names[0])))
+    order = {"error": 0, "warning": 1, "info": 2}
+    return tuple(sorted(out, key=lambda f: order[SEVERITY.get(f.kind, "info")]))
+
+
+def alias_target(of: dict) -> str:
+    """``input x``, ``output 1``, ``an intermediate`` (AOT names no intermediate).
+
+    >>> alias_target({"kind": "intermediate", "name": None, "index": None})
+    'an intermediate'
+    """
+    kind, name, index = of.get("kind"), of.get("name"), of.get("index")
+    if name:
+        return f"{kind} {name}"
+    if index is not None:
+        return f"{kind} {index}"
+    return f"an {kind}" if kind and kind[0] in "aeiou" else f"a {kind}"
+
+
+def _distinct(breaks):
+    seen, out = set(), []
+    for b in breaks:
+        key = (b.file, b.line, b.reason)
+        if key not in seen:
+            seen.add(key)
+            out.append(b)
+    return out
+
+
+def _reason_node(r, src, index: NodeIndex, highlights: dict) -> NodeRef | None:
+    marked = highlights.get((r.region, r.graph), {})
+    by_line = index.at_line(src, r.region, r.graph)
+    if by_line is not None:
+        return by_line
+    for name, why in marked.items():
+        if "cudagraphs" in why:
+            return index.named(r.region, r.graph, name)
+    return None

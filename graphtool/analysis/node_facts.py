@@ -1,0 +1,109 @@
+"""What the HTML report shows when a node is clicked, and which folded box holds a node.
+
+Facts are plain dicts of plain values (JSON goes straight into the page): the op, shape, dtype and
+device, the user's file:line, the module path, and the saved tensors that tie forward to backward
+(AOT's partitioner names a backward's saved input after the forward node that produced it).
+
+Example::
+
+    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.tracer import trace_model
+    >>> region = trace_model(load_model("examples/mlp.py")).regions[0]
+    >>> facts = graph_facts(region.forward, "forward", region)
+    >>> facts["primals_1"]["name"], facts["primals_1"]["kind"]
+    ('fc1.weight', 'parameter')
+"""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import replace
+
+from graphtool.analysis.drawing import Drawing, DrawNode, collapse
+from graphtool.analysis.graph_summary import op_name, output_roles, placeholder_roles, tensor_meta, user_source
+
+
+def _module_path(node) -> str | None:
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
+    for fqn, cls in reversed(list(stack.values())):
+        name = getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
+        text = str(fqn)
+        if text.startswith("L['"):
+            text = text.split("]", 1)[-1].lstrip(".")
+        text = text.replace("._modules['", ".").replace("']", "").lstrip(".")
+        return f"{text} ({name})" if text else name
+    return None
+
+
+def graph_facts(gm, graph_kind: str, region) -> dict[str, dict]:
+    """Node name -> its facts, for one AOT graph (forward or backward) of ``region``."""
+    roles = {p.graph_name: p for p in placeholder_roles(gm, region, graph_kind)}
+    saved_out: set[str] = set()
+    if graph_kind == "forward":
+        out = next(iter(gm.graph.find_nodes(op="output")), None)
+        values = list(out.args[0]) if out is not None and out.args else []
+        for value, role in zip(values, output_roles(gm, region)):
+            if role.kind == "saved_for_backward" and hasattr(value, "name"):
+                saved_out.add(value.name)
+    facts: dict[str, dict] = {}
+    for node in gm.graph.nodes:
+        if node.op not in ("placeholder", "call_function"):
+            continue
+        shape, dtype, device = tensor_meta(node)
+        src = user_source(node.meta.get("stack_trace"))
+        fact = {
+            "graph_name": node.name,
+            "shape": list(shape) if shape is not None else None,
+            "dtype": dtype,
+            "device": device,
+            "source": str(src) if src else None,
+            "module": _module_path(node),
+            "inputs": [a.name for a in node.all_input_nodes],
+            "users": [u.name for u in node.users if u.op != "output"],
+        }
+        if node.op == "placeholder":
+            p = roles[node.name]
+            fact.update(name=p.name, kind=p.kind, op="placeholder", target=p.target)
+            if graph_kind == "backward" and p.kind == "saved":
+                fact["saved"] = f"saved by the forward's node {node.name}"
+        else:
+            fact.update(name=node.name, kind="op", op=op_name(node))
+            if node.name in saved_out:
+                fact["saved"] = "its value is saved for the backward"
+        facts[node.name] = fact
+    return facts
+
+
+def source_snippet(file: str | None, line: int | None, context: int = 2) -> list[tuple[int, str]] | None:
+    """The lines around ``file:line`` as ``(number, text)`` pairs, or None when the file cannot be read.
+
+    >>> source_snippet(__file__, 1, context=0)
+    [(1, '\"\"\"What the HTML report shows when a node is clicked, and which folded box holds a node.')]
+    """
+    if not file or not line:
+        return None
+    lines = linecache.getlines(file)
+    if not lines or line > len(lines):
+        return None
+    lo, hi = max(1, line - context), min(len(lines), line + context)
+    return [(n, lines[n - 1].rstrip("\n")) for n in range(lo, hi + 1)]
+
+
+_PROBE = "probe\x1f"
+
+
+def fold_level(drawing: Drawing, depth: int) -> tuple[Drawing, dict[str, str]]:
+    """``collapse(drawing, depth)`` and, for every node folded away, the id of the box that holds it.
+
+    The membership is read from the fold itself, not guessed from labels: each node gets a probe
+    (an output, which folding never swallows) and the probe's incoming edge names the box."""
+    probes = tuple(DrawNode(_PROBE + n.id, "", "output", "output") for n in drawing.nodes if n.kind != "output")
+    probe_edges = tuple((n.id[len(_PROBE):], n.id) for n in probes)
+    folded = collapse(replace(drawing, nodes=drawing.nodes + probes, edges=drawing.edges + probe_edges), depth)
+    members: dict[str, str] = {}
+    for s, d in folded.edges:
+        if d.startswith(_PROBE) and s != d[len(_PROBE):]:
+            members[d[len(_PROBE):]] = s
+    nodes = tuple(n for n in folded.nodes if not n.id.startswith(_PROBE))
+    edges = tuple((s, d) for s, d in folded.edges if not d.startswith(_PROBE) and not s.startswith(_PROBE))
+    return replace(folded, nodes=nodes, edges=edges), members

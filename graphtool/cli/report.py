@@ -1,0 +1,97 @@
+"""``graphtool report``: one self-contained HTML page with every fact about a model."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from graphtool.cli import console, options
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "report",
+        help=(
+            "Write one self-contained HTML report: summary, findings with their source and fix, each region's\n"
+            "forward and backward pictures (pan, zoom, fold by module, search, click a node for its facts),\n"
+            "mutations, devices, the CUDA-graph verdict and memory. Opens offline in any browser.\n\n"
+            "Examples:\n\n"
+            "  graphtool report model.py -o report.html\n\n"
+            "  graphtool report model.py:build --device meta --no-memory"
+        ),
+    )(report)
+
+
+def report(
+    model: Optional[str] = options.ModelArg,
+    entry: Optional[str] = options.EntryOpt,
+    device: Optional[str] = options.DeviceOpt,
+    inference: bool = options.InferenceOpt,
+    backend: str = options.BackendOpt,
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="The HTML file (default: MODEL-report.html here)."),
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="Measure what training saves for backward (one more eager forward)."),
+    layout_timeout: float = typer.Option(30.0, "--layout-timeout", help="Seconds one picture's layout may take; a slower one is left out (the page says so)."),
+) -> int:
+    if model:  # before torch is imported: a wrong path costs no seconds
+        from graphtool.capture.script import check_script_path
+
+        check_script_path(model)
+    from graphtool.commands import steps
+    from graphtool.commands.report import default_output
+
+    targets = steps.targets(model, entry)
+    if output is None:
+        output = default_output(targets[0][0]) if len(targets) == 1 else Path("report.html")
+    _check_output(output)
+    target = Path(os.path.abspath(output))  # a script that calls os.chdir() must not move the file
+    from graphtool.commands.report import report as run
+    from graphtool.render.documents import write_atomic
+    from graphtool.render.report import format_report, python_version
+
+    with console.RichProgress() as progress:
+        results = run(model, entry=entry, device=device, inference=inference, backend=backend, memory=memory, layout_timeout=layout_timeout,
+                      debug=options.debug_enabled(), progress=progress)
+        progress.phase("writing the page...")
+        import torch
+
+        from graphtool import __version__
+
+        versions = {"graphtool": __version__, "torch": str(torch.__version__), "python": python_version()}
+        command = _command(model, ("--entry", entry, None), ("--device", device, None), ("--inference", inference, False),
+                           ("--backend", backend, "inductor"), ("-o", output, None), ("--no-memory", not memory, False),
+                           ("--layout-timeout", layout_timeout, 30.0))
+        pages = [format_report(r, command=command, versions=versions) for r in results]
+    for result, page in zip(results, pages):
+        path = target if len(pages) == 1 else target.with_name(f"{target.stem}-{Path(result.target.split(':')[0]).stem}{target.suffix}")
+        write_atomic(path, page)
+        shown = output if len(pages) == 1 else path
+        console.say(f"wrote {shown} ({len(page.encode('utf-8')) / 1e6:.2f} MB): {result.summary()}")
+    return 0
+
+
+def _command(model: Optional[str], *options) -> str:
+    """The command line that makes this report again (the options given, not graphtool's own argv:
+    ``run([...])`` in-process has none)."""
+    from graphtool.display_paths import display_path
+
+    parts = ["graphtool", "report"] + ([display_path(model)] if model else [])
+    for flag, value, default in options:
+        if value == default or value is None:
+            continue
+        parts += [flag] if value is True else [flag, str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _check_output(output: Path) -> None:
+    """A folder, or a path under a file, is refused before any tracing is spent."""
+    from graphtool.errors import UsageError
+
+    if output.is_dir():
+        raise UsageError(f"cannot write {output}: it is a folder", hint="give a file name, e.g. -o report.html")
+    blocker = next((p for p in output.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise UsageError(f"cannot write {output}: {blocker} is a file, not a folder", hint="choose a writable output path")

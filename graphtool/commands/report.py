@@ -1,0 +1,238 @@
+"""``graphtool report``: every fact about one model in one self-contained HTML page.
+
+Two traces, as the terminal commands make them: on the model's own device (the graphs torch.compile
+sees there: graph breaks, mutations and aliasing, memory) and on the accelerator stand-in (devices,
+the CUDA-graph verdict, and the pictures, whose red marks are the nodes a GPU run would trip on).
+Each forward and backward graph is drawn at every fold level (one box per module at depth 1, 2...,
+and every node when the graph is small enough to lay out quickly); the page switches between them.
+
+Example::
+
+    >>> (r,) = report("examples/mlp.py", memory=False)
+    >>> [(p.graph, [lv.name for lv in p.levels]) for p in r.pictures]  # doctest: +ELLIPSIS
+    [('forward', [..., 'every node']), ('backward', [..., 'every node'])]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from graphtool.commands import steps
+from graphtool.commands.progress import SILENT, Progress
+
+#: pictures with more boxes than this are not laid out: their layout would take seconds, their page megabytes
+FULL_LIMIT = 1000
+#: seconds one picture's layout may take before it is given up (the page then says so)
+LAYOUT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Level:
+    """One fold level of one graph, laid out."""
+
+    name: str  # "modules at depth 2", "every node"
+    depth: Optional[int]  # None: every node
+    svg: str
+    boxes: int
+    members: dict  # node id folded away -> the box that holds it
+    seconds: float  # layout time
+
+
+@dataclass(frozen=True)
+class Picture:
+    region: int
+    graph: str  # forward | backward
+    nodes: int
+    edges: int
+    levels: tuple[Level, ...]
+    default: int  # the level shown first
+    facts: dict  # node id -> what a click shows
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    target: str
+    trace: Any  # TraceReport (own device)
+    verdict: Any  # Verdict (stand-in)
+    devices: Any  # DeviceReport (stand-in)
+    memory: Any  # MemoryReport, or None
+    memory_note: Optional[str]  # why memory is missing, when it is
+    pictures: tuple[Picture, ...]
+    findings: tuple  # Finding
+    stand_in: str  # "meta" or the GPU the stand-in trace ran on
+    notes: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        t = self.trace
+        regions = len(t.regions)
+        breaks = len(t.breaks)
+        parts = [f"{regions} compiled region{'s' if regions != 1 else ''}", f"{breaks} graph break{'s' if breaks != 1 else ''}",
+                 t.mutations.verdict()]
+        if self.devices is not None:
+            parts.append(self.devices.verdict())
+        if self.verdict is not None:
+            parts.append(self.verdict.summary())
+        if self.memory is not None:
+            parts.append(self.memory.verdict())
+        return "; ".join(parts)
+
+
+def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
+           inference: bool = False, backend: str = "inductor", memory: bool = True, layout_timeout: float = LAYOUT_TIMEOUT,
+           debug: bool = False, progress: Progress = SILENT) -> list[ReportResult]:
+    """One :class:`ReportResult` per model, its pictures laid out (SVG); a picture whose layout
+    takes longer than ``layout_timeout`` seconds is left out, and the page says so."""
+    from graphtool.errors import UsageError
+
+    steps.check_backend(backend)
+    if not (layout_timeout > 0 and math.isfinite(layout_timeout)):
+        raise UsageError(f"--layout-timeout must be a number of seconds greater than 0, got {layout_timeout:g}")
+    results = []
+    for target, ent in steps.targets(model, entry):
+        results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress))
+    return results
+
+
+class _Layout:
+    """Lays out pictures, giving up on one that takes too long and on all when no renderer exists."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.notes: list[str] = []
+        self.missing = False
+
+    def __call__(self, drawing, name, depth, members, what: str) -> Optional[Level]:
+        from graphtool.errors import RendererMissing, UsageError
+        from graphtool.render.dot import to_dot
+        from graphtool.render.report import layout_svg
+
+        if self.missing:
+            return None
+        # the page shows a node's facts on click: tooltips (folded boxes get them too) would only add bytes
+        drawing = replace(drawing, nodes=tuple(replace(n, tooltip=None) for n in drawing.nodes))
+        start = time.perf_counter()
+        try:
+            svg = layout_svg(to_dot(drawing, legend=False), timeout=self.timeout)
+        except RendererMissing:
+            self.missing = True
+            self.notes.append("no Graphviz layout program was found, so the page has no pictures "
+                              "(install Graphviz, or pip install graphviz-pure)")
+            return None
+        except UsageError as exc:
+            why = f"its layout took longer than {self.timeout:g} s (--layout-timeout)" if "took longer" in exc.message else exc.message
+            self.notes.append(f"{what}, {name}: not drawn: {why}")
+            return None
+        return Level(name, depth, svg, len(drawing.nodes), members, time.perf_counter() - start)
+
+
+def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress) -> ReportResult:
+    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.devices import device_report
+    from graphtool.analysis.findings import NodeIndex, build_findings
+    from graphtool.analysis.trace_report import build_trace_report
+
+    capture, memory, memory_note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress)
+    trace = build_trace_report(capture)
+    standin, accel = steps.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
+    verdict = cudagraph_verdict(standin, backend=backend if backend != "aot_eager" else "inductor", predicted=accel == "meta")
+    devices = device_report(standin, main_device=accel, stand_in="meta stands for cuda:0" if accel == "meta" else None)
+    pictures, marks = _pictures(standin, accel, lay_out, progress)
+    index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
+    findings = build_findings(trace, capture.breaks, verdict, devices, index, marks)
+    notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
+    return ReportResult(target, trace, verdict, devices, memory, memory_note, tuple(pictures), findings, accel, notes)
+
+
+def _own_device(target, ent, device, inference, backend, want_memory, debug, progress):
+    """The own-device trace, and the memory report from the same loaded model when asked for."""
+    from graphtool.capture.tracer import trace_model
+    from graphtool.errors import GraphtoolError
+
+    spec = steps.load(target, ent, device, progress)
+    eager = None
+    note = None if want_memory else "not measured (--no-memory)"
+    if want_memory and not inference:
+        from graphtool.capture.saved_tensors import capture_saved
+
+        progress.phase("running the forward eagerly, recording what autograd saves...")
+        try:
+            with steps.quiet_stdout():
+                eager = capture_saved(spec)
+        except GraphtoolError as exc:
+            note = f"not available: {exc.message}"
+    elif inference:
+        note = "not measured: --inference traces no backward"
+    progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
+    with steps.quiet_stdout():
+        capture = trace_model(spec, inference=inference, backend=backend, quiet=not debug,
+                              on_region=lambda i: progress.phase(f"tracing region {i}..."))
+    memory = None
+    if eager is not None:
+        from graphtool.analysis.memory import build_memory_report
+
+        memory = build_memory_report(eager, capture)
+    return capture, memory, note
+
+
+def _pictures(capture, accel, lay_out, progress) -> tuple[list[Picture], dict]:
+    from graphtool.analysis.drawing import fx_drawing, fx_highlights
+    from graphtool.analysis.node_facts import graph_facts
+
+    model = capture.spec.model
+    classes = {n: type(m).__name__ for n, m in model.named_modules()} if hasattr(model, "named_modules") else {}
+    pictures, marks = [], {}
+    for region in capture.regions:
+        for kind, gm in (("forward", region.forward), ("backward", region.backward)):
+            if gm is None:
+                continue
+            highlights = fx_highlights(region, kind)
+            marks[(region.index, kind)] = highlights
+            drawing = fx_drawing(gm, kind, region, highlights=highlights, classes=classes, main_device=accel)
+            levels, default = _levels(drawing, f"region {region.index} {kind}", lay_out, progress)
+            if not levels:
+                continue
+            pictures.append(Picture(region.index, kind, len(drawing.nodes), len(drawing.edges), tuple(levels), default,
+                                    graph_facts(gm, kind, region)))
+    return pictures, marks
+
+
+def _levels(drawing, what: str, lay_out, progress) -> tuple[list[Level], int]:
+    """Every distinct fold level, shallowest first, then every node (when small enough)."""
+    from graphtool.analysis.drawing import COLLAPSE_THRESHOLD, auto_depth
+    from graphtool.analysis.node_facts import fold_level
+
+    deepest = max((len(n.module) for n in drawing.nodes), default=0)
+    levels: list[Level] = []
+    seen: set[frozenset] = set()
+    for depth in range(1, deepest + 1):
+        folded, members = fold_level(drawing, depth)
+        ids = frozenset(n.id for n in folded.nodes)
+        if ids in seen or len(folded.nodes) == len(drawing.nodes) or len(folded.nodes) > FULL_LIMIT:
+            continue
+        seen.add(ids)
+        progress.phase(f"laying out {what}: modules at depth {depth} ({len(folded.nodes)} boxes)...")
+        level = lay_out(folded, f"modules at depth {depth}", depth, members, what)
+        if level is not None:
+            levels.append(level)
+    if len(drawing.nodes) <= FULL_LIMIT:
+        progress.phase(f"laying out {what}: every node ({len(drawing.nodes)})...")
+        level = lay_out(drawing, "every node", None, {}, what)
+        if level is not None:
+            levels.append(level)
+    elif not levels:
+        lay_out.notes.append(f"{what}: {len(drawing.nodes)} nodes and no fold by module: too large to draw")
+    if not levels:
+        return levels, 0
+    if len(drawing.nodes) <= COLLAPSE_THRESHOLD and levels[-1].depth is None:
+        return levels, len(levels) - 1
+    best = auto_depth(drawing)
+    shallower = [i for i, lv in enumerate(levels) if lv.depth is not None and lv.depth <= best]
+    return levels, shallower[-1] if shallower else 0
+
+
+def default_output(target: str) -> Path:
+    return Path(f"{Path(target.split(':')[0]).stem}-report.html")

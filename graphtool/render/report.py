@@ -1,0 +1,307 @@
+"""The ``graphtool report`` page: one self-contained HTML file, nothing fetched when it is opened.
+
+The viewer's script and style (``graphtool/render/html/``) are inlined; each picture's SVG, one per
+fold level, is gzip-compressed and base64-encoded into the page's data and unpacked by the browser
+only when shown, so a large model's page stays small and only one level is ever in the DOM; each
+graph's node facts and fold membership are packed the same way and unpacked when the page opens.
+Everything else (findings, mutations, devices, CUDA graphs, memory) is plain HTML written here.
+
+Example::
+
+    >>> page = format_page({"title": "m.py", "summary": "1 compiled region", "sections": [], "pictures": [], "svgs": []})
+    >>> page.startswith("<!DOCTYPE html>") and "http" not in page.split("<script")[0].lower()
+    True
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import shutil
+import sys
+import tempfile
+from html import escape
+from importlib import resources
+from pathlib import Path
+
+from graphtool.display_paths import display_path
+
+_XML_PROLOGUE = re.compile(r"<\?xml[^>]*\?>\s*|<!DOCTYPE[^>]*>\s*|<!--.*?-->\s*", re.S)
+
+
+def layout_svg(dot_text: str, timeout: float | None = None) -> str:
+    """Lay out DOT text as SVG (Graphviz's ``dot`` or graphviz-pure), returned as text without its
+    XML prologue and comments, ready to sit inside an HTML page."""
+    from graphtool.render.layout import render_file
+
+    folder = tempfile.mkdtemp(prefix="graphtool-report-")
+    try:
+        out = Path(folder) / "picture.svg"
+        render_file(dot_text, "svg", out, timeout=timeout)
+        return _XML_PROLOGUE.sub("", out.read_text(encoding="utf-8"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _packed(svg: str) -> str:
+    return base64.b64encode(gzip.compress(svg.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
+
+
+def _asset(name: str) -> str:
+    return resources.files("graphtool.render").joinpath("html", name).read_text(encoding="utf-8")
+
+
+def stylesheet() -> str:
+    """The report's CSS, which the lint page shares."""
+    return _asset("viewer.css")
+
+
+def _json_for_script(data) -> str:
+    # inside <script>, "</" would end the element early
+    return json.dumps(data, separators=(",", ":"), default=str).replace("</", "<\\/")
+
+
+def format_page(page: dict) -> str:
+    """The whole HTML document for a page model (``title``, ``summary``, ``sections``: HTML strings,
+    ``pictures`` and ``svgs``: the viewer's data)."""
+    data = {"pictures": page["pictures"], "svgs": page["svgs"]}
+    sections = "\n".join(page["sections"])
+    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in page.get("notes", ()))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>graphtool report: {escape(page['title'])}</title>
+<style>{_asset('viewer.css')}</style></head>
+<body>
+<header><h1>graphtool report: <span class="model">{escape(page['title'])}</span></h1>
+<p class="summary" id="summary">{escape(page['summary'])}</p>
+<p class="subtitle">{escape(page.get('subtitle', ''))}</p>{notes}</header>
+<main>
+{sections}
+</main>
+<script type="application/json" id="graphtool-data">{_json_for_script(data)}</script>
+<script>{_asset('viewer.js')}</script>
+</body></html>
+"""
+
+
+# -- the report's sections ---------------------------------------------------------------------
+
+
+def format_report(result, *, command: str, versions: dict) -> str:
+    """The page for one :class:`~graphtool.commands.report.ReportResult`."""
+    pictures, svgs = [], []
+    for p in result.pictures:
+        levels = []
+        for lv in p.levels:
+            levels.append({"name": lv.name, "depth": lv.depth, "boxes": lv.boxes, "svg": len(svgs)})
+            svgs.append(_packed(lv.svg))
+        # facts and fold membership are most of a large graph's bytes: packed like the pictures
+        facts = {"facts": _short_paths(p.facts), "members": [lv.members for lv in p.levels]}
+        pictures.append({"id": f"r{p.region}-{p.graph}", "region": p.region, "graph": p.graph, "nodes": p.nodes,
+                         "edges": p.edges, "default": p.default, "levels": levels, "packed": len(svgs)})
+        svgs.append(_packed(json.dumps(facts, separators=(",", ":"), default=str)))
+    t = result.trace
+    sections = [
+        _findings_section(result.findings),
+        _graphs_section(result),
+        _mutations_section(t.mutations),
+        _devices_section(result.devices),
+        _cudagraphs_section(result.verdict),
+        _memory_section(result.memory, result.memory_note),
+        _regions_section(t),
+        _model_section(result, command, versions),
+    ]
+    mode = "training" if t.training else "inference"
+    line = f"{t.device}, {mode}, backend {t.backend}; torch {versions.get('torch', '?')}; made by: {command}"
+    return format_page({"title": display_path(t.path) or t.path, "summary": result.summary(), "sections": sections,
+                        "pictures": pictures, "svgs": svgs, "subtitle": line, "notes": list(result.notes)})
+
+
+def _short_paths(facts: dict) -> dict:
+    out = {}
+    for nid, f in facts.items():
+        src = f.get("source")
+        out[nid] = {**f, "source": _place(src)} if src else f
+    return out
+
+
+def _place(source: str | None) -> str:
+    if not source:
+        return ""
+    file, _, line = source.rpartition(":")
+    return f"{display_path(file) or file}:{line}" if file and line.isdigit() else source
+
+
+def _section(sid: str, title: str, body: str, count: int | None = None) -> str:
+    badge = f' <span class="count">{count}</span>' if count is not None else ""
+    return f'<section id="{sid}"><h2>{escape(title)}{badge}</h2>\n{body}\n</section>'
+
+
+def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
+    """``rows`` hold HTML already escaped."""
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _model_section(result, command: str, versions: dict) -> str:
+    t = result.trace
+    rows = [
+        ["model", escape(display_path(t.path) or t.path)],
+        ["entry", escape(str(t.entry))],
+        ["device", escape(t.device)],
+        ["mode", "training (forward + backward)" if t.training else "inference (forward only)"],
+        ["backend", escape(t.backend)],
+        ["pictures traced on", escape("meta, standing for a GPU" if result.stand_in == "meta" else result.stand_in)],
+        ["command", f"<code>{escape(command)}</code>"],
+        ["versions", escape(", ".join(f"{k} {v}" for k, v in versions.items()))],
+    ]
+    return _section("model", "About this report", _table(["", ""], rows, "facts"))
+
+
+def _snippet(f: dict) -> str:
+    if not f.get("snippet"):
+        return ""
+    lines = []
+    for n, text in f["snippet"]:
+        mark = ' class="hit"' if n == f.get("line") else ""
+        lines.append(f'<span{mark}><span class="ln">{n}</span>{escape(text)}</span>')
+    return '<pre class="snippet">' + "".join(lines) + "</pre>"
+
+
+def _findings_section(findings) -> str:
+    if not findings:
+        return _section("findings", "Findings", '<p class="ok">Nothing found: no graph break, mutation, device copy or CUDA-graph skip.</p>', 0)
+    items = []
+    for i, finding in enumerate(findings):
+        f = finding.to_dict()
+        node = f["node"]
+        attrs = f' data-region="{node["region"]}" data-graph="{node["graph"]}" data-node="{escape(node["node"])}"' if node else ""
+        where = f'<span class="where">{escape(_place(f["source"]))}</span>: ' if f["source"] else ""
+        link = (f'<button class="goto" type="button">show node {escape(node["node"])} in region {node["region"]} {node["graph"]}</button>'
+                if node else "")
+        fix = f'<div class="fix"><b>help:</b> {escape(f["fix"])}</div>' if f["fix"] else ""
+        items.append(
+            f'<li class="finding sev-{f["severity"]}" id="finding-{i}"{attrs}>'
+            f'<div class="head">{where}<b>{escape(f["title"])}</b></div>'
+            f'<div class="msg">{escape(f["message"])}</div>{_snippet(f)}{fix}{link}</li>'
+        )
+    return _section("findings", "Findings", f'<ol class="findings">{"".join(items)}</ol>', len(findings))
+
+
+def _graphs_section(result) -> str:
+    if not result.pictures:
+        return _section("graphs", "Graphs", '<p class="note">torch.compile captured no graph to draw.</p>')
+    tabs = "".join(
+        f'<button type="button" class="tab" data-picture="{i}">region {p.region} {p.graph} <small>{p.nodes} nodes</small></button>'
+        for i, p in enumerate(result.pictures)
+    )
+    body = f"""<div class="tabs" id="picture-tabs">{tabs}</div>
+<div class="viewer" id="viewer">
+  <div class="toolbar">
+    <label>fold <select id="level"></select></label>
+    <button type="button" id="fold" title="fold one level (fewer, larger boxes)">fold</button>
+    <button type="button" id="unfold" title="unfold one level">unfold</button>
+    <button type="button" id="fit" title="fit the picture in the window">fit</button>
+    <button type="button" id="zoom-in" title="zoom in">+</button><button type="button" id="zoom-out" title="zoom out">&minus;</button>
+    <input id="search" type="search" placeholder="search a node, op or parameter (e.g. fc1.weight)" autocomplete="off">
+    <span id="search-status"></span>
+  </div>
+  <div class="panes">
+    <div class="canvas" id="canvas" tabindex="0"><div class="loading">loading...</div></div>
+    <aside class="details" id="details"><p class="hint">Click a node to see its op, shape, saved tensors and source line.
+    Click a module box to unfold it. Drag to pan, wheel to zoom.</p></aside>
+  </div>
+  <ul class="results" id="search-results"></ul>
+</div>"""
+    return _section("graphs", "Graphs", body)
+
+
+def _src_cell(source) -> str:
+    return f'<span class="where">{escape(_place(str(source)))}</span>' if source else ""
+
+
+def _mutations_section(m) -> str:
+    rows = []
+    for x in m.inputs:
+        if not x.mutated:
+            continue
+        how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
+        rows.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
+                     escape(", ".join(map(str, x.regions)))])
+    body = f'<p class="verdict">{escape(m.verdict())}</p>'
+    if rows:
+        body += _table(["input", "kind", "mutated", "where", "regions"], rows)
+    from graphtool.analysis.findings import alias_target
+
+    alias = [[str(o.index), "view" if o.is_view else "shares storage", escape(alias_target(o.alias_of))] for o in m.aliased_outputs]
+    alias += [[escape(" and ".join(a.names)), escape(a.relation.replace("_", " ")), "inputs"] for a in m.input_aliases]
+    if alias:
+        body += "<h3>Aliasing</h3>" + _table(["output / inputs", "how", "of"], alias)
+    return _section("mutations", "Mutations and aliasing", body)
+
+
+def _devices_section(d) -> str:
+    if d is None:
+        return ""
+    body = f'<p class="verdict">{escape(d.verdict())}</p>'
+    rows = [[f"region {g.region} {g.graph}", escape(", ".join(f"{k}: {v}" for k, v in g.counts.items())), str(len(g.off_device)),
+             str(len(g.copies))] for g in d.graphs]
+    if rows:
+        body += _table(["graph", "nodes per device", "off the device", "copies"], rows)
+    return _section("devices", "Devices", body)
+
+
+def _cudagraphs_section(v) -> str:
+    if v is None:
+        return ""
+    cls = "ok" if v.eligible else "bad"
+    body = f'<p class="verdict {cls}">{escape(v.summary())}</p>'
+    if v.predicted:
+        body += '<p class="note">Predicted from a trace on the meta device standing for a GPU, with torch\'s own checks.</p>'
+    rows = [[escape(r.code), "skips" if r.skips else "note", escape(f"region {r.region} {r.graph}" if r.region is not None else "between regions"),
+             escape(r.message), _src_cell(r.source), escape(r.fix or "")] for r in v.reasons]
+    if rows:
+        body += _table(["reason", "effect", "where", "message", "line", "fix"], rows)
+    return _section("cudagraphs", "CUDA graphs", body)
+
+
+def _memory_section(m, note) -> str:
+    if m is None:
+        return _section("memory", "Memory", f'<p class="note">Memory: {escape(note or "not measured")}</p>')
+    from graphtool.analysis.memory import format_bytes
+
+    body = f'<p class="verdict">{escape(m.verdict())}</p>'
+    rows = [[k, str(h.tensors), escape(format_bytes(h.bytes))] for k, h in (("parameters", m.parameters), ("gradients", m.gradients), ("buffers", m.buffers))]
+    for name, side in (("saved for backward (eager)", m.eager), (f"saved for backward (compiled, {m.backend})", m.compiled)):
+        rows.append([escape(name), str(len(side.tensors)), escape(format_bytes(side.bytes))])
+    body += _table(["what", "tensors", "bytes"], rows)
+    top = [[_src_cell(g.source) or escape(g.key), escape(format_bytes(g.eager_bytes)), escape(format_bytes(g.compiled_bytes))] for g in m.top_lines]
+    if top:
+        body += "<h3>Activations by line</h3>" + _table(["line", "eager", "compiled"], top)
+    if m.recomputed:
+        body += f'<p class="note">{len(m.recomputed)} forward ops are recomputed in the backward instead of saved.</p>'
+    return _section("memory", "Memory", body)
+
+
+def _regions_section(t) -> str:
+    rows = []
+    for r in t.regions:
+        for g in (r.forward, r.backward):
+            if g is None:
+                continue
+            top = ", ".join(f"{op.replace('aten.', '')} {n}" for op, n in list(g.ops.items())[:6])
+            rows.append([f"region {r.index} {g.kind}", str(g.nodes), str(len(g.placeholders)), escape(top)])
+    body = _table(["graph", "nodes", "inputs", "most used ops"], rows) if rows else '<p class="note">no compiled region</p>'
+    breaks = "".join(f'<li><span class="where">{escape(_place(f"{b.file}:{b.line}" if b.file else None))}</span> {escape(b.reason)}</li>'
+                     for b in t.breaks)
+    if breaks:
+        body += f"<h3>Graph breaks between regions</h3><ul>{breaks}</ul>"
+    return _section("regions", "Compiled regions", body)
+
+
+def python_version() -> str:
+    return ".".join(map(str, sys.version_info[:3]))

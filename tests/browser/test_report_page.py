@@ -1,0 +1,127 @@
+"""The report page in a real browser: it loads cleanly, search finds a parameter, a diagnostic
+shows its node, a module folds and unfolds; a screenshot is kept."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow  # each report traces a real model twice
+
+
+@pytest.mark.parametrize("name", ["cpu_roundtrip", "transformer"])
+def test_page_loads_without_console_errors(open_report, report_files, name):
+    page = open_report(report_files[name])
+    page.settle()
+    assert page.errors == []
+    assert "compiled region" in page.page.inner_text("#summary")
+    # self-contained: nothing is loaded from anywhere
+    assert page.eval("() => document.querySelectorAll('script[src], link[href], img[src]').length") == 0
+
+
+def test_search_finds_a_named_parameter(open_report, report_files):
+    page = open_report(report_files["transformer"])
+    page.page.fill("#search", "encoder.layers.1.linear2.weight")
+    page.page.press("#search", "Enter")
+    page.settle()
+    assert page.page.inner_text("#details h3") == "encoder.layers.1.linear2.weight"
+    facts = page.data()["pictures"][page.state()["pic"]]["facts"]
+    shown = page.eval("() => document.getElementById('details').dataset.node")
+    assert facts[shown]["kind"] == "parameter" and facts[shown]["target"] == "encoder.layers.1.linear2.weight"
+    assert facts[shown]["shape"] == [32, 64]  # nn.TransformerEncoderLayer(32, 4, dim_feedforward=64)
+    # the parameter, or the module box that holds it at this fold level, is the one marked
+    level = page.data()["pictures"][page.state()["pic"]]["levels"][page.state()["level"]]
+    assert page.selected() == [level["members"].get(shown, shown)]
+    # and the mark is visible: the shape's outline is drawn thick, not only a class on the element
+    widths = page.eval("() => Array.from(document.querySelectorAll('#canvas g.node.selected polygon, #canvas g.node.selected path'))"
+                       ".map(e => getComputedStyle(e).strokeWidth)")
+    assert widths and set(widths) == {"4px"}
+    assert page.errors == []
+
+
+def test_clicking_a_diagnostic_shows_its_node(open_report, report_files):
+    page = open_report(report_files["cpu_roundtrip"])
+    findings = page.page.locator(".finding[data-node]")
+    assert findings.count() >= 1
+    for i in range(findings.count()):
+        item = findings.nth(i)
+        region, graph, node = (item.get_attribute(a) for a in ("data-region", "data-graph", "data-node"))
+        item.click()
+        page.settle()
+        pic = page.data()["pictures"][page.state()["pic"]]
+        assert (str(pic["region"]), pic["graph"]) == (region, graph)
+        assert page.selected() == [node], f"finding {i} ({item.inner_text().splitlines()[0]})"
+        assert page.eval("() => document.getElementById('details').dataset.node") == node
+    # a device finding's node really is on the CPU in the graph torch traced on the meta stand-in
+    copy = page.page.locator(".finding.sev-warning[data-node]").first
+    copy.click()
+    page.settle()
+    node = copy.get_attribute("data-node")
+    assert page.data()["pictures"][page.state()["pic"]]["facts"][node]["device"] == "cpu"
+    assert page.errors == []
+
+
+def test_folding_and_unfolding_a_module(open_report, report_files):
+    page = open_report(report_files["transformer"])
+    page.page.select_option("#level", "0")
+    page.settle()
+    pic = page.data()["pictures"][page.state()["pic"]]
+    members = pic["levels"][0]["members"]
+    box = sorted(b for b in page.drawn() if b in set(members.values()))[0]
+    inside = {n for n, b in members.items() if b == box}
+    assert not inside & page.drawn()  # folded: its nodes are not drawn
+    page.page.locator("#canvas g.node", has=page.page.locator(f"title:text-is('{box}')")).click()
+    page.settle()
+    assert f"{len(inside)} nodes folded here" in page.page.inner_text("#details")
+    page.page.click("#unfold-box")
+    page.settle()
+    assert page.state()["level"] > 0
+    # the box is open: what it held is drawn, or held by smaller boxes inside it
+    now = page.data()["pictures"][page.state()["pic"]]["levels"][page.state()["level"]]["members"]
+    assert box not in page.drawn()
+    assert all(n in page.drawn() or now.get(n, box) != box for n in inside)
+    while page.page.is_enabled("#fold"):  # fold back, one level at a time
+        page.page.click("#fold")
+        page.settle()
+    assert page.state()["level"] == 0 and box in page.drawn() and not inside & page.drawn()
+    assert page.errors == []
+
+
+def test_screenshot(open_report, report_files, tmp_path):
+    """A picture of a real report, kept as an artifact; GRAPHTOOL_UPDATE_SCREENSHOT=1 also refreshes
+    docs/report.png for the README."""
+    page = open_report(report_files["cpu_roundtrip"])
+    page.page.set_viewport_size({"width": 1400, "height": 1340})
+    page.page.locator(".finding[data-node]").nth(2).click()  # the copy to the CPU
+    page.settle()
+    page.page.evaluate("() => window.scrollTo(0, 0)")
+    assert page.selected()
+    shot = tmp_path / "report.png"
+    page.page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("GRAPHTOOL_ARTIFACTS"):
+        Path(os.environ["GRAPHTOOL_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
+        (Path(os.environ["GRAPHTOOL_ARTIFACTS"]) / "report.png").write_bytes(shot.read_bytes())
+    if os.environ.get("GRAPHTOOL_UPDATE_SCREENSHOT") == "1":
+        (ROOT / "docs" / "report.png").write_bytes(shot.read_bytes())
+
+
+def test_a_saved_tensor_leads_from_the_backward_to_the_forward_node(open_report, report_files):
+    page = open_report(report_files["transformer"])
+    page.page.click(".tab[data-picture='1']")  # region 0 backward
+    page.settle()
+    facts = page.data()["pictures"][1]["facts"]
+    saved = next(n for n, f in facts.items() if f["kind"] == "saved")
+    page.eval("(id) => window.graphtoolViewer.reveal(id)", saved)
+    page.settle()
+    page.page.click(f"#details a[data-goto='{saved}'][data-picture]")
+    page.settle()
+    assert page.state()["pic"] == 0
+    forward = page.data()["pictures"][0]["facts"][saved]
+    assert forward["kind"] == "op" and forward["saved"]  # the forward node whose value the backward reads
+    assert page.eval("() => document.getElementById('details').dataset.node") == saved
+    assert page.errors == []

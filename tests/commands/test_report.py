@@ -1,0 +1,189 @@
+"""``graphtool report``: the facts the page shows agree with torch's own, the fold membership is
+exact, the page is self-contained and small, and bad output paths exit 2 before any tracing."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, example, standin_traced
+
+
+@pytest.fixture(scope="module")
+def reports():
+    from graphtool.commands.report import report
+
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            (cache[name],) = report(example(name), memory=False)
+        return cache[name]
+
+    return get
+
+
+def _page_data(page: str) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="graphtool-data">(.*?)</script>', page, re.S).group(1))
+
+
+def test_fold_membership_is_the_folds_own():
+    """Every node is drawn or held by exactly one drawn box, and each box holds the count collapse() gives it."""
+    from graphtool.analysis.drawing import fx_drawing
+    from graphtool.analysis.node_facts import fold_level
+
+    capture = standin_traced("transformer.py")
+    region = capture.regions[0]
+    classes = {n: type(m).__name__ for n, m in capture.spec.model.named_modules()}
+    drawing = fx_drawing(region.forward, "forward", region, classes=classes, main_device="meta")
+    for depth in (1, 2, 3):
+        folded, members = fold_level(drawing, depth)
+        drawn = {n.id: n for n in folded.nodes}
+        assert not any(n.id.startswith("probe") for n in folded.nodes)
+        for n in drawing.nodes:
+            assert (n.id in drawn) != (n.id in members), n.id
+        boxes = [n for n in folded.nodes if n.kind == "module"]
+        assert boxes
+        for box in boxes:
+            assert sum(1 for b in members.values() if b == box.id) == box.count
+        assert set(members.values()) <= set(drawn)
+
+
+def test_device_findings_point_at_nodes_torch_puts_on_the_cpu(reports):
+    r = reports("cpu_roundtrip.py")
+    capture = standin_traced("cpu_roundtrip.py")
+    devices = [f for f in r.findings if f.kind == "device"]
+    assert devices, [f.title for f in r.findings]
+    for f in devices:
+        region = capture.regions[f.node.region]
+        gm = region.forward if f.node.graph == "forward" else region.backward
+        node = next(n for n in gm.graph.nodes if n.name == f.node.node)
+        assert str(node.meta["val"].device) == "cpu" or "-> cpu" in f.title or "cpu ->" in f.title
+        assert f.source and f.source.endswith(f":{f.line}") and f.snippet
+
+
+def test_mutation_finding_names_the_placeholder_aot_marks_mutated(reports):
+    r = reports("mutate_input.py")
+    (f,) = [f for f in r.findings if f.kind == "mutation"]
+    assert f.node is not None and f.node.graph == "forward"
+    capture = standin_traced("mutate_input.py")
+    record = next(rec for rec in capture.regions[f.node.region].forward_inputs if rec.graph_name == f.node.node)
+    assert record.mutates_data  # AOT's ViewAndMutationMeta says so
+    facts = next(p.facts for p in r.pictures if (p.region, p.graph) == (f.node.region, "forward"))
+    assert facts[f.node.node]["name"] == "total" == record.ref.name
+    (m,) = r.trace.mutations.mutated  # the line is the mutation analysis's, when it knows one
+    assert f.source == (str(m.source) if m.source else None)
+
+
+def test_graph_breaks_are_findings_with_their_line(reports):
+    from graphtool.capture.script import load_model
+    from graphtool.capture.tracer import trace_model
+
+    r = reports("graph_breaks.py")
+    truth = trace_model(load_model(example("graph_breaks.py"))).breaks
+    breaks = [f for f in r.findings if f.kind in ("graph-break", "skipped-frame")]
+    assert {(Path(b.file).name, b.line) for b in truth} == {(Path(f.source.split(":")[0]).name, f.line) for f in breaks}
+    lines = Path(example("graph_breaks.py")).read_text().splitlines()
+    for f in breaks:
+        assert dict(f.snippet)[f.line] == lines[f.line - 1]
+
+
+def test_page_is_self_contained_and_every_picture_unpacks(reports):
+    from graphtool.render.report import format_report
+
+    r = reports("cpu_roundtrip.py")
+    page = format_report(r, command="graphtool report examples/cpu_roundtrip.py", versions={"torch": "x"})
+    assert not re.search(r"<(script|link|img|iframe)[^>]*\b(src|href)=", page)
+    data = _page_data(page)
+    assert len(data["pictures"]) == len(r.pictures) == 2
+    for p, picture in zip(data["pictures"], r.pictures):
+        assert p["levels"][p["default"]]["name"] == "every node"  # small graphs open unfolded
+        packed = json.loads(gzip.decompress(base64.b64decode(data["svgs"][p["packed"]])))
+        assert packed["facts"].keys() == picture.facts.keys()
+        for level, members in zip(p["levels"], packed["members"]):
+            level["members"] = members
+        for level in p["levels"]:
+            svg = gzip.decompress(base64.b64decode(data["svgs"][level["svg"]])).decode()
+            assert svg.startswith("<svg")
+            titles = set(re.findall(r"<title>([^<]*)</title>", svg))
+            assert set(picture.facts) - {"output"} <= titles | set(level["members"])
+    # every finding's node is in its picture
+    for f in r.findings:
+        if f.node:
+            assert f.node.node in next(p.facts for p in r.pictures if (p.region, p.graph) == (f.node.region, f.node.graph))
+
+
+def test_a_layout_that_takes_too_long_is_left_out_and_said(reports):
+    from graphtool.commands.report import report
+
+    (r,) = report(example("mlp.py"), memory=False, layout_timeout=1e-4)
+    assert r.pictures == ()
+    assert any("took longer than" in n for n in r.notes)
+
+
+def test_bad_output_exits_2_before_tracing(cli, tmp_path):
+    (tmp_path / "file").write_text("")
+    rc, _, err = cli("report", example("mlp.py"), "-o", str(tmp_path))
+    assert rc == 2 and "is a folder" in err
+    rc, _, err = cli("report", example("mlp.py"), "-o", str(tmp_path / "file" / "r.html"))
+    assert rc == 2 and "is a file, not a folder" in err
+    rc, _, err = cli("report", example("no_such.py"), "-o", str(tmp_path / "r.html"))
+    assert rc == 2 and not (tmp_path / "r.html").exists()
+    for bad in ("0", "inf", "nan"):
+        rc, _, err = cli("report", example("mlp.py"), "--layout-timeout", bad, "-o", str(tmp_path / "r.html"))
+        assert rc == 2 and "--layout-timeout must be" in err and not (tmp_path / "r.html").exists()
+
+
+def test_report_writes_the_page(cli, tmp_path):
+    out = tmp_path / "mlp.html"
+    rc, out_text, err = cli("report", example("mlp.py"), "-o", str(out), "--no-memory")
+    assert rc == 0, err
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "graphtool report" in page and out_text == ""
+    assert "fc1.weight" in page and "CUDA graphs would be applied" in page
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.slow
+def test_twelve_layer_encoder_page_is_under_3_mb(tmp_path):
+    from graphtool.commands.report import report
+    from graphtool.render.report import format_report
+
+    (r,) = report(str(ROOT / "benchmarks" / "encoder12.py"))
+    page = format_report(r, command="graphtool report benchmarks/encoder12.py", versions={})
+    assert len(page.encode()) < 3_000_000
+    forward = next(p for p in r.pictures if p.graph == "forward")
+    assert forward.levels[forward.default].depth is not None  # large graphs open folded by module
+    assert r.memory is not None
+
+
+def test_lint_html_has_every_break_as_a_diagnostic(cli, tmp_path):
+    out, js = tmp_path / "lint.html", tmp_path / "lint.json"
+    rc, _, _ = cli("lint", example("graph_breaks.py"), example("mlp.py"), "--format", "html", "-o", str(out))
+    assert rc == 0
+    rc, _, _ = cli("lint", example("graph_breaks.py"), example("mlp.py"), "--format", "json", "-o", str(js))
+    models = json.loads(js.read_text())["models"]
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and not re.search(r"\b(src|href)=", page)
+    diagnostics = re.findall(r'<span class="where">([^<]*)</span>: <b>graph-break', page)
+    expected = [f"{Path(b['file']).name}:{b['line']}" for m in models for b in m["breaks"]]
+    assert sorted(Path(d.split(":")[0]).name + ":" + d.split(":")[1] for d in diagnostics) == sorted(expected)
+    assert len(expected) >= 2
+    assert page.count('<section class="model') == 2
+
+
+def test_aliasing_findings_are_aots_output_aliases(reports):
+    r = reports("view_outputs.py")
+    aliased = r.trace.mutations.aliased_outputs  # from AOT's ViewAndMutationMeta
+    findings = [f for f in r.findings if f.kind == "aliasing" and f.title.startswith("output")]
+    assert aliased and len(findings) == len(aliased)
+    for f, o in zip(findings, aliased):
+        assert f.title.startswith(f"output {o.index} aliases ") and "None" not in f.title
+        if o.alias_of["kind"] == "input":  # linked to the input's placeholder in the forward picture
+            facts = next(p.facts for p in r.pictures if (p.region, p.graph) == (f.node.region, "forward"))
+            assert facts[f.node.node]["name"] == o.alias_of["name"]
