@@ -360,7 +360,15 @@ def _span(fqns: list[str]) -> str:
 
 
 def collapse(graph: Drawing, depth: int) -> Drawing:
-    """Fold nodes into one box per module at module depth ``depth`` (1 = the root's children,
+    """:func:`collapse_with_members` without the membership."""
+    return collapse_with_members(graph, depth)[0]
+
+
+def collapse_with_members(graph: Drawing, depth: int) -> tuple[Drawing, dict[str, str]]:
+    """The folded drawing, and for every node folded into a box (outputs merged into a box's marker
+    included), the id of the drawn node that now holds it.
+
+    Fold nodes into one box per module at module depth ``depth`` (1 = the root's children,
     2 = theirs, by FQN: ``layers`` is depth 1, ``layers.0`` depth 2); modules above that depth
     stay as clusters around their boxes and their own ops, never beside them.
 
@@ -440,7 +448,11 @@ def collapse(graph: Drawing, depth: int) -> Drawing:
         nodes.append(DrawNode(f"{bid}__out", marker_label(roles), "output", "output", box.module, _marker_tip(roles),
                               cluster=box.cluster, roles=tuple(roles)))
         edges.append((bid, f"{bid}__out"))
-    return Drawing(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note)
+    members = dict(ids)
+    for s_, d in graph.edges:  # an output marker merged into its box's marker is held by that marker
+        if d in folded_markers and s_ in ids:
+            members.setdefault(d, f"{ids[s_]}__out")
+    return Drawing(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note), members
 
 
 def _box(bid: str, b: dict) -> DrawNode:

@@ -17,9 +17,8 @@ Example::
 from __future__ import annotations
 
 import linecache
-from dataclasses import replace
 
-from graphtool.analysis.drawing import Drawing, DrawNode, collapse
+from graphtool.analysis.drawing import Drawing, collapse_with_members
 from graphtool.analysis.graph_summary import op_name, output_roles, placeholder_roles, tensor_meta, user_source
 
 
@@ -89,21 +88,9 @@ def source_snippet(file: str | None, line: int | None, context: int = 2) -> list
     return [(n, lines[n - 1].rstrip("\n")) for n in range(lo, hi + 1)]
 
 
-_PROBE = "probe\x1f"
 
 
 def fold_level(drawing: Drawing, depth: int) -> tuple[Drawing, dict[str, str]]:
-    """``collapse(drawing, depth)`` and, for every node folded away, the id of the box that holds it.
-
-    The membership is read from the fold itself, not guessed from labels: each node gets a probe
-    (an output, which folding never swallows) and the probe's incoming edge names the box."""
-    probes = tuple(DrawNode(_PROBE + n.id, "", "output", "output") for n in drawing.nodes if n.kind != "output")
-    probe_edges = tuple((n.id[len(_PROBE):], n.id) for n in probes)
-    folded = collapse(replace(drawing, nodes=drawing.nodes + probes, edges=drawing.edges + probe_edges), depth)
-    members: dict[str, str] = {}
-    for s, d in folded.edges:
-        if d.startswith(_PROBE) and s != d[len(_PROBE):]:
-            members[d[len(_PROBE):]] = s
-    nodes = tuple(n for n in folded.nodes if not n.id.startswith(_PROBE))
-    edges = tuple((s, d) for s, d in folded.edges if not d.startswith(_PROBE) and not s.startswith(_PROBE))
-    return replace(folded, nodes=nodes, edges=edges), members
+    """``collapse(drawing, depth)`` and, for every node folded away, the id of the box that holds it,
+    read from the fold itself (not guessed from labels)."""
+    return collapse_with_members(drawing, depth)
