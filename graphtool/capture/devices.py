@@ -23,7 +23,8 @@ def parse_device(device: str, *, choices: str = "meta, cpu or cuda",
         raise NoCudaDevice(f"--device {device}: no CUDA device is present", hint=no_cuda_hint)
     index = torch.cuda.current_device() if dev.index is None else dev.index
     if index >= torch.cuda.device_count():
-        raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)",
+        count = torch.cuda.device_count()
+        raise UsageError(f"--device {device}: this machine has {count} CUDA device{'s' if count != 1 else ''}",
                          hint="count from cuda:0")
     return torch.device("cuda", index)
 
