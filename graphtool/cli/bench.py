@@ -52,7 +52,7 @@ def bench(
                      warmup=warmup, iters=iters, repeat=repeat, device=device, debug=options.debug_enabled(),
                      progress=progress)
     if fmt == "table":
-        console.stdout_console().print(bench_view(result.report))
+        console.print_view(bench_view(result.report))
     else:
         console.emit(result.report.to_dict(), fmt)
     if result.cuda_missing:
