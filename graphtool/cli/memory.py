@@ -16,10 +16,11 @@ def register(app: typer.Typer) -> None:
             "What training keeps for backward: parameters, gradients and every saved activation\n"
             "(shape, dtype, bytes, op, your line, module), eager autograd beside the compiled graphs,\n"
             "and what the compiled version recomputes instead of saving.\n\n"
-            "Examples:\n\n"
-            "  graphtool memory model.py\n\n"
-            "  graphtool memory model.py --by module --depth 2 --backend aot_eager\n\n"
-            "  LLAMA_SIZE=7b graphtool memory examples/hf_llama.py --device meta --format json"
+        ) + options.examples(
+            "graphtool memory model.py",
+            "graphtool memory model.py --by module --depth 2 --backend aot_eager",
+            "LLAMA_SIZE=7b graphtool memory examples/hf_llama.py --device meta \\",
+            "    --format json",
         ),
     )(memory)
 

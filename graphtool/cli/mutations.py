@@ -14,12 +14,13 @@ def register(app: typer.Typer) -> None:
         "mutations",
         help=(
             "Which inputs the model mutates (and how, and where), and which outputs alias inputs.\n\n"
-            "Examples:\n\n"
-            "  graphtool mutations model.py\n\n"
-            "  graphtool mutations model.py --all --format json\n\n"
-            "  graphtool mutations model.py --check\n\n"
-            "  graphtool mutations model.py --check --allow buffers\n\n"
-            "--check exits 1 when an input is mutated or an output aliases one; --allow\n"
+        ) + options.examples(
+            "graphtool mutations model.py",
+            "graphtool mutations model.py --all --format json",
+            "graphtool mutations model.py --check",
+            "graphtool mutations model.py --check --allow buffers",
+        ) + (
+            "\n\n--check exits 1 when an input is mutated or an output aliases one; --allow\n"
             "accepts expected mutations: buffers, parameters, user_inputs or FQN patterns\n"
             "such as '*.k_cache'."
         ),
