@@ -198,7 +198,8 @@ def main(argv: list[str]) -> int:
     try:
         result = lint_one(job)
     except GraphtoolError as err:
-        result = LintResult.failed(err.message, err.detail, err.exit_code)
+        # the hint travels in the message: a missing package's install line must reach lint's report too
+        result = LintResult.failed(f"{err.message} (hint: {err.hint})" if err.hint else err.message, err.detail, err.exit_code)
     except Exception as exc:
         import traceback
 
