@@ -37,7 +37,8 @@ def memory(
     top: int = typer.Option(10, "--top", help="Rows per table (JSON and YAML list everything)."),
     dynamic: bool = typer.Option(
         False, "--dynamic",
-        help="Trace the input sizes that differ in the script's dynamic_inputs (else the batch) as symbols: bytes become formulas.",
+        help="Trace the input sizes that differ in the script's dynamic_inputs or dynamic_dims (else the sequence of "
+             "token ids, or the batch) as symbols: bytes become formulas.",
     ),
     fmt: str = options.FormatOpt,
 ) -> int:
