@@ -10,6 +10,7 @@
         max_graph_breaks: 2
         dynamic: true
         allowed_breaks: ["print", "Tensor\\\\.item"]
+        allow_mutations: [buffers, "*.k_cache"]   # what `mutations --check` accepts
 
 Read with yaml safe loading and validated: an unknown key, a wrong type or a missing file is a
 :class:`ConfigError` naming the file, the key and the line (exit 2). Numbers are checked too: budgets
@@ -31,11 +32,11 @@ from graphtool.errors import ConfigError
 
 MODEL_KEYS = {
     "path": str, "entry": str, "max_graph_breaks": int, "max_recompiles": int, "max_skipped_frames": int, "dynamic": bool,
-    "allowed_breaks": list,
+    "allowed_breaks": list, "allow_mutations": list,
 }
 TOP_KEYS = {
     "models": list, "max_graph_breaks": int, "max_recompiles": int, "max_skipped_frames": int, "dynamic": bool,
-    "allowed_breaks": list,
+    "allowed_breaks": list, "allow_mutations": list,
     "baseline": str, "jobs": int, "timeout": (int, float),
 }
 
@@ -49,6 +50,7 @@ class ModelEntry:
     dynamic: bool
     allowed_breaks: tuple[str, ...]
     max_skipped_frames: int | None = None
+    allow_mutations: tuple[str, ...] = ()  # what `mutations --check` accepts: kinds or FQN patterns
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,17 @@ class Config:
     baseline: Path | None
     jobs: int | None
     timeout: float | None
+    allow_mutations: tuple[str, ...] = ()  # the default for models that do not set their own
+
+    def allowed_mutations(self, path: str | Path) -> tuple[str, ...]:
+        """What ``mutations --check`` accepts for the model at ``path``: its own ``allow_mutations``,
+        else the config's, also for a model the config does not list."""
+        try:
+            target = Path(path).resolve()
+        except (OSError, ValueError):
+            return self.allow_mutations
+        own = next((m for m in self.models if m.path == target), None)
+        return own.allow_mutations if own is not None else self.allow_mutations
 
 
 def find_config(start: Path | None = None) -> Path | None:
@@ -240,6 +253,8 @@ def _validate(path: Path, data: Any, lines: dict) -> Config:
                 re.compile(pattern)
             except (re.error, TypeError) as exc:
                 fail(key + ("allowed_breaks", j), f"not a valid regex: {exc}")
+        allow_mutations = _allow_mutations(m.get("allow_mutations", data.get("allow_mutations", [])),
+                                           key if "allow_mutations" in m else (), fail)
         models.append(ModelEntry(
             path=model_path,
             entry=m.get("entry"),
@@ -248,6 +263,7 @@ def _validate(path: Path, data: Any, lines: dict) -> Config:
             dynamic=bool(m.get("dynamic", data.get("dynamic", False))),
             allowed_breaks=allowed,
             max_skipped_frames=m.get("max_skipped_frames", data.get("max_skipped_frames")),
+            allow_mutations=allow_mutations,
         ))
     baseline = data.get("baseline")
     return Config(
@@ -256,7 +272,25 @@ def _validate(path: Path, data: Any, lines: dict) -> Config:
         baseline=(root / baseline) if baseline else None,
         jobs=data.get("jobs"),
         timeout=data.get("timeout"),
+        allow_mutations=_allow_mutations(data.get("allow_mutations", []), (), fail),
     )
+
+
+#: the kinds ``allow_mutations`` (and ``mutations --allow``) name; anything else is an FQN pattern
+MUTATION_KINDS = ("buffers", "parameters", "user_inputs", "inputs")
+_KIND_TYPOS = {"buffer": "buffers", "parameter": "parameters", "params": "parameters", "user_input": "user_inputs",
+               "input": "inputs"}
+
+
+def _allow_mutations(values: list, prefix: tuple, fail) -> tuple[str, ...]:
+    """Each entry a kind or an FQN pattern (fnmatch); a kind misspelled is an error, not a pattern that matches nothing."""
+    key = prefix + ("allow_mutations",)
+    for j, v in enumerate(values):
+        if not isinstance(v, str) or not v.strip():
+            fail(key + (j,), f"must be a kind ({', '.join(MUTATION_KINDS)}) or an FQN pattern such as '*.k_cache', got {v!r}")
+        if v in _KIND_TYPOS:
+            fail(key + (j,), f"{v!r} is not a kind: did you mean {_KIND_TYPOS[v]!r}? (kinds: {', '.join(MUTATION_KINDS)})")
+    return tuple(values)
 
 
 def _check_keys(data: dict, allowed: dict, prefix: tuple, fail) -> None:

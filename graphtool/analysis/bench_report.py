@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphtool.analysis.timing_stats import speedup, summarize
+from graphtool.analysis.timing_stats import SPREAD_LIMIT_PCT, speedup, summarize
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,11 @@ class ModeReport:
     peak_memory_bytes: int | None
     pool_bytes: int | None
 
-    def to_dict(self) -> dict:
+    def noisy(self, limit_pct: float = SPREAD_LIMIT_PCT) -> bool:
+        """Timed, but its repeats disagree by more than ``limit_pct`` percent."""
+        return self.stats is not None and self.stats.noisy(limit_pct)
+
+    def to_dict(self, limit_pct: float = SPREAD_LIMIT_PCT) -> dict:
         return {
             "name": self.name,
             "status": self.status,
@@ -28,6 +32,7 @@ class ModeReport:
             "max_abs_diff": self.max_abs_diff,
             "peak_memory_bytes": self.peak_memory_bytes,
             "graph_pool_bytes": self.pool_bytes,
+            "noisy": self.noisy(limit_pct),
         }
 
 
@@ -45,6 +50,24 @@ class BenchReport:
     repeat: int
     modes: tuple[ModeReport, ...]
     verdict: dict | None  # the CUDA-graph verdict consulted before capture
+    spread_limit_pct: float = SPREAD_LIMIT_PCT  # above it, a mode's timings are flagged as noisy
+
+    def warnings(self) -> list[str]:
+        """What makes these numbers hard to trust: modes whose repeats disagree by more than the limit.
+
+        >>> from graphtool.analysis.timing_stats import summarize
+        >>> m = ModeReport("eager", "ok", None, summarize([1.0, 1.2, 1.0]), 1.0, 0.0, None, None)
+        >>> BenchReport("m.py", "model", "cpu", "0", "2", {}, False, 1, 10, 3, (m,), None).warnings()[0][:55]
+        'the repeats disagree by more than 5% (eager 20.0%): the'
+        """
+        noisy = [m for m in self.modes if m.noisy(self.spread_limit_pct)]
+        if not noisy:
+            return []
+        spreads = ", ".join(f"{m.name} {m.stats.spread_pct:.1f}%" for m in noisy)
+        return [
+            f"the repeats disagree by more than {self.spread_limit_pct:g}% ({spreads}): these timings cannot be "
+            f"trusted; raise --iters (now {self.iters}) or --repeat (now {self.repeat}), or run on a quieter machine"
+        ]
 
     def to_dict(self) -> dict:
         return {
@@ -54,8 +77,10 @@ class BenchReport:
             "model": {"path": self.path, "entry": self.entry},
             "device": self.device,
             "host": self.host,
-            "settings": {"backward": self.backward, "warmup": self.warmup, "iters": self.iters, "repeat": self.repeat},
-            "modes": [m.to_dict() for m in self.modes],
+            "settings": {"backward": self.backward, "warmup": self.warmup, "iters": self.iters, "repeat": self.repeat,
+                         "spread_limit_pct": self.spread_limit_pct},
+            "modes": [m.to_dict(self.spread_limit_pct) for m in self.modes],
+            "warnings": self.warnings(),
             "cudagraphs_verdict": self.verdict,
         }
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+#: above this spread (percent) the repeats disagree too much for a median to be trusted
+SPREAD_LIMIT_PCT = 5.0
+
 
 @dataclass(frozen=True)
 class TimingStats:
@@ -33,6 +36,14 @@ class TimingStats:
             "spread_pct": round(self.spread_pct, 3),
             "samples_ms": [round(s, 6) for s in self.samples_ms],
         }
+
+    def noisy(self, limit_pct: float = SPREAD_LIMIT_PCT) -> bool:
+        """Whether the repeats disagree by more than ``limit_pct`` percent.
+
+        >>> summarize([1.0, 1.5, 1.0]).noisy(), summarize([1.0, 1.01]).noisy()
+        (True, False)
+        """
+        return self.spread_pct > limit_pct
 
 
 def summarize(samples_ms: list[float]) -> TimingStats:

@@ -12,10 +12,13 @@ caught and explained; the others still run.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphtool.capture.graph_breaks import quiet_torch_logs
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors, map_tensors
 from graphtool.capture.timers import CudaEventTimer, HostTimer, measure
@@ -194,13 +197,36 @@ def run_modes(
     timer_factory: Callable[[], Any] | None = None,
     capture_blocked: str | None = None,
     on_progress: Callable[[str, int], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
     cuda: bool | None = None,
+    quiet: bool = True,
 ) -> list[ModeResult]:
     """Check then time each mode. ``capture_blocked`` (the verdict's reasons) skips graphtool's capture.
 
     ``cuda``: whether the model runs on a CUDA device (CUDA events, capture, memory figures);
-    ``None`` looks at where its inputs and parameters are.
+    ``None`` looks at where its inputs and parameters are. ``on_phase`` hears each untimed step
+    ("compiling compile[default]"), ``on_progress`` each timed repeat. ``quiet`` keeps torch's own
+    log lines and warnings out of the output (graphtool reports what matters; ``--debug`` shows them).
     """
+    with quiet_torch(quiet):
+        return _run_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs, backward=backward, warmup=warmup,
+                          iters=iters, repeat=repeat, timer_factory=timer_factory, capture_blocked=capture_blocked,
+                          on_progress=on_progress, on_phase=on_phase or (lambda text: None), cuda=cuda)
+
+
+@contextlib.contextmanager
+def quiet_torch(enabled: bool = True):
+    """torch's log handlers silenced and its Python warnings ignored (``enabled``), the user's own kept."""
+    if not enabled:
+        yield
+        return
+    with quiet_torch_logs(True), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"torch(\.|$)")
+        yield
+
+
+def _run_modes(spec, *, compile_mode, cudagraphs, backward, warmup, iters, repeat, timer_factory, capture_blocked,
+               on_progress, on_phase, cuda) -> list[ModeResult]:
     import torch
 
     if cuda is None:
@@ -216,11 +242,29 @@ def run_modes(
     results = [ModeResult("eager", "ok", samples_ms=samples, max_abs_diff=0.0, peak_memory_bytes=mem)]
     for name, build in _other_modes(torch, spec, compile_mode, cudagraphs):
         if build is None:
+            on_phase(f"capturing a CUDA graph ({name})...")
             results.append(_graphtool_capture(torch, eager_step, sets, reference, random_ops, clock.timed, cuda,
                                               capture_blocked, restore))
         else:
-            results.append(_compiled_mode(torch, name, build, spec, backward, sets, reference, random_ops, clock, restore))
+            on_phase(f"compiling {name} (torch.compile runs on the first call)...")
+            result = _compiled_mode(torch, name, build, spec, backward, sets, reference, random_ops, clock, restore)
+            results.append(_without_cuda_graphs(result, cuda))
     return results
+
+
+#: torch.compile modes whose point is CUDA graphs: on the CPU they run without them
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def _without_cuda_graphs(result: ModeResult, cuda: bool) -> ModeResult:
+    """Say so when a mode the user asked for ran without the CUDA graphs it stands for (on the CPU
+    torch.compile skips them quietly, and the timing would pass for reduce-overhead's)."""
+    mode = result.name.removeprefix("compile[").removesuffix("]")
+    if cuda or mode not in CUDA_GRAPH_MODES or result.reason:
+        return result
+    result.reason = (f"ran without CUDA graphs: on the CPU torch.compile(mode={mode!r}) applies none, so this is "
+                     "inductor's code alone; run on a CUDA device to time graph replay")
+    return result
 
 
 @dataclass

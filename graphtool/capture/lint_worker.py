@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from graphtool.capture import compat
-from graphtool.capture.dynamic_inputs import dynamic_variant
+from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, is_user_file, quiet_torch_logs, user_site
 from graphtool.capture.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
@@ -98,9 +98,8 @@ def lint_one(job: LintJob) -> LintResult:
             compiled = torch.compile(spec.model, backend=backend)
             try:
                 compiled(*spec.args, **spec.kwargs)
-                if job.dynamic:
-                    args, kwargs = dynamic_variant(spec)
-                    compiled(*args, **kwargs)
+                if job.dynamic:  # a model that does not take the varied sizes is told how to declare them
+                    run_variant(spec, compiled)
             except Exception as exc:
                 raise explain_failure(spec, exc) from None
             seen = CompileSeen(expected=original, found=torch.compile)
@@ -228,7 +227,8 @@ def main(argv: list[str]) -> int:
     try:
         result = lint_one(job)
     except GraphtoolError as err:
-        result = LintResult.failed(err.message, err.detail, err.exit_code)
+        # the hint travels in the message: a missing package's install line must reach lint's report too
+        result = LintResult.failed(f"{err.message} (hint: {err.hint})" if err.hint else err.message, err.detail, err.exit_code)
     except Exception as exc:
         import traceback
 

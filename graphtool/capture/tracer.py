@@ -25,14 +25,14 @@ from typing import Any
 
 from graphtool.capture import compat
 from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, decode_forward
-from graphtool.capture.dynamic_inputs import dynamic_variant
+from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.host_values import HostValues
 from graphtool.capture.input_names import argument_names
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import full_traceback, user_code_error
-from graphtool.errors import GraphtoolBug, TraceFailed
+from graphtool.errors import GraphtoolBug, GraphtoolError, TraceFailed
 from graphtool.text import first_line
 
 
@@ -186,6 +186,8 @@ def trace_model(
     with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config(), host, meta_constants:
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin)
+        except GraphtoolError:
+            raise
         except Exception as exc:
             if not (standin and keeping.regions):
                 raise explain_failure(spec, exc, standin=standin, backend=backend, training=training) from None
@@ -235,8 +237,7 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
     if training:
         _run_backward(torch, out)
     if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
-        args, kwargs = dynamic_variant(spec, to_device=standin and "meta")
-        more = compiled(*args, **kwargs)
+        more = run_variant(spec, compiled, to_device=standin and "meta")
         if training:
             _run_backward(torch, more)
     return out
@@ -309,7 +310,10 @@ def _stop_note(exc: BaseException) -> str:
 def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = False, backend: str | None = None,
                     training: bool = False) -> Exception:
     """Whose fault a failed trace is: the user's when eager fails too; torch's when
-    ``torch.compile(backend=...)`` fails as well; else graphtool's own (exit 3)."""
+    ``torch.compile(backend=...)`` fails as well; else graphtool's own (exit 3). An error graphtool
+    already explained (``--dynamic`` inputs the model does not accept) stays as it is."""
+    if isinstance(exc, GraphtoolError):
+        return exc
     try:
         spec.model(*spec.args, **spec.kwargs)
     except Exception as eager_exc:

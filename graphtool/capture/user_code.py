@@ -61,7 +61,43 @@ def user_code_error(exc: BaseException, what: str, fallback: str | None = None) 
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else f"{fallback}: " if fallback else ""
     detail = "".join(traceback.format_list(frames)) if frames else None
     return UserCodeFailed(f"{where}{what}: {type(exc).__name__}: {exc}", detail=detail,
-                          full_traceback=full_traceback(exc))
+                          hint=missing_package_hint(exc), full_traceback=full_traceback(exc))
+
+
+#: optional packages graphtool's own examples need, and the extra that installs them (pyproject.toml)
+EXTRAS = {"transformers": "examples"}
+#: import names whose package on PyPI is named otherwise
+PIP_NAMES = {"cv2": "opencv-python", "sklearn": "scikit-learn", "yaml": "pyyaml", "PIL": "pillow",
+             "google": "protobuf", "bs4": "beautifulsoup4", "skimage": "scikit-image"}
+
+
+def missing_package_hint(exc: BaseException) -> str | None:
+    """What to install when the user's script imports a package that is not there, else None.
+
+    >>> missing_package_hint(ModuleNotFoundError("No module named 'transformers'", name="transformers"))
+    "transformers is an optional package of graphtool's examples: pip install 'torch-graphtool[examples]' (in a clone: pip install -e '.[examples]')"
+    >>> missing_package_hint(ModuleNotFoundError("No module named 'cv2'", name="cv2"))
+    'cv2 is not installed in this environment: pip install opencv-python'
+    """
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.partition(".")[0]
+    if top != exc.name and _importable(top):  # a package that is there but lacks a part: no install fixes it
+        return None
+    if top in EXTRAS:
+        extra = EXTRAS[top]
+        return (f"{top} is an optional package of graphtool's {extra}: pip install 'torch-graphtool[{extra}]' "
+                f"(in a clone: pip install -e '.[{extra}]')")
+    return f"{top} is not installed in this environment: pip install {PIP_NAMES.get(top, top)}"
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def full_traceback(exc: BaseException) -> str:

@@ -17,10 +17,13 @@ def register(app: typer.Typer) -> None:
             "Time eager, torch.compile and (with --cudagraphs) graphtool's own CUDA-graph replay and\n"
             "mode=\"reduce-overhead\", side by side on the same inputs; every mode is checked against\n"
             "eager before it is timed.\n\n"
-            "Examples:\n\n"
-            "  graphtool bench model.py                            # eager vs torch.compile\n\n"
-            "  graphtool bench model.py --cudagraphs --backward    # on a GPU\n\n"
-            "  graphtool bench model.py --compile aot_eager --iters 50 --format json"
+        ) + options.examples(
+            "graphtool bench model.py                          # eager vs torch.compile",
+            "graphtool bench model.py --cudagraphs --backward  # on a GPU",
+            "graphtool bench model.py --compile aot_eager --iters 50 --format json",
+        ) + (
+            "\n\nA spread above 5% between repeats is flagged: the medians cannot be trusted;\n"
+            "raise --iters or --repeat, or run on a quieter machine."
         ),
     )(bench)
 
@@ -52,7 +55,7 @@ def bench(
                      warmup=warmup, iters=iters, repeat=repeat, device=device, debug=options.debug_enabled(),
                      progress=progress)
     if fmt == "table":
-        console.stdout_console().print(bench_view(result.report))
+        console.print_view(bench_view(result.report))
     else:
         console.emit(result.report.to_dict(), fmt)
     if result.cuda_missing:

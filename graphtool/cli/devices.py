@@ -15,9 +15,9 @@ def register(app: typer.Typer) -> None:
         help=(
             "Which device every node would run on, on a GPU: nodes off the main device and every\n"
             "cross-device copy, with the user's file and line. Without a GPU the meta device stands in.\n\n"
-            "Examples:\n\n"
-            "  graphtool devices model.py\n\n"
-            "  graphtool devices model.py --format json --check"
+        ) + options.examples(
+            "graphtool devices model.py",
+            "graphtool devices model.py --format json --check",
         ),
     )(devices)
 

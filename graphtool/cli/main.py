@@ -35,7 +35,7 @@ app = typer.Typer(
         "  graphtool cudagraphs model.py --backend cudagraphs"
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -239,6 +239,8 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         return _stopped(signals)
     except (SystemExit, HardExit) as exc:
+        if isinstance(exc, SystemExit) and exc.__context__ is None and _raised_by_cli_framework(exc):
+            return int(exc.code or 0)  # shell completion (--show-completion, a TAB press) ends this way, all well
         if isinstance(exc, SystemExit) and not user_frames(exc) and exc.__context__ is not None:
             if _broken_pipe(exc.__context__):  # stderr's reader went away (`2>&1 | head`): typer exits over it
                 return EXIT_BROKEN_PIPE
@@ -306,6 +308,19 @@ class _DocumentFd:
         with contextlib.suppress(OSError):
             os.close(self.saved)
         self.stream = None
+
+
+def _raised_by_cli_framework(exc: BaseException) -> bool:
+    """Whether typer or click itself raised ``exc`` (its innermost frame is in their package)."""
+    import click
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    where = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    return any(where.startswith(os.path.dirname(os.path.abspath(m.__file__)) + os.sep) for m in (typer, click))
 
 
 def _broken_pipe(exc: BaseException) -> bool:

@@ -16,10 +16,11 @@ def register(app: typer.Typer) -> None:
             "What training keeps for backward: parameters, gradients and every saved activation\n"
             "(shape, dtype, bytes, op, your line, module), eager autograd beside the compiled graphs,\n"
             "and what the compiled version recomputes instead of saving.\n\n"
-            "Examples:\n\n"
-            "  graphtool memory model.py\n\n"
-            "  graphtool memory model.py --by module --depth 2 --backend aot_eager\n\n"
-            "  LLAMA_SIZE=7b graphtool memory examples/hf_llama.py --device meta --format json"
+        ) + options.examples(
+            "graphtool memory model.py",
+            "graphtool memory model.py --by module --depth 2 --backend aot_eager",
+            "LLAMA_SIZE=7b graphtool memory examples/hf_llama.py --device meta \\",
+            "    --format json",
         ),
     )(memory)
 
@@ -36,7 +37,8 @@ def memory(
     top: int = typer.Option(10, "--top", help="Rows per table (JSON and YAML list everything)."),
     dynamic: bool = typer.Option(
         False, "--dynamic",
-        help="Trace the input sizes that differ in the script's dynamic_inputs (else the batch) as symbols: bytes become formulas.",
+        help="Trace the input sizes that differ in the script's dynamic_inputs or dynamic_dims (else the sequence of "
+             "token ids, or the batch) as symbols: bytes become formulas.",
     ),
     fmt: str = options.FormatOpt,
 ) -> int:

@@ -14,14 +14,15 @@ def register(app: typer.Typer) -> None:
         "mutations",
         help=(
             "Which inputs the model mutates (and how, and where), and which outputs alias inputs.\n\n"
-            "Examples:\n\n"
-            "  graphtool mutations model.py\n\n"
-            "  graphtool mutations model.py --all --format json\n\n"
-            "  graphtool mutations model.py --check\n\n"
-            "  graphtool mutations model.py --check --allow buffers\n\n"
-            "--check exits 1 when an input is mutated or an output aliases one; --allow\n"
+        ) + options.examples(
+            "graphtool mutations model.py",
+            "graphtool mutations model.py --all --format json",
+            "graphtool mutations model.py --check",
+            "graphtool mutations model.py --check --allow buffers",
+        ) + (
+            "\n\n--check exits 1 when an input is mutated or an output aliases one; --allow\n"
             "accepts expected mutations: buffers, parameters, user_inputs or FQN patterns\n"
-            "such as '*.k_cache'."
+            "such as '*.k_cache' (or allow_mutations in graphtool.yaml)."
         ),
     )(mutations)
 
@@ -36,9 +37,11 @@ def mutations(
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
     allow: Optional[list[str]] = typer.Option(
-        None, "--allow", help="Mutations that are expected: buffers, parameters, user_inputs, or an FQN pattern ('*.k_cache'); repeatable."
+        None, "--allow", help="Mutations that are expected: buffers, parameters, user_inputs, or an FQN pattern ('*.k_cache'); repeatable. "
+             "Adds to allow_mutations in graphtool.yaml."
     ),
 ) -> int:
+    from graphtool.commands.mutations import allowed_for
     from graphtool.commands.mutations import mutations as run
     from graphtool.render.mutations import mutations_view
 
@@ -46,4 +49,5 @@ def mutations(
     with console.RichProgress() as progress:
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, allow=tuple(allow or ()),
                       debug=options.debug_enabled(), progress=progress)
-    return console.show_models(results, fmt, lambda r: mutations_view(r.report, show_all=show_all, allowed=tuple(allow or ())), check)
+    return console.show_models(results, fmt, lambda r: mutations_view(r.report, show_all=show_all,
+                                                                    allowed=allowed_for(r.header["path"], allow or ())), check)

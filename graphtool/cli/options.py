@@ -21,6 +21,24 @@ BackendOpt = typer.Option(
     help="Whose graphs: the AOT stage of inductor (torch.compile's default), aot_eager or cudagraphs.",
 )
 
+#: the widest an example line may be: click indents help by 2 and wraps at the terminal's width (80 here)
+EXAMPLE_WIDTH = 76
+
+
+def examples(*lines: str) -> str:
+    """A help paragraph of example commands that click prints as written: ``\\b`` stops its rewrapping,
+    which at 80 columns broke an example in the middle of its comment. Keep each line within
+    :data:`EXAMPLE_WIDTH`; a test checks every command's help at 80 columns.
+
+    >>> print(examples("graphtool trace", "graphtool trace model.py"))
+    \b
+    Examples:
+      graphtool trace
+      graphtool trace model.py
+    """
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 #: set once per invocation by graphtool.cli.main.run from --debug / GRAPHTOOL_DEBUG
 DEBUG: ContextVar[bool] = ContextVar("graphtool_debug", default=False)
 

@@ -16,10 +16,10 @@ def register(app: typer.Typer) -> None:
         "trace",
         help=(
             "Trace a model through dynamo and AOT autograd and report its graphs.\n\n"
-            "Examples:\n\n"
-            "  graphtool trace                       # the bundled example\n\n"
-            "  graphtool trace model.py --format json > report.json\n\n"
-            "  graphtool trace model.py:build --device meta --out traced/"
+        ) + options.examples(
+            "graphtool trace                        # the bundled example",
+            "graphtool trace model.py --format json > report.json",
+            "graphtool trace model.py:build --device meta --out traced/",
         ),
     )(trace)
 

@@ -47,11 +47,14 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
     spec = _inputs_to(spec, run_on)
     results = steps.run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda,
                                     backward=backward, warmup=warmup, iters=iters, repeat=repeat, blocked=blocked,
-                                    progress=progress)
-    if cudagraphs and not has_cuda:
+                                    progress=progress, debug=debug)
+    if cudagraphs and not has_cuda:  # every mode --cudagraphs asks for gets a row that says why it did not run
         from graphtool.capture.bench_modes import ModeResult
 
         results.append(ModeResult("cudagraph replay", "skipped", "no CUDA device is present"))
+        if compile_mode != "reduce-overhead":
+            results.append(ModeResult("compile[reduce-overhead]", "skipped",
+                                      "no CUDA device is present: mode=\"reduce-overhead\" replays CUDA graphs, which need one"))
     from graphtool.analysis.bench_report import build_bench_report
 
     device_name = torch.cuda.get_device_name(run_on) if has_cuda else "cpu"

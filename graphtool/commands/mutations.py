@@ -28,7 +28,18 @@ def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, devic
         capture = steps.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
                                          debug=debug, progress=progress)
         report = analyze_mutations(capture)
-        unexpected = [m for m in report.mutated if not is_allowed(m, allow)]
+        accepted = allowed_for(target, allow)
+        unexpected = [m for m in report.mutated if not is_allowed(m, accepted)]
         found = bool(unexpected or report.aliased_outputs or report.input_aliases or capture.no_graph)
         results.append(steps.ModelResult(steps.model_header(capture), report, found, key=""))
     return results
+
+
+def allowed_for(target: str, allow: Sequence[str] = ()) -> tuple[str, ...]:
+    """What ``--check`` accepts for ``target``: the command line's ``--allow``, and the config's
+    ``allow_mutations`` (the model's own, else the config's default) when the current folder has a config."""
+    from graphtool.config import find_config, load_config
+
+    found = find_config()
+    configured = load_config(found).allowed_mutations(target) if found is not None else ()
+    return tuple(allow) + tuple(a for a in configured if a not in allow)

@@ -170,8 +170,9 @@ class ModelResult:
 
 
 def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool, warmup: int, iters: int,
-                    repeat: int, blocked: Optional[str], progress: Progress = SILENT) -> list:
-    """Check each mode against eager, then time it; progress counts timed iterations."""
+                    repeat: int, blocked: Optional[str], progress: Progress = SILENT, debug: bool = False) -> list:
+    """Check each mode against eager, then time it; progress counts timed iterations, and names the
+    untimed steps between them (compiling, capturing) as phases. torch's logs show only with ``debug``."""
     from graphtool.capture.bench_modes import run_modes
 
     modes = 1 + (compile_mode not in (None, "none")) + 2 * cudagraphs
@@ -186,7 +187,7 @@ def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool
     with quiet_stdout():
         return run_modes(
             spec, compile_mode=compile_mode, cudagraphs=cudagraphs, backward=backward, warmup=warmup, iters=iters,
-            repeat=repeat, capture_blocked=blocked, on_progress=advance,
+            repeat=repeat, capture_blocked=blocked, on_progress=advance, on_phase=progress.phase, quiet=not debug,
         )
 
 

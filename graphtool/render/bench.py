@@ -1,53 +1,71 @@
-"""The ``graphtool bench`` table."""
+"""The ``graphtool bench`` table.
+
+Numbers and headers are never cut: the table is a :class:`~graphtool.render.tables.FitTable`, which at
+a narrow width drops the min-max and memory columns (``--format json`` has them) before it would
+shorten a figure.
+"""
 
 from __future__ import annotations
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
-from graphtool.render.tables import row
+from graphtool.display_paths import display_path
+from graphtool.render.tables import Col, FitTable
 
 
 def _mib(n) -> str:
     return f"{n / 2**20:.1f}" if n is not None else "-"
 
 
+def _status(status: str) -> Text:
+    style = "status.ok" if status == "ok" else "status.bad" if status in ("mismatch", "error") else "status.skipped"
+    return Text(status, style=style)
+
+
+def _spread(m, limit: float) -> Text:
+    if not m.stats:
+        return Text("-")
+    text = f"{m.stats.spread_pct:.1f}%"
+    return Text(text + " !", style="warning") if m.noisy(limit) else Text(text)
+
+
 def bench_view(report) -> Group:
     what = "forward + backward" if report.backward else "forward"
-    table = Table(
-        title=f"{report.path} ({what}, {report.device}; {report.repeat} x {report.iters} iterations after {report.warmup} warm-up)",
-        title_justify="left",
-    )
+    header = Text(f"{display_path(report.path)} ({what}, {report.device}; "
+                  f"{report.repeat} x {report.iters} iterations after {report.warmup} warm-up)", style="header")
     memory = any(m.peak_memory_bytes is not None for m in report.modes)  # CUDA only
     pool = any(m.pool_bytes is not None for m in report.modes)
-    table.add_column("mode", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    cols = ["median ms", "min-max ms", "spread", "speedup"] + ["peak MiB"] * memory + ["pool MiB"] * pool
-    for col in cols:
-        table.add_column(col, justify="right", no_wrap=True)
+    limit = report.spread_limit_pct
+    cols = [Col("mode", ident=True), Col("status"), Col("median ms", ident=True, justify="right"),
+            Col("min-max ms", ident=True, drop=1, justify="right"), Col("spread", ident=True, justify="right"),
+            Col("speedup", ident=True, justify="right")]
+    cols += [Col("peak MiB", ident=True, drop=3, justify="right")] * memory + [Col("pool MiB", ident=True, drop=2, justify="right")] * pool
+    rows = []
     for m in report.modes:
         s = m.stats
-        row(table,
+        rows.append((
             m.name,
-            Text(m.status, style="status.ok" if m.status == "ok" else "status.bad" if m.status in ("mismatch", "error") else "status.skipped"),
+            _status(m.status),
             f"{s.median_ms:.4f}" if s else "-",
             f"{s.min_ms:.4f}-{s.max_ms:.4f}" if s else "-",
-            f"{s.spread_pct:.1f}%" if s else "-",
+            _spread(m, limit),
             f"{m.speedup:.2f}x" if m.speedup else "-",
             *([_mib(m.peak_memory_bytes)] if memory else []),
             *([_mib(m.pool_bytes)] if pool else []),
-        )
-    parts = [table]
+        ))
+    parts = [header, FitTable(None, cols, rows)]
+    for w in report.warnings():
+        parts.append(Text(f"warning: {w}", style="warning"))
     for m in report.modes:
         if m.reason:
-            parts.append(Text(f"{m.name}: {m.reason}", style="note" if m.status == "skipped" else "finding"))
+            parts.append(Text(f"{m.name}: {m.reason}", style="finding" if m.status in ("mismatch", "error") else "note"))
     if report.verdict and report.verdict.get("reasons"):
         from graphtool.analysis.cudagraphs import EAGER_CAPTURE_BLOCKERS
 
         parts.append(Text(f"CUDA-graph verdict: {report.verdict.get('summary')}", style="verdict"))
         for r in report.verdict["reasons"]:
-            where = f"{r['source']['file']}:{r['source']['line']}" if r.get("source") else "-"
+            where = f"{display_path(r['source']['file'])}:{r['source']['line']}" if r.get("source") else "-"
             effect = ("stops graphtool's capture" if r["code"] in EAGER_CAPTURE_BLOCKERS
                       else f"{report.verdict['backend']} skips" if r["skips"] else "note")
             parts.append(Text(f"  {where}: [{effect}] {r['message']}"))

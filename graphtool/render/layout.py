@@ -51,8 +51,10 @@ def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = N
         need = "PDF needs Graphviz's own dot" if found else "no Graphviz layout program was found"
         raise RendererMissing(
             f"cannot write {out}: {need}; the graph was written to {dot_path}",
-            hint="install Graphviz (apt-get install graphviz, brew install graphviz) or "
-            "pip install graphviz-pure (SVG and PNG), or pass --format dot",
+            hint=("install Graphviz for PDF (apt-get install graphviz, brew install graphviz), or pass --format svg or png "
+                  "(graphviz-pure, already installed, draws those) or --format dot") if found else
+            ("install Graphviz (apt-get install graphviz, brew install graphviz) or "
+             "pip install graphviz-pure (SVG and PNG), or pass --format dot"),
         )
     exe, name = found
     if not _regular_or_absent(out):  # /dev/stdout, a FIFO: the renderer writes a temporary file, streamed there

@@ -131,7 +131,7 @@ def test_cudagraphs_without_cuda_measures_then_exits_2(cli):
     rc, out, err = cli("bench", example("mlp.py"), "--cudagraphs", "--compile", "aot_eager", "--iters", "3", "--repeat", "1", "--format", "json")
     data = json.loads(out)
     assert rc == 2 and "no CUDA device is present" in err
-    assert [m["status"] for m in data["modes"]] == ["ok", "ok", "skipped"]
+    assert [m["status"] for m in data["modes"]] == ["ok", "ok", "skipped", "skipped"]
     assert data["cudagraphs_verdict"]["backend"] == "cudagraphs"
 
 
