@@ -46,7 +46,7 @@ def _shown(seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def deadline(seconds: float | None, what: str = "graphtool"):
+def deadline(seconds: float | None, what: str = ""):
     """Run the block for at most ``seconds`` (None: no limit). Off the main thread, or where the
     platform has no ``SIGALRM``, the block runs without a limit (nothing else can stop Python code)."""
     seconds = check_timeout(seconds)
@@ -70,10 +70,13 @@ def deadline(seconds: float | None, what: str = "graphtool"):
 
 def _timed_out(alarm: _Alarm, seconds: float, what: str) -> TimedOut:
     frames = [f for f in traceback.extract_tb(alarm.__traceback__) if _is_user_file(f.filename)]
+    own = [f for f in frames if "site-packages" not in f.filename.replace("\\", "/")]
+    if own:  # the script's own line (it was importing a library, say), rather than inside that library
+        frames = own
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
     running = f" in {frames[-1].name}()" if frames and frames[-1].name != "<module>" else ""
     return TimedOut(
-        f"{where}{what}: still running after {_shown(seconds)} s (--timeout {_shown(seconds)}){running}",
+        f"{where}{what + ': ' if what else ''}still running after {_shown(seconds)} s (--timeout {_shown(seconds)}){running}",
         detail="".join(traceback.format_list(frames)) if frames else None,
         hint=None if frames else "the time ran out inside torch or graphtool, not in the script's own code; "
                                  "a larger model may need a larger --timeout",

@@ -345,7 +345,7 @@ def _runner(spec: ModelSpec, fake):
 
 def mark_varying_sizes(spec: ModelSpec) -> list[str]:
     """For ``--dynamic``: mark every input dimension that differs between the example inputs and
-    their variant (the script's ``dynamic_inputs``, else the batch grown by one) as dynamic, so the
+    their variant (the script's ``dynamic_inputs`` or ``dynamic_dims``, else token ids one longer, else the batch grown by one) as dynamic, so the
     trace of the example inputs has symbolic sizes there (their hints: the example's sizes).
     Returns them as ``x.size(0)``."""
     from graphtool.capture.dynamic_inputs import dynamic_variant

@@ -45,12 +45,13 @@ def bench(
         help="Where to run: cpu, cuda or cuda:N (the script is built under it). Default: cuda when a GPU is present, else cpu.",
     ),
     fmt: str = options.FormatOpt,
+    timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     from graphtool.commands.bench import bench as run
     from graphtool.render.bench import bench_view
 
     options.check_format(fmt)
-    with console.RichProgress() as progress:
+    with console.RichProgress() as progress, options.time_limit(timeout):
         result = run(model, entry=entry, cudagraphs=cudagraphs, compile_mode=compile_mode, backward=backward,
                      warmup=warmup, iters=iters, repeat=repeat, device=device, debug=options.debug_enabled(),
                      progress=progress)

@@ -15,10 +15,10 @@ def register(app: typer.Typer) -> None:
         help=(
             "Would CUDA graphs be applied, region by region, and if not, why (torch's own checks,\n"
             "run on a stand-in trace: no GPU needed).\n\n"
-            "Examples:\n\n"
-            "  graphtool cudagraphs model.py                      # mode=\"reduce-overhead\"\n\n"
-            "  graphtool cudagraphs model.py --backend cudagraphs --check\n\n"
-            "  graphtool cudagraphs model.py --set graph_partition=false"
+        ) + options.examples(
+            "graphtool cudagraphs model.py              # mode=\"reduce-overhead\"",
+            "graphtool cudagraphs model.py --backend cudagraphs --check",
+            "graphtool cudagraphs model.py --set graph_partition=false",
         ),
     )(cudagraphs)
 
@@ -31,7 +31,8 @@ def cudagraphs(
     backend: str = typer.Option("inductor", "--backend", help='inductor (mode="reduce-overhead") or cudagraphs (backend="cudagraphs").'),
     dynamic: bool = typer.Option(
         False, "--dynamic",
-        help="Also run a second input size (the script's dynamic_inputs, else batch + 1), as a model serving several sizes would.",
+        help="Also run a second input size (the script's dynamic_inputs or dynamic_dims, else token ids one longer, "
+             "else batch + 1), as a model serving several sizes would.",
     ),
     settings: list[str] = typer.Option(
         [], "--set", metavar="KEY=VALUE",
@@ -40,12 +41,13 @@ def cudagraphs(
     ),
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
+    timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     from graphtool.commands.cudagraphs import cudagraphs as run
     from graphtool.render.cudagraphs import cudagraphs_view
 
     options.check_format(fmt)
-    with console.RichProgress() as progress:
+    with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
                       debug=options.debug_enabled(), progress=progress)
     return console.show_models(results, fmt, lambda r: cudagraphs_view(r.report, r.stopped), check)

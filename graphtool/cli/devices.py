@@ -30,12 +30,13 @@ def devices(
     backend: str = options.BackendOpt,
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
+    timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     from graphtool.commands.devices import devices as run
     from graphtool.render.devices import devices_view
 
     options.check_format(fmt)
-    with console.RichProgress() as progress:
+    with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend,
                       debug=options.debug_enabled(), progress=progress)
     return console.show_models(results, fmt, lambda r: devices_view(r.report), check)

@@ -23,12 +23,12 @@ def register(app: typer.Typer) -> None:
         help=(
             "Compile each model with a recording backend (no code generation) and report graph breaks,\n"
             "recompiles and skipped frames; fail when over budget or when breaks are new.\n\n"
-            "Examples:\n\n"
-            "  graphtool lint model.py --max-graph-breaks 0\n\n"
-            "  graphtool lint                                   # the models in graphtool.yaml\n\n"
-            "  graphtool lint --run train.py -- --epochs 1       # any script, unchanged\n\n"
-            "  graphtool lint --baseline gb.json --format sarif --output lint.sarif\n\n"
-            "Exit codes: 0 within budget, 1 over budget or new breaks, 2 could not lint."
+            "Exit codes: 0 within budget, 1 over budget or new breaks, 2 could not lint.\n\n"
+        ) + options.examples(
+            "graphtool lint model.py --max-graph-breaks 0",
+            "graphtool lint                           # the models in graphtool.yaml",
+            "graphtool lint --run train.py -- --epochs 1   # any script, unchanged",
+            "graphtool lint --baseline gb.json --format sarif -o lint.sarif",
         ),
     )(lint)
 
@@ -44,7 +44,10 @@ def lint(
     max_skipped_frames: Optional[int] = typer.Option(
         None, "--max-skipped-frames", help="Fail when dynamo gives up on more frames (runs them eagerly) in a model."
     ),
-    dynamic: bool = typer.Option(False, "--dynamic", help="Also run differently-sized inputs (the script's dynamic_inputs, or batch + 1) to catch recompiles."),
+    dynamic: bool = typer.Option(
+        False, "--dynamic",
+        help="Also run differently-sized inputs (the script's dynamic_inputs or dynamic_dims, else token ids one longer, else batch + 1) to catch recompiles.",
+    ),
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: graphtool.yaml or [tool.graphtool] in pyproject.toml)."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Fail only on breaks not in this baseline file."),
     update_baseline: bool = typer.Option(False, "--update-baseline", help="Write the current breaks to the baseline file and pass."),

@@ -41,11 +41,12 @@ def memory(
              "token ids, or the batch) as symbols: bytes become formulas.",
     ),
     fmt: str = options.FormatOpt,
+    timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     from graphtool.commands.memory import memory as run
 
     options.check_format(fmt)
-    with console.RichProgress() as progress:
+    with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic,
                       debug=options.debug_enabled(), progress=progress)
     if fmt == "table":

@@ -40,13 +40,14 @@ def mutations(
         None, "--allow", help="Mutations that are expected: buffers, parameters, user_inputs, or an FQN pattern ('*.k_cache'); repeatable. "
              "Adds to allow_mutations in graphtool.yaml."
     ),
+    timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     from graphtool.commands.mutations import allowed_for
     from graphtool.commands.mutations import mutations as run
     from graphtool.render.mutations import mutations_view
 
     options.check_format(fmt)
-    with console.RichProgress() as progress:
+    with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, allow=tuple(allow or ()),
                       debug=options.debug_enabled(), progress=progress)
     return console.show_models(results, fmt, lambda r: mutations_view(r.report, show_all=show_all,

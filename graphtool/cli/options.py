@@ -39,6 +39,19 @@ def examples(*lines: str) -> str:
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
+TimeoutOpt = typer.Option(
+    None, "--timeout", metavar="SECONDS",
+    help="Stop with exit 2 after this many seconds, naming the line of the script that was running (default: no limit).",
+)
+
+
+def time_limit(seconds: float | None):
+    """The ``--timeout`` of an in-process command: a context that stops the work past ``seconds``."""
+    from graphtool.capture.deadline import deadline
+
+    return deadline(seconds)
+
+
 #: set once per invocation by graphtool.cli.main.run from --debug / GRAPHTOOL_DEBUG
 DEBUG: ContextVar[bool] = ContextVar("graphtool_debug", default=False)
 

@@ -17,10 +17,10 @@ def register(app: typer.Typer) -> None:
             "Draw the autograd graph, or the forward, backward or joint AOT graph, with Graphviz.\n\n"
             "Large graphs fold into one box per module, and identical repeated blocks into one\n"
             "(\"12 x TransformerEncoderLayer\"), above 500 nodes unless --collapse none.\n\n"
-            "Examples:\n\n"
-            "  graphtool render model.py                          # model-autograd.svg\n\n"
-            "  graphtool render model.py --graph joint -o joint.png\n\n"
-            "  graphtool render model.py --collapse module --depth 2 --saved"
+        ) + options.examples(
+            "graphtool render model.py                      # model-autograd.svg",
+            "graphtool render model.py --graph joint -o joint.png",
+            "graphtool render model.py --collapse module --depth 2 --saved",
         ),
     )(render)
 
@@ -39,11 +39,14 @@ def render(
     saved: bool = typer.Option(False, "--saved", help="Autograd graph: show each node's saved tensors' shapes."),
     region: int = typer.Option(0, "--region", help="Which compiled region (after graph breaks) to draw."),
     backend: str = options.BackendOpt,
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop a layout that takes longer than this many seconds."),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", metavar="SECONDS",
+        help="Stop with exit 2 after this many seconds, the trace and the layout together, naming the script's line if it was running (default: no limit).",
+    ),
 ) -> int:
     from graphtool.commands.render import render as run
 
-    with console.RichProgress() as progress:
+    with console.RichProgress() as progress, options.time_limit(timeout):
         result = run(model, output=output, fmt=fmt, timeout=timeout, entry=entry, device=device, graph=graph,
                      saved=saved, region=region, backend=backend, collapse=collapse, depth=depth, debug=options.debug_enabled(),
                      progress=progress)

@@ -19,9 +19,9 @@ def register(app: typer.Typer) -> None:
             "Write one self-contained HTML report: summary, findings with their source and fix, each region's\n"
             "forward and backward pictures (pan, zoom, fold by module, search, click a node for its facts),\n"
             "mutations, devices, the CUDA-graph verdict and memory. Opens offline in any browser.\n\n"
-            "Examples:\n\n"
-            "  graphtool report model.py -o report.html\n\n"
-            "  graphtool report model.py:build --device meta --no-memory"
+        ) + options.examples(
+            "graphtool report model.py -o report.html",
+            "graphtool report model.py:build --device meta --no-memory",
         ),
     )(report)
 
@@ -35,6 +35,7 @@ def report(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="The HTML file (default: MODEL-report.html here)."),
     memory: bool = typer.Option(True, "--memory/--no-memory", help="Measure what training saves for backward (one more eager forward)."),
     layout_timeout: float = typer.Option(30.0, "--layout-timeout", help="Seconds one picture's layout may take; a slower one is left out (the page says so)."),
+    timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     if model:  # before torch is imported: a wrong path costs no seconds
         from graphtool.capture.script import check_script_path
@@ -52,7 +53,7 @@ def report(
     from graphtool.render.documents import write_atomic
     from graphtool.render.report import format_report, python_version
 
-    with console.RichProgress() as progress:
+    with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, memory=memory, layout_timeout=layout_timeout,
                       debug=options.debug_enabled(), progress=progress)
         progress.phase("writing the page...")

@@ -36,6 +36,7 @@ def trace(
         None, "--cudagraphs", help="Add the CUDA-graph verdict for this backend (inductor or cudagraphs); costs a second, stand-in trace."
     ),
     with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
+    timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     options.check_format(fmt)
     if model:  # before torch is imported: a wrong path costs no seconds
@@ -46,7 +47,7 @@ def trace(
     out_dir = Path(os.path.abspath(out)) if out is not None else None
     from graphtool.commands.trace import trace as run_trace
 
-    with console.RichProgress() as progress:
+    with console.RichProgress() as progress, options.time_limit(timeout):
         results = run_trace(model, entry=entry, device=device, inference=inference, backend=backend, cudagraphs=with_cudagraphs,
                             bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
                             progress=progress)
