@@ -167,6 +167,25 @@ def _mutation_sources(region) -> dict[int, Source | None]:
     return sources
 
 
+def _in_graph_write_sources(region) -> dict[str, Source | None]:
+    """placeholder name -> the user's line of the value an in-graph ``copy_`` writes into it.
+
+    Inductor's AOT stage keeps input mutations in the graph (``copy_(primals_5, add_2)`` at its end,
+    with no stack trace of its own): the line is the one that computed the new value."""
+    found: dict[str, Source | None] = {}
+    for node in region.forward.graph.nodes:
+        if node.op != "call_function" or "copy_" not in str(node.target) or len(node.args) < 2:
+            continue
+        dst, value = node.args[0], node.args[1]
+        if getattr(dst, "op", None) != "placeholder" or found.get(dst.name):
+            continue
+        src = user_source(node.meta.get("stack_trace"))
+        if src is None and hasattr(value, "meta"):
+            src = user_source(value.meta.get("stack_trace"))
+        found[dst.name] = src
+    return found
+
+
 def analyze_mutations(capture) -> MutationReport:
     merged: dict[str, dict] = {}
     outputs: list[OutputAlias] = []
@@ -175,6 +194,7 @@ def analyze_mutations(capture) -> MutationReport:
             continue
         index_of = {id(r): i for i, r in enumerate(region.inputs)}
         sources = _mutation_sources(region)
+        written = _in_graph_write_sources(region)
         for ref in region.inputs:
             _merge(merged, ref, region.index)
         for rec in region.forward_inputs:
@@ -186,7 +206,7 @@ def analyze_mutations(capture) -> MutationReport:
             entry["mutates_storage"] |= rec.mutates_storage
             # an inference trace runs everything without grad: only meaningful in training
             entry["under_no_grad"] |= rec.under_no_grad and capture.training
-            entry["source"] = entry["source"] or sources.get(index_of.get(id(rec.ref)))
+            entry["source"] = entry["source"] or sources.get(index_of.get(id(rec.ref))) or written.get(rec.graph_name)
         outputs.extend(_output_aliases(region))
     for name, how in capture.metadata_changes.items():
         entry = merged.setdefault(name, _blank(name, "user_input"))
