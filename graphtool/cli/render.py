@@ -46,7 +46,7 @@ def render(
 ) -> int:
     from graphtool.commands.render import render as run
 
-    with console.RichProgress() as progress, options.time_limit(timeout):
+    with console.RichProgress() as progress:  # --timeout: the trace and the layout share it (commands.render)
         result = run(model, output=output, fmt=fmt, timeout=timeout, entry=entry, device=device, graph=graph,
                      saved=saved, region=region, backend=backend, collapse=collapse, depth=depth, debug=options.debug_enabled(),
                      progress=progress)

@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
@@ -84,9 +85,14 @@ def render(model: Optional[str] = None, *, output: Optional[Path] = None, fmt: O
     fmt = fmt or (output.suffix.lstrip(".").lower() or "svg")
     if fmt not in FORMATS:
         raise UsageError(f"format {fmt!r} is not one of {', '.join(FORMATS)} (from --format or the file name)")
-    picture = drawing(model, progress=progress, **options)
+    from graphtool.capture.deadline import check_timeout, deadline
+
+    started = time.monotonic()
+    with deadline(check_timeout(timeout)):  # the trace; the layout, a child process, has its own limit
+        picture = drawing(model, progress=progress, **options)
+    left = None if timeout is None else max(timeout - (time.monotonic() - started), 0.001)
     progress.phase(f"laying out {len(picture.nodes)} nodes...")
-    renderer = render_file(to_dot(picture), fmt, output, timeout=timeout)
+    renderer = render_file(to_dot(picture), fmt, output, timeout=left)
     return RenderResult(output, len(picture.nodes), len(picture.edges), renderer, picture.note)
 
 

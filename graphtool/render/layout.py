@@ -98,7 +98,7 @@ def _lay_out(exe: str, name: str, fmt: str, dot_text: str, tmp: str, out: Path, 
         )
     except subprocess.TimeoutExpired:
         raise UsageError(
-            f"the layout took longer than {timeout:g} s and was stopped; nothing was written to {out}",
+            f"the layout took longer than the {timeout:.3g} s left of --timeout and was stopped; nothing was written to {out}",
             hint="collapse the graph (--collapse module, a smaller --depth) or allow more --timeout",
         ) from None
     if proc.returncode != 0:

@@ -168,7 +168,7 @@ def test_junit_stays_well_formed_xml_with_control_characters(cli, tmp_path):
     assert rc == 2
     root = ET.fromstring(out)  # raises on a control character
     error = root.find(".//testcase/error")
-    assert "ctl.py:3" in error.get("message") and "bell ? escape ?[31m nul ? end" in error.get("message")
+    assert "ctl.py:3" in error.get("message") and "bell \\x07 escape \\x1b[31m nul \\x00 end" in error.get("message")
     report = tmp_path / "junit.xml"
     rc, _, _ = cli("lint", script, "--format", "junit", "--output", report)
     assert rc == 2 and ET.parse(report).getroot().find(".//testcase/error") is not None
