@@ -124,12 +124,12 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
                 if n.name in copied:
                     continue  # said once, as the copy it is
                 src = n.source
-                out.append(_finding("device", f"runs on {n.device}, not {devices.main_device}", f"{n.name}: {n.op}",
+                out.append(_finding("device", f"runs on {devices.show(n.device)}, not {devices.shown_device}", f"{n.name}: {n.op}",
                                     src.file if src else None, src.line if src else None,
                                     "create the tensor on the model's device, or keep the value on it", index.named(g.region, g.graph, n.name)))
             for c in g.copies:
                 src = c.source
-                out.append(_finding("device", f"copy {c.src_device} -> {c.dst_device}", f"{c.name}: {c.op}",
+                out.append(_finding("device", f"copy {devices.show(c.src_device)} -> {devices.show(c.dst_device)}", f"{c.name}: {c.op}",
                                     src.file if src else None, src.line if src else None,
                                     "a copy between devices is a host sync: keep the tensor on one device",
                                     index.named(g.region, g.graph, c.name)))
