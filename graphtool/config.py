@@ -99,20 +99,25 @@ MAX_NODES = 100_000
 MAX_DEPTH = 64
 
 
+def read_utf8(path: Path, error=ConfigError, *, what: str = "it", hint: str = "save the file as UTF-8") -> str:
+    """The text of a file graphtool reads (a config, a baseline), or ``error`` naming the file and, for
+    bytes that are not UTF-8, the line they are on. A UTF-8 byte-order mark is dropped."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})", hint=hint) from None
+
+
 def load_config(path: Path) -> Config:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file" if not path.exists() else f"{path}: not a regular file")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})",
-                          hint="save the file as UTF-8") from None
+    text = read_utf8(path)
     if path.suffix == ".toml":
         data, lines = _load_toml(path, text)
     else:

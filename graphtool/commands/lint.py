@@ -106,16 +106,9 @@ def _read_baseline(path: Path) -> dict:
         if path.exists():
             raise UsageError(f"{path}: not a baseline file (it is not a regular file)")
         raise UsageError(f"{path}: no such baseline file", hint="create it with --update-baseline")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise UsageError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})",
-                         hint="write it again with --update-baseline") from None
+    from graphtool.config import read_utf8
+
+    text = read_utf8(path, UsageError, what="the baseline", hint="write it again with --update-baseline")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
