@@ -44,9 +44,25 @@ class Entry:
     fix: str
     releases: str = "2.11+"
     silent: str = ""  # when torch says nothing: under which settings, and what it does instead
+    reworded: str = ""  # "2.15+: <torch's message from that release on>", where a later torch changed the words
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+    def on(self, version: tuple[int, int]) -> bool:
+        """Whether torch ``version`` (major, minor) has this reason: ``releases`` is ``2.13+`` or ``2.11-2.12``.
+
+        >>> ENTRIES["CG028"].on((2, 11)), ENTRIES["CG028"].on((2, 15)), ENTRIES["CG014"].on((2, 13))
+        (False, True, False)
+        """
+        def parse(v: str) -> tuple[int, int]:
+            major, minor = v.split(".")
+            return int(major), int(minor)
+
+        if self.releases.endswith("+"):
+            return version >= parse(self.releases[:-1])
+        low, high = self.releases.split("-")
+        return parse(low) <= version <= parse(high)
 
 
 _E = Entry
@@ -142,12 +158,13 @@ ENTRIES_LIST: tuple[Entry, ...] = (
        "create tensors on the input's device and avoid .cpu() so the graph stays in one piece",
        silent="torch logs partition reasons only at debug level (TORCH_LOGS=+cudagraphs)"),
     _E("CG021", "partition-split", "graph partition split: device copy",
-       "DeviceCopy ops", "scheduler.py:Scheduler.should_partition ('cross-device ops' in 2.15)", (PARTITION,), "split", "predicted",
+       "DeviceCopy ops", "scheduler.py:Scheduler.should_partition", (PARTITION,), "split", "predicted",
        "create tensors on the right device instead of copying them (device=x.device)",
-       silent="torch logs partition reasons only at debug level"),
+       silent="torch logs partition reasons only at debug level", reworded="2.15+: cross-device ops"),
     _E("CG022", "partition-split", "graph partition split: control flow",
-       "Conditional ops", "scheduler.py:Scheduler.should_partition ('Switch ops' and CUDAGraph-unsafe in 2.14+)", (PARTITION,), "split",
-       "predicted", "replace torch.cond with torch.where", silent="torch logs partition reasons only at debug level"),
+       "Conditional ops", "scheduler.py:Scheduler.should_partition (CUDAGraph-unsafe in 2.14+)", (PARTITION,), "split",
+       "predicted", "replace torch.cond with torch.where", silent="torch logs partition reasons only at debug level",
+       reworded="2.14+: Switch ops"),
     _E("CG023", "partition-split", "graph partition split: unbacked binding (data-dependent size or value)",
        "unbacked binding ops", "scheduler.py:Scheduler.should_partition", (PARTITION,), "split", "predicted",
        "keep shapes and values on the device (torch.where instead of masking, no .item())",
@@ -266,6 +283,9 @@ def markdown() -> str:
 
     for e in ENTRIES_LIST:
         tmpl = f"`{esc(e.template)}`" if e.template else "(none)"
+        if e.reworded:
+            since, _, words = e.reworded.partition(": ")
+            tmpl += f" ({since}: `{esc(words)}`)"
         lines.append(f"| {e.code} | {esc(e.title)} | {e.kind} | {e.decided} | {', '.join(e.applies_to)} | {e.releases} | {tmpl} | "
                      f"{esc(e.emitted_by)} | {esc(e.silent)} | {esc(e.fix)} |")
     lines.append("")

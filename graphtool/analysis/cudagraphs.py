@@ -669,7 +669,14 @@ def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = T
     check_backend(backend)
     reasons: list[Reason] = []
     parts: list[Partition] = []
-    with _settings_patches(settings or {}, backend):
+    settings = dict(settings or {})
+    with _settings_patches(settings, backend):
+        config = _read_settings()
+    import torch
+
+    if config.get("cpp_wrapper") and config.get("graph_partition") and not ENTRIES["CG017"].on(compat.parse_torch_version(torch.__version__)):
+        settings["graph_partition"] = False  # torch 2.11 turns partitioning off under cpp_wrapper, silently
+    with _settings_patches(settings, backend):
         config = _read_settings()
         if backend == "inductor" and config.get("cpp_wrapper") and config.get("graph_partition"):
             reasons.append(_reason("cpp-wrapper", PREFIX + "cpp-wrapper does not support graph partition yet", None, None, True))

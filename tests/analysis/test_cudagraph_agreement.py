@@ -64,7 +64,15 @@ def _codes(v):
 @pytest.mark.parametrize("name, backend, settings, codes", CASES, ids=lambda x: str(x) if not isinstance(x, dict) else
                          ",".join(f"{k}={v}" for k, v in x.items()) or "defaults")
 def test_trigger_gives_its_code(name, backend, settings, codes):
-    assert _codes(cudagraph_verdict(trace(name, backend), backend=backend, settings=settings)) == codes
+    from graphtool.analysis.cudagraph_catalogue import ENTRIES
+
+    installed = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    expected = [c for c in codes if ENTRIES[c].on(installed)]  # a reason this torch does not have is not given
+    if settings.get("cpp_wrapper") and not ENTRIES["CG017"].on(installed):
+        expected = ["CG002"]  # torch 2.11 drops partitioning under cpp_wrapper: as with graph_partition=false
+    if not all(ENTRIES[c].on(installed) for c in codes) and name == "override_off":
+        pytest.skip(f"torch {torch.__version__} has no torch._dynamo.override_cudagraphs (2.12+)")
+    assert _codes(cudagraph_verdict(trace(name, backend), backend=backend, settings=settings)) == expected
 
 
 def _as_cuda(gm) -> dict:
