@@ -290,7 +290,7 @@ def test_complex_memory_overlap_in_the_verdict():
     v = cudagraph_verdict(trace_model(spec, backend="inductor", standin=True), backend="inductor")
     codes = [(r.code, r.graph, r.skips) for r in v.reasons]
     if compat._optional("torch._inductor.output_code", "complex_memory_overlap") is not None:
-        assert codes == [("complex-memory-overlap", "forward", True)] and not v.eligible
+        assert codes == [("complex-memory-overlap", "inference", True)] and not v.eligible  # no input requires grad
     else:
         assert codes == [] and v.eligible
 
