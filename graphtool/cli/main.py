@@ -22,17 +22,19 @@ import traceback
 import typer
 
 from graphtool import __version__
+from graphtool.cli.options import examples as _examples
 from graphtool.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, GraphtoolError, OutputFailed, Terminated, defer_stop
 
 app = typer.Typer(
     name="graphtool",
     help=(
         "See what torch.compile, AOT autograd and CUDA graphs will do to your model.\n\n"
-        "Examples:\n\n"
-        "  graphtool trace                      # trace the bundled example model\n\n"
-        "  graphtool trace model.py --format json\n\n"
-        "  graphtool mutations model.py --check\n\n"
-        "  graphtool cudagraphs model.py --backend cudagraphs"
+    ) + _examples(
+        "graphtool trace                        # the bundled example model",
+        "graphtool trace model.py --format json",
+        "graphtool mutations model.py --check",
+        "graphtool cudagraphs model.py --backend cudagraphs",
+        "graphtool report model.py -o report.html   # everything, one HTML page",
     ),
     no_args_is_help=True,
     add_completion=True,

@@ -36,6 +36,15 @@ def _examples(command: str) -> list[str]:
     return [" ".join(ln.split()) for ln in lines if EXAMPLE.match(ln)]
 
 
+def test_the_root_help_examples_stay_whole_at_80_columns():
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "graphtool", "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60).stdout
+    lines = [ln.strip() for ln in out.splitlines()]
+    for example in ("graphtool report model.py -o report.html   # everything, one HTML page", "graphtool trace model.py --format json"):
+        assert any(ln == example or " ".join(ln.split()) == " ".join(example.split()) for ln in lines), out
+    assert max(len(ln) for ln in out.splitlines()) <= 80
+
+
 def test_every_command_is_covered():
     assert {"trace", "mutations", "devices", "cudagraphs", "render", "bench", "lint", "memory"} <= set(COMMANDS)
 
