@@ -94,12 +94,12 @@ def _check_paths(models, run_script: Optional[str]) -> None:
 
 def _emit(report, fmt: str, output: Optional[Path], verdict: Optional[str] = None) -> None:
     from graphtool.render import lint as render
-    from graphtool.render.documents import format_json, write_atomic, xml_safe
+    from graphtool.render.documents import format_json, write_atomic
 
     text = {
         "json": lambda: format_json(report.to_dict()),
         "sarif": lambda: render.format_sarif(report),
-        "junit": lambda: xml_safe(render.format_junit(report)),
+        "junit": lambda: render.format_junit(report),
         "github": lambda: render.format_github(report),
         "html": lambda: _html(report),
     }.get(fmt)

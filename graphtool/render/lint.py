@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-import re
 from xml.sax import saxutils
 
 from rich.console import Group
 from rich.text import Text
 
 from graphtool.display_paths import display_path as _rel
+from graphtool.render.documents import XML_ILLEGAL
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://pypi.org/project/torch-graphtool/"
@@ -203,13 +203,9 @@ def _sarif_location(file, line) -> dict:
     return {"physicalLocation": {"artifactLocation": {"uri": _rel(file)}, **region}}
 
 
-#: characters XML 1.0 does not allow, even escaped (a script's ANSI colours, NUL bytes, lone surrogates)
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
 def _xml_safe(text: str) -> str:
     """``text`` with every character XML cannot carry written as a visible ``\\x1b`` escape."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+    return XML_ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
 def escape(text: str) -> str:
