@@ -37,7 +37,8 @@ def check_timeout(seconds: float | None, option: str = "--timeout") -> float | N
     if seconds is None:
         return None
     if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
-        raise UsageError(f"{option} must be a number of seconds greater than 0, got {seconds}")
+        raise UsageError(f"{option} must be a number of seconds greater than 0, got {seconds:g}" if isinstance(seconds, (int, float))
+                         else f"{option} must be a number of seconds greater than 0, got {seconds!r}")
     return float(seconds)
 
 

@@ -14,7 +14,6 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Sequence
@@ -90,8 +89,9 @@ def _check_numbers(**values) -> None:
             continue
         flag = "--" + name.replace("_", "-")
         if name == "timeout":
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise UsageError(f"{flag} must be a number of seconds greater than 0, got {value:g}")
+            from graphtool.capture.deadline import check_timeout
+
+            check_timeout(value, flag)
         elif name == "jobs":
             if value < 1:
                 raise UsageError(f"{flag} must be 1 or more, got {value}")

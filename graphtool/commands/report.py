@@ -15,7 +15,6 @@ Example::
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -86,11 +85,11 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
            debug: bool = False, progress: Progress = SILENT) -> list[ReportResult]:
     """One :class:`ReportResult` per model, its pictures laid out (SVG); a picture whose layout
     takes longer than ``layout_timeout`` seconds is left out, and the page says so."""
-    from graphtool.errors import UsageError
 
     steps.check_backend(backend)
-    if not (layout_timeout > 0 and math.isfinite(layout_timeout)):
-        raise UsageError(f"--layout-timeout must be a number of seconds greater than 0, got {layout_timeout:g}")
+    from graphtool.capture.deadline import check_timeout
+
+    check_timeout(layout_timeout, "--layout-timeout")
     results = []
     for target, ent in steps.targets(model, entry):
         results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress))

@@ -6,7 +6,6 @@ The output file is written whole or not at all; a layout past ``timeout`` second
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import stat
@@ -39,8 +38,9 @@ def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = N
     from graphtool.render.documents import write_atomic
 
     out = Path(out)
-    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
-        raise UsageError(f"--timeout must be a number of seconds greater than 0, got {timeout:g}")
+    from graphtool.capture.deadline import check_timeout
+
+    check_timeout(timeout)
     if fmt == "dot":
         write_atomic(out, dot_text)
         return "none"
