@@ -113,6 +113,7 @@ PRIVATE = [
     ("torch._dynamo", "config"),
     ("torch.multiprocessing.reductions", "StorageWeakRef"),
     ("torch.utils._python_dispatch", "TorchDispatchMode"),
+    ("torch._ops", "HigherOrderOperator"),
 ]
 
 
@@ -344,3 +345,9 @@ def test_package_metadata_never_caps_torch():
     assert torch_req.replace(" ", "") == "torch>=2.11"
     lo, _ = compat.SUPPORTED_TORCH
     assert torch_req.endswith(f"{lo[0]}.{lo[1]}")
+
+
+def test_dispatch_modes_can_take_higher_order_ops_on_this_torch():
+    """bench's random-op mode relies on it to let torch.cond and friends through."""
+    assert compat.modes_can_take_higher_order_ops()
+    assert isinstance(torch.ops.higher_order.cond, compat.higher_order_operator_type())

@@ -48,9 +48,36 @@ def test_the_fake_behaves_like_a_cuda_graph(fake_cuda):
     g.replay()
     assert torch.allclose(out, (torch.tensor([0.0, 1.0, 2.0]) * 2 + 1).sin())
     assert len(branch_taken) == 1  # replay runs recorded ops, not the Python function
-    with pytest.raises(RuntimeError, match="not permitted when stream is capturing"):
+    assert fake_cuda.leftovers() == []
+
+
+def test_torchs_graph_context_leaves_a_failed_capture_behind(fake_cuda):
+    """Why graphtool does not capture with ``torch.cuda.graph``: when the captured code fails, its
+    ``__exit__`` calls ``capture_end()``, which raises on the invalidated capture (hiding the real error
+    behind "a previous error during capture") before the stream context exits and before the caching
+    allocator stops routing to the graph's pool. Every mode after that ran on the capture stream with
+    a capture pool still "under way": on the H100, reduce-overhead after a failed capture was not ok."""
+    static = torch.ones(3)
+    with pytest.raises(RuntimeError, match="previous error during capture") as info:
         with torch.cuda.graph(torch.cuda.CUDAGraph()):
             static.sum().item()
+    assert "not permitted when stream is capturing" in str(info.value.__context__)
+    assert fake_cuda.leftovers() == ["the current stream is still a capture's side stream",
+                                     "the allocator still routes to 1 capture pool(s)"]
+
+
+def test_graphtools_capture_leaves_nothing_behind_and_raises_the_real_cause(fake_cuda):
+    from graphtool.capture.bench_modes import capture
+
+    static = torch.ones(3)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="not permitted when stream is capturing"):
+        capture(torch, graph, lambda: static.sum().item())
+    assert fake_cuda.leftovers() == [] and len(fake_cuda.released_pools) == 1
+    out = capture(torch, torch.cuda.CUDAGraph(), lambda: static * 2)  # the next capture works
+    static.fill_(3.0)
+    fake_cuda.graphs[-1].replay()
+    assert torch.equal(out, torch.full((3,), 6.0)) and fake_cuda.leftovers() == []
 
 
 # The examples the verdict calls capturable; view_outputs has no parameters, so no backward.
@@ -132,6 +159,29 @@ def test_a_capture_error_is_explained_and_other_modes_kept(fake_cuda, monkeypatc
     assert status["eager"][0] == "ok" and status["compile[aot_eager]"][0] == "ok"
     assert status["cudagraph replay"][0] == "error"
     assert status["cudagraph replay"][1].startswith("capture failed: RuntimeError: CUDA error: operation not permitted")
+
+
+def test_a_failed_capture_leaves_nothing_for_the_modes_after_it(fake_cuda, monkeypatch):
+    """The CPU side of tests/gpu's test_a_failed_capture_keeps_the_other_modes: after the capture of
+    item_branch.py fails, no capture is under way, the stream is the one before, the allocator routes
+    nowhere, and reduce-overhead (which records its own graphs) starts from compiled caches that were reset."""
+    import graphtool.capture.bench_modes as br
+
+    _fast_compile(monkeypatch)
+    seen = []
+
+    def compiled(torch, model, mode):
+        seen.append((mode, fake_cuda.leftovers()))
+        return torch.compile(model, backend="aot_eager")
+
+    monkeypatch.setattr(br, "_compiled", compiled)
+    resets = []
+    monkeypatch.setattr(br, "_reset_compiled", lambda: resets.append(1))
+    results = run_modes(load_model(example("item_branch.py")), compile_mode="none", cudagraphs=True, warmup=0,
+                        iters=1, repeat=1, cuda=True, timer_factory=TickTimer)
+    status = {r.name: r.status for r in results}
+    assert status == {"eager": "ok", "cudagraph replay": "error", "compile[reduce-overhead]": "ok"}
+    assert seen == [("reduce-overhead", [])] and resets and fake_cuda.leftovers() == []
 
 
 def test_the_verdict_blocks_capture_with_its_reasons(fake_cuda, monkeypatch):
