@@ -210,3 +210,15 @@ def test_replay_check_starts_from_the_checked_state(fake_cuda, monkeypatch, scri
                         cuda=True, timer_factory=TickTimer)
     replay = next(r for r in results if r.name == "cudagraph replay")
     assert replay.status == "ok", replay.reason
+
+
+@pytest.mark.parametrize("name", ["convnet_bn.py", "mutate_input.py"])
+def test_the_gpu_suites_prediction_for_the_cudagraphs_backend_comes_from_its_own_trace(name):
+    """On the H100 (torch 2.11) torch.compile(backend="cudagraphs") skipped neither model (0 skips,
+    /work/shared/gpu-truth/examples-h100-torch2.11.jsonl); tests/gpu predicted a skip for both, because it
+    judged the inductor trace (input and buffer mutations kept in the graph) by the cudagraphs rules.
+    The helper it now uses traces through the cudagraphs backend, as the CLI does."""
+    from tests.helpers.verdicts import cudagraphs_backend_verdict
+
+    verdict = cudagraphs_backend_verdict(example(name))
+    assert verdict.eligible, verdict.summary()
