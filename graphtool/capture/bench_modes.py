@@ -602,7 +602,7 @@ def _with_random_ops(torch, run, restore):
     def dispatch(self, func, types, args=(), kwargs=None):
         if isinstance(func, hop):
             hops.append(func.name())
-        elif seeded in func.tags:
+        elif seeded in func.tags and not _no_dropout(func, args, kwargs):
             seen.setdefault(func.overloadpacket.__name__, user_location_now(skip=1))
         return func(*args, **(kwargs or {}))
 
@@ -629,6 +629,18 @@ def _with_random_ops(torch, run, restore):
     out = run()
     drawn = {} if _generator_states(torch) == before else {_UNNAMED_RANDOM: None}
     return out, drawn
+
+
+def _no_dropout(func, args, kwargs) -> bool:
+    """An op tagged random whose ``dropout_p`` is 0 draws nothing (the CPU flash-attention kernel is
+    tagged nondeterministic_seeded whatever its dropout)."""
+    from graphtool.capture import compat
+
+    for i, arg in enumerate(compat.op_arguments(func)):
+        if arg.name == "dropout_p":
+            value = (kwargs or {}).get("dropout_p", args[i] if i < len(args) else arg.default_value)
+            return value == 0
+    return False
 
 
 #: what stands for the random ops of a model graphtool could not watch op by op

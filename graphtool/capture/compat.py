@@ -470,6 +470,11 @@ def higher_order_operator_type():
     return _require("torch._ops", "HigherOrderOperator")
 
 
+def op_arguments(op: Any) -> list:
+    """An ATen op overload's schema arguments (``.name``, ``.default_value``): ``op._schema.arguments``."""
+    return list(op._schema.arguments)
+
+
 def modes_can_take_higher_order_ops() -> bool:
     """Whether a ``TorchDispatchMode`` can declare ``supports_higher_order_operators`` (else a
     higher-order op under any mode raises NotImplementedError)."""

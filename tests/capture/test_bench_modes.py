@@ -259,6 +259,20 @@ def test_torch_cond_under_the_random_op_mode_runs_through_it_in_inference():
     assert out.shape == (4, 8) and drawn == {} and restored == []
 
 
+def test_flex_attention_and_map_pass_through_the_random_op_mode():
+    """Other higher-order ops take the same path as torch.cond; random ops outside them are still named."""
+    from torch._higher_order_ops.map import map as hop_map
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from graphtool.capture.bench_modes import _with_random_ops
+
+    q = torch.randn(1, 2, 16, 8)
+    out, drawn = _with_random_ops(torch, lambda: flex_attention(q, q, q), lambda: None)
+    assert out.shape == q.shape and drawn == {}
+    out, drawn = _with_random_ops(torch, lambda: hop_map(lambda x: x.sin(), torch.rand(3, 4)), lambda: None)
+    assert out.shape == (3, 4) and list(drawn) == ["rand"]
+
+
 def test_torch_cond_with_dropout_in_training_is_found_by_the_generator_state():
     """Backward through a cond that ran under any dispatch mode fails inside torch (its own
     FlopCounterMode too): graphtool runs the step again without the mode, and the generator's state
@@ -419,3 +433,16 @@ def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
     monkeypatch.setattr(ab, "build_bench_report", lambda spec, device, *a, **k: seen.setdefault("device", device))
     eager_vs_compiled(example("mlp.py"), None, compile_mode="none", warmup=0, iters=1, repeat=1)
     assert seen["device"] == "cpu"
+
+
+def test_attention_without_dropout_is_not_a_random_op():
+    """The CPU flash-attention kernel is tagged random whatever its dropout_p; with 0 it draws nothing,
+    so a transformers model with dropout off was wrongly left with a random op graphtool "cannot turn off"."""
+    from graphtool.capture.bench_modes import _with_random_ops
+
+    q = torch.randn(1, 2, 4, 8)
+    F = torch.nn.functional
+    _, drawn = _with_random_ops(torch, lambda: F.scaled_dot_product_attention(q, q, q, dropout_p=0.0), lambda: None)
+    assert drawn == {}
+    _, drawn = _with_random_ops(torch, lambda: F.scaled_dot_product_attention(q, q, q, dropout_p=0.5), lambda: None)
+    assert drawn
