@@ -233,15 +233,23 @@ def capture(torch, graph, fn):
 
 
 def _abandon_capture(torch, graph, device, pool) -> None:
-    """Undo a capture that failed part-way; each step is tried on its own (one may fail because an
-    earlier one did what it would have)."""
+    """Undo a capture that failed part-way, leaving the process as it was before ``capture_begin``.
+
+    ``capture_end()`` ends the stream's capture mode; on a capture CUDA invalidated it raises before
+    ending allocation to the pool. Only then are allocation to the pool ended and the pool released
+    here (the caching allocator would otherwise list the capture as under way, and its next
+    ``empty_cache()`` or synchronising free trips ``TORCH_INTERNAL_ASSERT(captures_underway.empty())``);
+    a capture that did end (a Python error mid-capture) has its pool released by ``graph.reset()``,
+    and releasing it twice would free it under its owner."""
     from graphtool.capture import compat
 
-    for undo in (graph.capture_end,  # ends the stream's capture mode; raises on the invalidated capture
-                 lambda: compat.end_capture_pool(device, pool),
-                 graph.reset):
+    try:
+        graph.capture_end()
+    except Exception:
         with contextlib.suppress(Exception):
-            undo()
+            compat.end_capture_pool(device, pool)
+    with contextlib.suppress(Exception):
+        graph.reset()
 
 
 def cuda_device_of(spec: ModelSpec):

@@ -73,7 +73,7 @@ def test_graphtools_capture_leaves_nothing_behind_and_raises_the_real_cause(fake
     graph = torch.cuda.CUDAGraph()
     with pytest.raises(RuntimeError, match="not permitted when stream is capturing"):
         capture(torch, graph, lambda: static.sum().item())
-    assert fake_cuda.leftovers() == [] and len(fake_cuda.released_pools) == 1
+    assert fake_cuda.leftovers() == [] and fake_cuda.released_pools == [graph.pool()]
     out = capture(torch, torch.cuda.CUDAGraph(), lambda: static * 2)  # the next capture works
     static.fill_(3.0)
     fake_cuda.graphs[-1].replay()
@@ -159,6 +159,22 @@ def test_a_capture_error_is_explained_and_other_modes_kept(fake_cuda, monkeypatc
     assert status["eager"][0] == "ok" and status["compile[aot_eager]"][0] == "ok"
     assert status["cudagraph replay"][0] == "error"
     assert status["cudagraph replay"][1].startswith("capture failed: RuntimeError: CUDA error: operation not permitted")
+
+
+def test_a_python_error_mid_capture_releases_the_pool_once(fake_cuda):
+    """When the capture itself ended cleanly (the error was Python's, not CUDA's), capture_end has
+    ended allocation to the pool and the graph's reset releases it: graphtool must not release it a
+    second time (it would free a pool torch still counts as owned)."""
+    from graphtool.capture.bench_modes import capture
+
+    def fails():
+        torch.ones(2) * 2
+        raise ValueError("the model's own error")
+
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match="the model's own error"):
+        capture(torch, graph, fails)
+    assert fake_cuda.leftovers() == [] and fake_cuda.released_pools == [graph.pool()]
 
 
 def test_a_failed_capture_leaves_nothing_for_the_modes_after_it(fake_cuda, monkeypatch):

@@ -64,6 +64,7 @@ class FakeGraph:
         self._recorder = None
         self._stream = None
         self._pool = None
+        self._capture_ended = False
 
     def capture_begin(self, pool=None, capture_error_mode="global", **kwargs):
         cuda = self._cuda
@@ -91,8 +92,12 @@ class FakeGraph:
             raise RuntimeError("CUDA error: operation failed due to a previous error during capture")  # pool kept
         cuda.pools_allocating.discard(self._pool)
         self.ops = recorder.ops
+        self._capture_ended = True
 
     def reset(self):
+        if self._capture_ended:  # torch's reset() releases the pool only of a capture that ended
+            self._cuda.released_pools.append(self._pool)
+            self._capture_ended = False
         self.ops = None
 
     def pool(self):
