@@ -659,7 +659,7 @@ def _generator_states(torch) -> list:
     states = [torch.get_rng_state()]
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         states += torch.cuda.get_rng_state_all()
-    return [bytes(s.numpy()) for s in states]
+    return [bytes(s.tolist()) for s in states]  # byte tensors; no numpy needed
 
 
 def _graphtool_capture(torch, eager_step, check: _Check, timed, cuda, blocked) -> ModeResult:
