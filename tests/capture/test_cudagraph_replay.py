@@ -266,3 +266,20 @@ def test_the_gpu_benchmark_compares_replay_with_a_hand_written_capture():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the path for machines without CUDA")
 def test_the_gpu_benchmark_says_it_needs_a_gpu(capsys):
     assert _gpu_benchmark().main([]) == 2 and "no CUDA device is present" in capsys.readouterr().err
+
+
+def test_a_dropout_model_is_replay_checked_without_dropout_then_captured_with_it(fake_cuda, monkeypatch):
+    """Python is frozen at capture: the graph checked against eager (dropout off) has no dropout, so the
+    timed graph is a second capture of the step as written, whose ops draw random numbers."""
+    _fast_compile(monkeypatch)
+    results = run_modes(load_model(str(FIXTURES / "dropout_train.py")), compile_mode="none", cudagraphs=True,
+                        backward=True, warmup=0, iters=1, repeat=1, cuda=True, timer_factory=TickTimer)
+    replay = next(r for r in results if r.name == "cudagraph replay")
+    assert replay.status == "ok" and replay.check == "dropout off", replay.reason
+    checked, timed = fake_cuda.graphs
+
+    def random_ops(graph):
+        return {func.overloadpacket.__name__ for func, *_ in graph.ops if torch.Tag.nondeterministic_seeded in func.tags}
+
+    assert random_ops(checked) == set() and random_ops(timed)
+    assert timed.replays == 1 and fake_cuda.leftovers() == []
