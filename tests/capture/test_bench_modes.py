@@ -235,6 +235,7 @@ def test_a_transformers_gpt2_in_training_is_timed_in_every_mode(cli):
     data = json.loads(out)
     assert rc == 0 and [m["status"] for m in data["modes"]] == ["ok", "ok"], data["modes"]
     assert data["random_ops"]["turned_off"][0].endswith("dropout modules (p=0.1) set to p=0")
+    assert data["random_ops"]["still_drawn"] == {}  # attention with dropout_p=0 draws nothing
 
 
 @pytest.mark.parametrize("backward", [False, True])
@@ -259,6 +260,7 @@ def test_torch_cond_under_the_random_op_mode_runs_through_it_in_inference():
     assert out.shape == (4, 8) and drawn == {} and restored == []
 
 
+@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
 def test_flex_attention_and_map_pass_through_the_random_op_mode():
     """Other higher-order ops take the same path as torch.cond; random ops outside them are still named."""
     from torch._higher_order_ops.map import map as hop_map
