@@ -397,8 +397,8 @@ class _Check:
             ops = _ops_text(self.random.still_drawn)
             return "unchecked", (f"timed, but not checked: {what} differs from eager by up to {diff:.3g} and the "
                                  f"model draws random numbers graphtool cannot turn off ({ops}), which compiled code "
-                                 "and graph replay draw differently from eager; seed or remove them in the script "
-                                 "to check this mode")
+                                 "and graph replay draw differently from eager (seeding does not help); to check this "
+                                 "mode, pass such noise in as an input")
         text = f"{what} differs from eager by up to {diff:.3g}; not timed"
         if self.random:
             text += (f" (compared with dropout off, so the model's random ops ({_ops_text(self.random.drawn)}) "
