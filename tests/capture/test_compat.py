@@ -122,6 +122,18 @@ def test_private_symbol_exists(module, attr):
     assert compat._require(module, attr) is not None
 
 
+def test_dispatch_modes_can_take_higher_order_ops_on_this_torch():
+    """bench's random-op mode relies on it to let torch.cond and friends through."""
+    assert compat.modes_can_take_higher_order_ops()
+    assert isinstance(torch.ops.higher_order.cond, compat.higher_order_operator_type())
+
+
+def test_op_arguments_names_the_schema():
+    args = compat.op_arguments(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
+    dropout = next(a for a in args if a.name == "dropout_p")
+    assert dropout.default_value == 0.0
+
+
 def test_missing_symbol_names_version_and_symbol():
     with pytest.raises(UnsupportedTorch, match=rf"^torch {re.escape(torch.__version__)} has no torch._dynamo.no_such_thing, which graphtool needs$") as info:
         compat._require("torch._dynamo", "no_such_thing")
@@ -346,14 +358,3 @@ def test_package_metadata_never_caps_torch():
     lo, _ = compat.SUPPORTED_TORCH
     assert torch_req.endswith(f"{lo[0]}.{lo[1]}")
 
-
-def test_dispatch_modes_can_take_higher_order_ops_on_this_torch():
-    """bench's random-op mode relies on it to let torch.cond and friends through."""
-    assert compat.modes_can_take_higher_order_ops()
-    assert isinstance(torch.ops.higher_order.cond, compat.higher_order_operator_type())
-
-
-def test_op_arguments_names_the_schema():
-    args = compat.op_arguments(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
-    dropout = next(a for a in args if a.name == "dropout_p")
-    assert dropout.default_value == 0.0
