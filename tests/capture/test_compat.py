@@ -357,4 +357,3 @@ def test_package_metadata_never_caps_torch():
     assert torch_req.replace(" ", "") == "torch>=2.11"
     lo, _ = compat.SUPPORTED_TORCH
     assert torch_req.endswith(f"{lo[0]}.{lo[1]}")
-
