@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from graphtool.analysis.graph_summary import op_name, placeholder_roles, user_source
+from graphtool.analysis.module_names import module_stack
 
 COLLAPSE_THRESHOLD = 500
 _BACKWARD = re.compile(r"Backward\d*$")
@@ -225,23 +226,9 @@ def autograd_drawing(graph, title: str = "autograd graph") -> Drawing:
 
 # -- FX graphs ---------------------------------------------------------------------------------
 
-_SOURCE_PREFIX = re.compile(r"^L\['[^']+'\]\.?")
-_MODULES_KEY = re.compile(r"\._modules\['([^']+)'\]|\[(\d+)\]")
-
-
-def _clean_fqn(fqn: str) -> str:
-    fqn = _SOURCE_PREFIX.sub("", fqn)
-    return _MODULES_KEY.sub(lambda m: "." + (m.group(1) or m.group(2)), fqn).lstrip(".")
-
-
 def _fx_module(node, classes: dict) -> tuple[tuple[str, str], ...]:
     """The innermost module dynamo recorded, as a path by FQN (its depth is its FQN's depth)."""
-    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
-    known = {}
-    for fqn, cls in stack.values():
-        clean = _clean_fqn(str(fqn))
-        if clean:
-            known[clean] = getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
+    known = dict(module_stack(node))
     return module_path(list(known)[-1], classes, known) if known else ()
 
 

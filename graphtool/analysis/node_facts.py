@@ -20,18 +20,15 @@ import linecache
 
 from graphtool.analysis.drawing import Drawing, collapse_with_members
 from graphtool.analysis.graph_summary import op_name, output_roles, placeholder_roles, tensor_meta, user_source
+from graphtool.analysis.module_names import module_stack
 
 
 def _module_path(node) -> str | None:
-    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
-    for fqn, cls in reversed(list(stack.values())):
-        name = getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
-        text = str(fqn)
-        if text.startswith("L['"):
-            text = text.split("]", 1)[-1].lstrip(".")
-        text = text.replace("._modules['", ".").replace("']", "").lstrip(".")
-        return f"{text} ({name})" if text else name
-    return None
+    stack = module_stack(node)
+    if not stack:
+        return None
+    fqn, name = stack[-1]
+    return f"{fqn} ({name})"
 
 
 def graph_facts(gm, graph_kind: str, region) -> dict[str, dict]:

@@ -1,0 +1,95 @@
+"""One name for one module (issue 24): a model whose forward is wrapped the way transformers wraps
+its models' forwards (dynamo reaches the model as ``L['args'][0]``) reads with the FQNs
+``named_modules()`` gives, in memory, in the drawing and its folds, and in the report's node facts."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from graphtool.analysis.drawing import collapse, fx_drawing
+from graphtool.analysis.module_names import module_fqn
+from graphtool.analysis.node_facts import graph_facts
+from tests.helpers import FIXTURES
+
+WRAPPED = str(FIXTURES / "pictures" / "wrapped_forward.py")
+PHI = str(FIXTURES / "pictures" / "phi_train.py")
+
+
+@functools.cache
+def _traced(path: str):
+    from graphtool.capture.script import load_model
+    from graphtool.capture.tracer import trace_model
+
+    spec = load_model(path)
+    return spec, trace_model(spec, backend="cudagraphs")
+
+
+def _drawing(path: str):
+    spec, capture = _traced(path)
+    region = capture.regions[0]
+    classes = {n: type(m).__name__ for n, m in spec.model.named_modules()}
+    return fx_drawing(region.forward, "forward", region, classes=classes), classes
+
+
+@pytest.mark.parametrize(("path", "fqn"), [
+    ("L['self'].model.layers[0].mlp.fc1", "model.layers.0.mlp.fc1"),
+    ("L['args'][0].model.layers.0.mlp.fc1", "model.layers.0.mlp.fc1"),  # transformers' wrapped forwards
+    ("getattr(L['args'][0].layers, '1')._modules['fc']", "layers.1.fc"),
+    ("L['kwargs']['self'].head", "head"),
+    ("L['args'][0]", ""),
+])
+def test_dynamo_source_paths_read_as_fqns(path, fqn):
+    assert module_fqn(path) == fqn
+
+
+def _check_names(drawing, classes):
+    clusters = {fqn for n in drawing.nodes for fqn, _ in n.module}
+    assert clusters <= set(classes), f"names no module has: {sorted(clusters - set(classes))}"
+    # a Linear's parameters and its ops sit in one cluster, not in two clusters of two names
+    for fqn, cls in classes.items():
+        if cls != "Linear":
+            continue
+        kinds = {n.kind for n in drawing.nodes if n.module and n.module[-1][0] == fqn}
+        assert {"parameter", "op"} <= kinds, f"{fqn}: {kinds}"
+
+
+def test_a_wrapped_forward_draws_one_cluster_per_module():
+    drawing, classes = _drawing(WRAPPED)
+    _check_names(drawing, classes)
+    boxes = sorted(n.label.split("\n")[1] for n in collapse(drawing, 1).nodes if n.kind == "module")
+    assert boxes == ["head", "layers.0-1"]
+
+
+def test_a_wrapped_forward_facts_and_memory_name_modules_as_named_modules():
+    from graphtool.analysis.memory import build_memory_report
+    from graphtool.capture.saved_tensors import capture_saved
+
+    spec, capture = _traced(WRAPPED)
+    region = capture.regions[0]
+    facts = graph_facts(region.forward, "forward", region)
+    modules = {f["module"] for f in facts.values() if f["module"]}
+    assert "head (Linear)" in modules and "layers.1.fc2 (Linear)" in modules
+    assert not any(m.startswith(("L.", "args", "0.")) for m in modules), modules
+    eager = capture_saved(spec)
+    report = build_memory_report(eager, capture, by="module")
+    compiled = {t.module for t in report.compiled.tensors if t.module}
+    assert compiled and compiled <= set(classes_of(spec)), sorted(compiled)
+    eager_names = {t.module for t in report.eager.tensors if t.module}
+    assert compiled & eager_names
+
+
+def classes_of(spec):
+    return {n for n, _ in spec.model.named_modules()}
+
+
+@pytest.mark.slow
+def test_phi_draws_and_folds_by_its_module_names():
+    pytest.importorskip("transformers")
+    drawing, classes = _drawing(PHI)
+    _check_names(drawing, classes)
+    folded = collapse(drawing, 1)
+    boxes = [n for n in folded.nodes if n.kind == "module"]
+    assert boxes and all(n.label.split("\n")[1] in classes for n in boxes), [n.label for n in boxes]
+    assert {"model", "lm_head"} <= {n.label.split("\n")[1] for n in boxes}
