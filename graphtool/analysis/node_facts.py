@@ -31,8 +31,11 @@ def _module_path(node) -> str | None:
     return f"{fqn} ({name})"
 
 
-def graph_facts(gm, graph_kind: str, region) -> dict[str, dict]:
-    """Node name -> its facts, for one AOT graph (forward or backward) of ``region``."""
+def graph_facts(gm, graph_kind: str, region, show_device=None) -> dict[str, dict]:
+    """Node name -> its facts, for one AOT graph (forward or backward) of ``region``.
+
+    ``show_device`` names a device as the user reads it (``DeviceReport.show``: the meta stand-in
+    reads ``cuda:0 (predicted)``, as every other view says)."""
     roles = {p.graph_name: p for p in placeholder_roles(gm, region, graph_kind)}
     saved_out: set[str] = set()
     if graph_kind == "forward":
@@ -51,7 +54,7 @@ def graph_facts(gm, graph_kind: str, region) -> dict[str, dict]:
             "graph_name": node.name,
             "shape": list(shape) if shape is not None else None,
             "dtype": dtype,
-            "device": device,
+            "device": show_device(device) if show_device and device else device,
             "source": str(src) if src else None,
             "module": _module_path(node),
             "inputs": [a.name for a in node.all_input_nodes],
