@@ -25,7 +25,11 @@ from dataclasses import dataclass, replace
 from graphtool.analysis.graph_summary import op_name, placeholder_roles, user_source
 from graphtool.analysis.module_names import module_stack
 
-COLLAPSE_THRESHOLD = 500
+#: above this many nodes (output markers not counted) a picture of a model with modules opens folded
+#: by module: a person reads a few dozen boxes at a glance, not a transformer's few hundred ops
+COLLAPSE_THRESHOLD = 120
+#: the most boxes and loose nodes a picture opens with when it is folded (see :func:`auto_depth`)
+OPEN_LIMIT = 60
 _BACKWARD = re.compile(r"Backward\d*$")
 
 
@@ -506,7 +510,16 @@ def _identical_runs(subtree: dict, classes: dict) -> dict[tuple[str, str], list[
     return runs
 
 
-def auto_depth(graph: Drawing, limit: int = 40) -> int:
+def opening_depth(graph: Drawing, limit: int = OPEN_LIMIT) -> int | None:
+    """The fold depth a picture opens at: None (every node) when it is small enough to read whole
+    or has no modules to fold by, else :func:`auto_depth`."""
+    size = sum(1 for n in graph.nodes if n.kind != "output")
+    if size <= COLLAPSE_THRESHOLD or not any(n.module for n in graph.nodes):
+        return None
+    return auto_depth(graph, limit)
+
+
+def auto_depth(graph: Drawing, limit: int = OPEN_LIMIT) -> int:
     """The deepest module level whose collapsed picture keeps at most ``limit`` boxes and nodes
     (output markers not counted)."""
     deepest = max((len(n.module) for n in graph.nodes), default=1)

@@ -201,7 +201,7 @@ def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list
 
 def _levels(drawing, what: str, lay_out, progress) -> tuple[list[Level], int]:
     """Every distinct fold level, shallowest first, then every node (when small enough)."""
-    from graphtool.analysis.drawing import COLLAPSE_THRESHOLD, auto_depth
+    from graphtool.analysis.drawing import opening_depth
     from graphtool.analysis.node_facts import fold_level
 
     deepest = max((len(n.module) for n in drawing.nodes), default=0)
@@ -226,9 +226,10 @@ def _levels(drawing, what: str, lay_out, progress) -> tuple[list[Level], int]:
         lay_out.notes.append(f"{what}: {len(drawing.nodes)} nodes and no fold by module: too large to draw")
     if not levels:
         return levels, 0
-    if len(drawing.nodes) <= COLLAPSE_THRESHOLD and levels[-1].depth is None:
+    best = opening_depth(drawing)
+    if best is None and levels[-1].depth is None:  # small enough to read whole
         return levels, len(levels) - 1
-    best = auto_depth(drawing)
+    best = best or 1
     shallower = [i for i, lv in enumerate(levels) if lv.depth is not None and lv.depth <= best]
     return levels, shallower[-1] if shallower else 0
 

@@ -125,3 +125,32 @@ def test_a_saved_tensor_leads_from_the_backward_to_the_forward_node(open_report,
     assert forward["kind"] == "op" and forward["saved"]  # the forward node whose value the backward reads
     assert page.eval("() => document.getElementById('details').dataset.node") == saved
     assert page.errors == []
+
+
+def test_a_large_picture_opens_folded_readable_and_fit_shows_it_whole(open_report, report_files):
+    """Issue 24: a 258-node forward opens folded by module; its every-node level, too tall to fit at a
+    readable size, opens on its first node; "fit" then shows the whole picture."""
+    page = open_report(report_files["transformer"])
+    pic = page.data()["pictures"][page.state()["pic"]]
+    opened = pic["levels"][page.state()["level"]]
+    assert opened["depth"] is not None and opened["boxes"] <= 60, opened
+    page.page.select_option("#level", str(len(pic["levels"]) - 1))
+    page.settle()
+    assert pic["levels"][page.state()["level"]]["depth"] is None
+    view = lambda: page.eval("() => [window.graphtoolViewer.state.view, window.graphtoolViewer.state.full]")  # noqa: E731
+    v, full = view()
+    assert v["h"] < full["h"] / 2  # not shrunk to a smear: opened at a readable size...
+    on_screen = page.eval("""() => {
+        const c = document.getElementById('canvas').getBoundingClientRect();
+        const top = Array.from(document.querySelectorAll('#canvas g.node')).map(g => g.getBoundingClientRect())
+            .sort((a, b) => a.top - b.top)[0];
+        return top.left >= c.left && top.right <= c.right && top.top >= c.top && top.bottom <= c.bottom;
+    }""")
+    assert on_screen  # ...on the graph's first node, not on empty space
+    page.page.click("#fit")
+    page.settle()
+    v, full = view()
+    eps = 1e-6
+    assert v["x"] <= full["x"] + eps and v["y"] <= full["y"] + eps
+    assert v["x"] + v["w"] >= full["x"] + full["w"] - eps and v["y"] + v["h"] >= full["y"] + full["h"] - eps
+    assert page.errors == []

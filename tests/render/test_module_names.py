@@ -89,7 +89,45 @@ def test_phi_draws_and_folds_by_its_module_names():
     pytest.importorskip("transformers")
     drawing, classes = _drawing(PHI)
     _check_names(drawing, classes)
+    # parameters sit in their module's cluster, not in one far row outside every module
+    assert all(n.module for n in drawing.nodes if n.kind == "parameter")
     folded = collapse(drawing, 1)
     boxes = [n for n in folded.nodes if n.kind == "module"]
     assert boxes and all(n.label.split("\n")[1] in classes for n in boxes), [n.label for n in boxes]
     assert {"model", "lm_head"} <= {n.label.split("\n")[1] for n in boxes}
+
+
+def _png_size(path) -> tuple[int, int]:
+    import struct
+
+    return struct.unpack(">II", path.read_bytes()[16:24])
+
+
+@pytest.mark.slow
+def test_phi_picture_opens_folded_to_a_readable_size(cli, tmp_path):
+    """Issue 24: Phi's forward PNG was 14098 x 9983 pixels, every op drawn; now it opens folded by
+    module, a few dozen boxes named as the model names its modules."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "phi.png"
+    rc, _, err = cli("render", PHI, "--graph", "forward", "-o", out)
+    assert rc == 0, err
+    assert "folded by module at depth" in err
+    width, height = _png_size(out)
+    assert width <= 2000 and height <= 3500, (width, height)
+    rc, _, err = cli("render", PHI, "--graph", "forward", "-f", "dot", "-o", tmp_path / "phi.dot")
+    dot = (tmp_path / "phi.dot").read_text()
+    assert "PhiDecoderLayer" in dot and "model.layers.0" in dot and "L.args" not in dot and "0.model" not in dot
+
+
+@pytest.mark.slow
+def test_phi_report_opens_folded_with_every_module_named():
+    pytest.importorskip("transformers")
+    from graphtool.commands.report import report
+
+    (r,) = report(PHI, memory=False)
+    _, classes = _drawing(PHI)
+    for p in r.pictures:
+        opened = p.levels[p.default]
+        assert opened.depth is not None and opened.boxes <= 80, (p.graph, opened.name, opened.boxes)
+        modules = {f["module"].rsplit(" (", 1)[0] for f in p.facts.values() if f["module"]}
+        assert modules and modules <= set(classes), sorted(modules - set(classes))
