@@ -50,6 +50,7 @@ class DrawNode:
     count: int = 1  # nodes folded into this one
     mark: str | None = None  # one of MARKS: how the picture marks it (colour, shape, legend)
     roles: tuple[tuple[str, str], ...] = ()  # output markers: (role, detail), role in output|saved|gradient|update
+    call: str | None = None  # the helper a forward called to make it: "create_causal_mask()\nmodeling_phi.py:358"
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,42 @@ def _fx_module(node, classes: dict) -> tuple[tuple[str, str], ...]:
     return module_path(list(known)[-1], classes, known) if known else ()
 
 
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
+_CALLEE = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+
+
+def call_site(stack_trace: str | None) -> str | None:
+    r"""The helper function a forward called to make this op, and where: ops a module's forward makes
+    through one call (transformers' ``create_causal_mask(...)``, ``self.loss_function(...)``) fold
+    into one box named after that call. None for an op written in the forward itself.
+
+    >>> call_site('  File "/m/model.py", line 9, in forward\n    mask = make_mask(x)\n'
+    ...           '  File "/m/masks.py", line 3, in make_mask\n    return x > 0\n')
+    'make_mask()\nmodel.py:9'
+    >>> call_site('  File "/m/model.py", line 9, in forward\n    y = x + 1\n') is None
+    True
+    """
+    if not stack_trace:
+        return None
+    lines = stack_trace.splitlines()
+    frames = []
+    for i, text in enumerate(lines):
+        m = _FRAME.match(text)
+        if m:
+            frames.append((m.group("file"), m.group("line"), m.group("func"), lines[i + 1].strip() if i + 1 < len(lines) else ""))
+    forwards = [i for i, f in enumerate(frames) if f[2] == "forward"]
+    anchor = forwards[-1] if forwards else 0  # a function model: its own frame
+    if anchor >= len(frames) - 1:
+        return None
+    file, line, _, code = frames[anchor]
+    head, eq, tail = code.partition("=")
+    callee = _CALLEE.search(tail if eq and "(" not in head else code)
+    if callee is None:
+        return None
+    name = callee.group(1).removeprefix("self.")
+    return f"{name}()\n{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+
+
 def _owner(fqn: str | None, classes: dict) -> tuple[tuple[str, str], ...]:
     if not fqn or "." not in fqn:
         return ()
@@ -306,7 +343,8 @@ def fx_drawing(gm, graph_kind: str, region, *, highlights: dict | None = None, c
                 mark = "recomputed"
             tip = f"{node.name}: {op}" + "".join(f"\n{t}" for t in (src, reason, recomputed) if t)
             short = op.split(".")[1] if op.startswith(("aten.", "prims.")) and op.count(".") == 2 else op
-            nodes.append(DrawNode(nid, short, "op", family_of(op), _fx_module(node, classes), tip, reason, cluster, mark=mark))
+            nodes.append(DrawNode(nid, short, "op", family_of(op), _fx_module(node, classes), tip, reason, cluster, mark=mark,
+                                  call=call_site(node.meta.get("stack_trace"))))
         else:
             continue
         for arg in node.all_input_nodes:
@@ -408,6 +446,7 @@ def collapse_with_members(graph: Drawing, depth: int) -> tuple[Drawing, dict[str
         b.setdefault("module", n.module[:b["level"] - 1])
         b.setdefault("cluster", n.cluster)
         group_of[n.id] = key
+    _fold_calls(graph, group_of, boxes)
     box_id = {k: re.sub(r"[^A-Za-z0-9_]", "_", k) for k in boxes}
     ids = {nid: box_id[key] for nid, key in group_of.items()}
     by_id = {n.id: n for n in graph.nodes}
@@ -444,6 +483,28 @@ def collapse_with_members(graph: Drawing, depth: int) -> tuple[Drawing, dict[str
         if d in folded_markers and s_ in ids:
             members.setdefault(d, f"{ids[s_]}__out")
     return Drawing(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note), members
+
+
+CALL_MIN = 3  # ops one helper call must make to fold into a box of its own
+
+
+def _fold_calls(graph: Drawing, group_of: dict, boxes: dict) -> None:
+    """Ops still loose after the fold by module (written in a module's own forward, not in a child),
+    grouped by the helper call that made them: the causal mask, the loss, a rotary embedding written
+    as a function read as one box each, named after the call, instead of dozens of loose ops."""
+    calls: dict[str, list[DrawNode]] = {}
+    for n in graph.nodes:
+        if n.id in group_of or n.kind != "op" or not n.call:
+            continue
+        calls.setdefault(f"call:{n.cluster or ''}:{n.module[-1][0] if n.module else ''}:{n.call}", []).append(n)
+    for key, members in calls.items():
+        if len(members) < CALL_MIN:
+            continue
+        name, _, where = members[0].call.partition("\n")
+        boxes[key] = {"fqn": where, "cls": name, "level": len(members[0].module) + 1, "members": members,
+                      "module": members[0].module, "cluster": members[0].cluster}
+        for n in members:
+            group_of[n.id] = key
 
 
 def _box(bid: str, b: dict) -> DrawNode:

@@ -59,7 +59,20 @@ def test_a_wrapped_forward_draws_one_cluster_per_module():
     drawing, classes = _drawing(WRAPPED)
     _check_names(drawing, classes)
     boxes = sorted(n.label.split("\n")[1] for n in collapse(drawing, 1).nodes if n.kind == "module")
-    assert boxes == ["head", "layers.0-1"]
+    assert boxes == ["head", "layers.0-1", "wrapped_forward.py:42"]
+
+
+def test_ops_a_forward_makes_through_one_helper_call_fold_into_a_box_named_after_it():
+    drawing, _ = _drawing(WRAPPED)
+    _, capture = _traced(WRAPPED)
+    in_gate = {n.name for n in capture.regions[0].forward.graph.nodes if ", in gate" in (n.meta.get("stack_trace") or "")}
+    made = [n for n in drawing.nodes if n.call]
+    assert {n.call for n in made} == {"gate()\nwrapped_forward.py:42"}
+    assert {n.id for n in made} == in_gate and {"sigmoid", "mul", "add"} <= {n.label for n in made}
+    folded = collapse(drawing, 2)
+    (box,) = [n for n in folded.nodes if n.label.startswith("gate()")]
+    assert box.label == f"gate()\nwrapped_forward.py:42\n{len(in_gate)} nodes" and box.count == len(in_gate)
+    assert not {n.id for n in made} & {n.id for n in folded.nodes}
 
 
 def test_a_wrapped_forward_facts_and_memory_name_modules_as_named_modules():
@@ -113,7 +126,7 @@ def test_phi_picture_opens_folded_to_a_readable_size(cli, tmp_path):
     assert rc == 0, err
     assert "folded by module at depth" in err
     width, height = _png_size(out)
-    assert width <= 2000 and height <= 3500, (width, height)
+    assert width <= 2500 and height <= 3500, (width, height)  # was 14098 x 9983
     rc, _, err = cli("render", PHI, "--graph", "forward", "-f", "dot", "-o", tmp_path / "phi.dot")
     dot = (tmp_path / "phi.dot").read_text()
     assert "PhiDecoderLayer" in dot and "model.layers.0" in dot and "L.args" not in dot and "0.model" not in dot
@@ -128,6 +141,6 @@ def test_phi_report_opens_folded_with_every_module_named():
     _, classes = _drawing(PHI)
     for p in r.pictures:
         opened = p.levels[p.default]
-        assert opened.depth is not None and opened.boxes <= 80, (p.graph, opened.name, opened.boxes)
+        assert opened.depth is not None and opened.boxes <= 100, (p.graph, opened.name, opened.boxes)  # every node: 366, 451
         modules = {f["module"].rsplit(" (", 1)[0] for f in p.facts.values() if f["module"]}
         assert modules and modules <= set(classes), sorted(modules - set(classes))
