@@ -90,9 +90,9 @@
       const b = g.getBBox();
       if (top === null || b.y < top.y) top = b;
     }
-    const svg = canvas.querySelector("svg");
-    if (top) {  // getBBox is in the node's own coordinates: map through the graph's transform
-      const m = svg.querySelector("g.graph").getCTM(), root = svg.getCTM();
+    const svg = canvas.querySelector("svg"), graph = svg.querySelector("g.graph");
+    if (top && graph) {  // getBBox is in the node's own coordinates: map through the graph's transform
+      const m = graph.getCTM(), root = svg.getCTM();
       const p = svg.createSVGPoint(); p.x = top.x + top.width / 2; p.y = top.y;
       const q = p.matrixTransform(root.inverse().multiply(m));
       cx = Math.max(f.x + w / 2, Math.min(q.x, f.x + f.w - w / 2));
