@@ -172,8 +172,11 @@ class Result:
         from graphtool.render.report import format_view
 
         title = self.extra.get("title", "model")
-        text = "" if self.kind in ("mutations", "devices", "cudagraphs", "memory") and not self.found else self.text()
-        return format_view(self.kind, self.report, title=title, summary=self.summary(), text=text)
+        return format_view(self.kind, self.report, title=title, summary=self.summary(), text=self._findings())
+
+    def _findings(self) -> str:
+        """The diagnostics the view lists under Findings (the memory view has none: its tables say it all)."""
+        return "" if self.kind == "memory" else self.diagnostics()
 
     def save(self, path) -> Path:
         """Write :meth:`html` to ``path`` (whole or not at all)."""
@@ -186,7 +189,12 @@ class Result:
     def _repr_html_(self) -> str:
         from graphtool.render.report import inline_frame
 
-        return inline_frame(self.html(), height=800 if self.kind == "report" else 420)
+        page = self.html()
+        if self.kind == "report":
+            return inline_frame(page, height=800)
+        # a sandboxed frame cannot size itself: room for the header, each table row and each line of findings
+        height = 200 + 60 * page.count("<tr>") + 20 * self._findings().count("\n") + 60 * page.count("<section")
+        return inline_frame(page, height=min(height, 900))
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         return {"text/plain": self.text(), "text/html": self._repr_html_()}

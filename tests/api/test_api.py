@@ -84,6 +84,21 @@ def test_the_verdict_and_mutations_are_fields():
     v = graphtool.cudagraphs(bump, total, torch.ones(3))
     assert not v.eligible and any(r.skips for r in v.reasons)
     assert "mutated" in v.text()
+    bundle = v._repr_mimebundle_()
+    assert bundle["text/plain"] == v.text() and bundle["text/html"] == v._repr_html_()
+    assert bundle["text/html"].startswith('<iframe class="graphtool" srcdoc="&lt;!DOCTYPE html&gt;')
+    page = v.html()  # the report page's own CUDA-graphs section, the findings as the CLI prints them
+    assert "<h2>CUDA graphs</h2>" in page and "CG011 skipping cudagraphs due to mutated inputs" in page
+    assert "viewer" not in page.split("<main>")[1].split("</main>")[0]  # one section, no pictures
+    assert repr(v).startswith("<graphtool cudagraphs: CUDA graphs would be skipped")
+
+
+def test_render_returns_dot_or_svg_text_or_writes_a_file(tmp_path):
+    net, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
+    assert graphtool.render(net, x, fmt="dot").startswith("digraph")
+    assert "<svg" in graphtool.render(net, x)[:400]
+    out = graphtool.render(net, x, graph="forward", output=tmp_path / "f.dot")
+    assert out == tmp_path / "f.dot" and out.read_text().startswith("digraph")
 
 
 class _Counter(torch.nn.Module):
