@@ -25,7 +25,8 @@ graphs would be applied, judged on a meta stand-in), ``backend`` (for that verdi
 ``--graphtool-baseline FILE`` ratchets graph breaks per test in ``graphtool lint --baseline``'s
 format (each entry's ``model`` is the test's node id):
 
-- the file does not exist: every check's breaks are recorded and the file is written;
+- the file does not exist: every check's breaks are recorded (a marker's ``max_graph_breaks`` still
+  applies; without one, any count is accepted) and the file is written;
 - it exists: a break not in it fails the test (the budget then counts new breaks only, as lint's
   does); when breaks were fixed the file is rewritten without them, so the count only goes down;
 - ``--graphtool-update-baseline`` rewrites it with whatever the checks found.
