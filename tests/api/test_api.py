@@ -44,10 +44,22 @@ def _object_doc(command: str, path: str) -> dict:
     pytest.param("cudagraphs", "convnet_bn.py", marks=pytest.mark.slow),
     pytest.param("cudagraphs", str(FIXTURES / "standin" / "static_cache_write.py"), marks=pytest.mark.slow),
     pytest.param("memory", "mlp.py", marks=pytest.mark.slow),
+    pytest.param("cudagraphs", "item_branch.py", marks=pytest.mark.slow),  # the stand-in replays values recorded on the object
+    pytest.param("mutations", "transpose_input.py", marks=pytest.mark.slow),  # t_(): a metadata mutation, put back
 ])
 def test_a_script_and_the_object_it_builds_give_the_same_report(command, name):
     path = name if "/" in name else example(name)
     assert _object_doc(command, path) == _script_doc(command, path)
+
+
+def test_an_input_transposed_in_place_gets_its_shape_back():
+    def transpose_in_place(x):
+        x.t_()
+        return x + 1
+
+    x = torch.arange(6.0).reshape(2, 3)
+    assert graphtool.mutations(transpose_in_place, x).mutated_inputs[0].mutates_metadata
+    assert x.shape == (2, 3) and x.stride() == (3, 1) and torch.equal(x, torch.arange(6.0).reshape(2, 3))
 
 
 def test_the_trace_document_validates_against_the_cli_schema_and_has_fields_to_assert_on():
