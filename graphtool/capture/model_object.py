@@ -74,7 +74,7 @@ class ModelObject:
     """The caller's model and example inputs, loaded as often as a command asks, state kept; see the module."""
 
     def __init__(self, model: Any, args: tuple = (), kwargs: dict | None = None):
-        self.spec = object_spec(model, args, kwargs)
+        self.spec = object_spec(model, _cut_history(tuple(args)), _cut_history(dict(kwargs or {})))
         self._state: _State | None = None
         self._loads = 0
 
@@ -112,11 +112,13 @@ class _State:
         self.grad_enabled = torch.is_grad_enabled()
         params = list(model.parameters()) if hasattr(model, "parameters") else []
         self.params = {id(p): p for p in params}
-        self.grads = [(p, p.grad) for p in self.params.values()]
-        for p in self.params.values():
-            p.grad = None
         found: dict[int, Any] = {}
         _reachable_tensors((model, spec.args, spec.kwargs), found, set(), 0)
+        # every leaf the trace's backward reaches (parameters, inputs that require grad) keeps its .grad
+        leaves = {**self.params, **{i: t for i, t in found.items() if t.is_leaf and t.requires_grad}}
+        self.grads = [(t, t.grad) for t in leaves.values()]
+        for t in leaves.values():
+            t.grad = None
         self.tensors = []
         for t in found.values():
             if id(t) in self.params or t.device.type == "meta" or _is_param(t):
@@ -138,7 +140,9 @@ class _State:
                         t.set_(storage, view[2], view[0], view[1])
                     except RuntimeError:
                         continue
-                if t.shape == kept.shape:
+                # only what changed: a write bumps the tensor's version, which would break a backward
+                # the caller still holds through it
+                if t.shape == kept.shape and not torch.equal(t, kept):
                     t.copy_(kept)
         for p, grad in self.grads:
             p.grad = grad if final else None
@@ -148,6 +152,21 @@ class _State:
         torch.random.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
+
+
+def _cut_history(value: Any) -> Any:
+    """``value`` with each input tensor that has autograd history (``h = x * 2``) replaced by a leaf on
+    the same data: the trace's backward then stops at the input, as it would at a script's, and never
+    runs through (and frees) the caller's own graph or adds into ``x.grad``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().requires_grad_() if value.grad_fn is not None else value
+    if type(value) in (tuple, list):
+        return type(value)(_cut_history(v) for v in value)
+    if type(value) is dict:
+        return {k: _cut_history(v) for k, v in value.items()}
+    return value
 
 
 def _is_param(t) -> bool:

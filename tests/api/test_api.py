@@ -149,6 +149,19 @@ def test_the_model_state_is_left_as_it_was():
     assert all(p.device.type == "cpu" for p in net.parameters())
 
 
+def test_a_backward_the_caller_still_holds_survives_a_trace():
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4).eval())
+    x = torch.randn(3, 4, requires_grad=True)
+    h = x * 2  # an input with history: saved by the caller's own graph below
+    y = (h * h).sum()
+    x.grad = torch.zeros(3, 4)
+    graphtool.trace(net, h)  # a training trace: its backward must stop at h
+    graphtool.trace(net, x)  # x itself as the input: its .grad is set aside and put back
+    assert torch.equal(x.grad, torch.zeros(3, 4))
+    y.backward()  # would raise had graphtool's backward run through (and freed) the caller's graph
+    assert torch.equal(x.grad, 4 * h.detach())
+
+
 def test_the_stand_in_is_a_meta_copy_keeping_tied_weights_and_static_marks():
     from graphtool.capture.meta_standin import copy_to_meta
     from graphtool.capture.model_object import object_spec
