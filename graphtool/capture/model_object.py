@@ -8,9 +8,12 @@ back as the caller handed it, and leaving the ``with`` block puts it back for go
   tensors a model mutates in place, cache tensors held in plain attributes), except parameters, is
   copied first and written back; an input whose shape or storage the model changed (``t_()``,
   ``set_()``) gets its old view back;
-- parameters' ``.grad`` are set aside (a training trace runs backward, which would add into them in
-  place) and put back; parameters themselves are not copied: a trace runs the forward and backward
-  but never an optimizer step;
+- parameters' ``.grad`` (and those of input leaves that require grad) are set aside (a training trace
+  runs backward, which would add into them in place) and put back; parameters themselves are not
+  copied: a trace runs the forward and backward but never an optimizer step; an input with autograd
+  history (``h = x * 2``) is traced as a leaf on the same data, so the backward stops there;
+- only tensors whose values changed are written back (a write bumps the version counter a backward
+  the caller still holds would check);
 - each module's ``training`` flag, the grad mode and torch's CPU (and, when initialised, CUDA) random
   number generator states.
 
