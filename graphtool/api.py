@@ -302,14 +302,15 @@ def memory(model, *args, backend: str = "inductor", device: Optional[str] = None
 
 def lint(model, *args, steps: Optional[Sequence] = None, max_graph_breaks: Optional[int] = None,
          max_recompiles: Optional[int] = None, max_skipped_frames: Optional[int] = None,
-         allowed_breaks: Sequence[str] = (), dynamic: bool = False, baseline: Optional[dict] = None,
+         allowed_breaks: Sequence[str] = (), dynamic: bool = False, baseline=None,
          name: Optional[str] = None, debug: bool = False, model_kwargs: Optional[dict] = None, **kwargs) -> Result:
     """Graph breaks, recompiles and skipped frames of one model, judged against budgets (``graphtool lint``).
 
     The model runs once on ``args``, or once per entry of ``steps`` (each a tuple of positional
     arguments, or one tensor): recompiles are what a loop over them triggers. ``baseline`` is a
-    parsed baseline (``graphtool lint --baseline``'s format) whose entries for ``name`` (default: the
-    model's source file) are accepted. Runs in this process, unlike the CLI's one child per script.
+    baseline file (``graphtool lint --baseline``'s format) or its parsed content, whose entries for
+    ``name`` (default: the model's source file) are accepted; the budget then counts new breaks only.
+    Runs in this process, unlike the CLI's one child per script.
 
     >>> import torch, graphtool
     >>> graphtool.lint(torch.nn.Linear(4, 2), torch.randn(3, 4), max_graph_breaks=0).passed
@@ -317,9 +318,11 @@ def lint(model, *args, steps: Optional[Sequence] = None, max_graph_breaks: Optio
     """
     from graphtool.analysis.lint import Budget, LintReport, LintTarget, judge
     from graphtool.capture.lint_worker import lint_spec
-    from graphtool.commands.lint import _check_numbers
+    from graphtool.commands.lint import _check_numbers, _read_baseline
 
     _check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
+    if baseline is not None and not isinstance(baseline, dict):
+        baseline = _read_baseline(Path(baseline))
     with _model(model, args, kwargs, model_kwargs) as obj:
         spec = obj.load()
         calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]

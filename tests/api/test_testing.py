@@ -64,3 +64,18 @@ def test_cudagraphable_and_input_mutations():
     assert f":{line}:5: GT-M001 user input cache mutated in place" in str(info.value)
     assert "cache.add_(x)  # the mutation" in str(info.value)
     testing.assert_no_input_mutations(write_cache, torch.randn(2), torch.zeros(2), allow=["user_inputs"])
+
+
+def test_lint_takes_a_baseline_file_and_counts_only_new_breaks(tmp_path):
+    import json
+
+    import graphtool
+
+    first = graphtool.lint(Chatty(), torch.randn(2))
+    from graphtool.analysis.lint import make_baseline
+
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(make_baseline(first.report, root=tmp_path)))
+    again = graphtool.lint(Chatty(), torch.randn(2), baseline=path, max_graph_breaks=0)
+    assert again.passed and [b.new for b in again.graph_breaks] == [False]
+    assert not graphtool.lint(Chatty(), torch.randn(2), max_graph_breaks=0).passed
