@@ -96,6 +96,8 @@ class Result:
             data = self.report.to_dict()
             if self.extra.get("verdict") is not None:
                 data["cudagraphs"] = self.extra["verdict"].to_dict()
+            if self.extra.get("bench") is not None:
+                data["bench"] = self.extra["bench"].to_dict()
             return data
         if self.kind == "lint":
             return self.report.to_dict()
@@ -237,10 +239,11 @@ def _one(results):
 
 
 def trace(model, *args, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
-          cudagraphs: Optional[str] = None, graph_code: bool = False, debug: bool = False,
+          cudagraphs: Optional[str] = None, bench: bool = False, graph_code: bool = False, debug: bool = False,
           model_kwargs: Optional[dict] = None, **kwargs) -> Result:
     """Every compiled region's forward and backward graphs (``graphtool trace``); ``cudagraphs=BACKEND``
-    adds the CUDA-graph verdict, ``graph_code`` each graph's readable source (``result.extra["graph_code"]``).
+    adds the CUDA-graph verdict, ``bench`` eager against torch.compile timings (``result.extra["bench"]``),
+    ``graph_code`` each graph's readable source (``result.extra["graph_code"]``).
 
     >>> import torch, graphtool
     >>> r = graphtool.trace(torch.nn.Linear(4, 2), torch.randn(3, 4))
@@ -250,9 +253,10 @@ def trace(model, *args, backend: str = "inductor", inference: bool = False, devi
     from graphtool.commands.trace import trace as run
 
     with _model(model, args, kwargs, model_kwargs) as obj:
-        res = _one(run(obj, device=device, inference=inference, backend=backend, cudagraphs=cudagraphs, graph_code=graph_code,
-                       debug=debug))
-    return Result("trace", res.report, extra={"verdict": res.verdict, "graph_code": res.graph_code, "title": _title(obj)})
+        res = _one(run(obj, device=device, inference=inference, backend=backend, cudagraphs=cudagraphs, bench=bench,
+                       graph_code=graph_code, debug=debug))
+    return Result("trace", res.report, extra={"verdict": res.verdict, "bench": res.bench, "graph_code": res.graph_code,
+                                              "title": _title(obj)})
 
 
 def mutations(model, *args, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,

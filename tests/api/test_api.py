@@ -209,3 +209,15 @@ def test_model_keyword_arguments_pass_through_and_model_kwargs_takes_clashing_na
 def test_commands_still_take_script_paths():
     (r,) = commands.mutations.mutations(example("mutate_input.py"))
     assert r.report.verdict() == "1 user input mutated"
+
+
+@pytest.mark.slow
+def test_trace_with_bench_and_graph_code_carries_both_into_the_document():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text())
+    net = torch.nn.Linear(4, 2)
+    r = graphtool.trace(net, torch.randn(3, 4), bench=True, graph_code=True, cudagraphs="cudagraphs")
+    doc = r.to_dict()
+    jsonschema.validate(doc, schema)
+    assert doc["bench"]["modes"] and doc["cudagraphs"]["eligible"] is True
+    assert any(name.startswith("forward") for name in r.extra["graph_code"])
