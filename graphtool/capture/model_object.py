@@ -54,13 +54,34 @@ def object_spec(model: Any, args: tuple, kwargs: dict | None = None) -> ModelSpe
     defined = model if inspect.isfunction(model) or inspect.ismethod(model) or isinstance(model, type) else type(model)
     name = getattr(defined, "__qualname__", None) or type(model).__name__
     try:
-        path, line = Path(inspect.getsourcefile(defined) or "<model>"), inspect.getsourcelines(defined)[1]
+        path = Path(inspect.getsourcefile(defined) or "<model>")
+        line = _def_line(defined, path)
     except (OSError, TypeError):  # a builtin, or a class typed into a notebook (its module is __main__)
         path, line = _code_place(defined)
     where = f"{path}:{line}" if line else str(path)
     spec = _build_spec(path, name, model, tuple(args), dict(kwargs or {}), line, where)
     spec.borrowed = True
     return spec
+
+
+def _def_line(defined: Any, path: Path) -> int | None:
+    """The line of ``class Name`` (or the function's ``def``), read without parsing the file:
+    ``inspect.getsourcelines`` runs ``ast.parse`` over it, which CPython 3.11.7 was seen to fail
+    ("AST constructor recursion depth mismatch") after torch's inductor had raised the recursion limit."""
+    import linecache
+    import re
+
+    if not isinstance(defined, type):
+        code = getattr(defined, "__code__", None)
+        return code.co_firstlineno if code is not None else None
+    first = getattr(defined, "__firstlineno__", None)  # Python 3.13+
+    if first:
+        return first
+    pattern = re.compile(rf"\s*class\s+{re.escape(defined.__name__)}\b")
+    for number, text in enumerate(linecache.getlines(str(path)), start=1):
+        if pattern.match(text):
+            return number
+    return None
 
 
 def _code_place(defined: Any) -> tuple[Path, int | None]:
