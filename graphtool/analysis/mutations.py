@@ -204,8 +204,9 @@ def analyze_mutations(capture) -> MutationReport:
             entry["mutates_data"] |= rec.mutates_data
             entry["mutates_metadata"] |= rec.mutates_metadata
             entry["mutates_storage"] |= rec.mutates_storage
-            # an inference trace runs everything without grad: only meaningful in training
-            entry["under_no_grad"] |= rec.under_no_grad and capture.training
+            # AOT's mutations_under_no_grad_or_inference_mode, as torch says it (True for every mutation
+            # of a --inference trace, which runs under no_grad; and for a @torch.no_grad() decode step)
+            entry["under_no_grad"] |= rec.under_no_grad
             entry["source"] = entry["source"] or sources.get(index_of.get(id(rec.ref))) or written.get(rec.graph_name)
         outputs.extend(_output_aliases(region))
     for name, how in capture.metadata_changes.items():
@@ -239,9 +240,13 @@ def model_output_aliases(capture) -> list[ModelOutputAlias]:
         inputs.setdefault(compat.storage_key(t), (name, i))
     seen: dict = {}
     result = []
-    for i, t in enumerate(iter_tensors(capture.outputs)):
+    tensors = list(iter_tensors(capture.outputs))
+    aot_kinds = _aot_output_kinds(capture, len(tensors))
+    for i, t in enumerate(tensors):
         key = compat.storage_key(t)
-        view = compat.is_view(t)
+        # the compiled graph may return a view that eager never makes (linear on a 3-D input views
+        # addmm's result inside its decomposition): a view is one when AOT's output_info says so
+        view = compat.is_view(t) and (aot_kinds is None or aot_kinds[i] not in _NOT_VIEWS)
         alias_of = None
         if key in inputs:
             name, idx = inputs[key]
@@ -253,6 +258,24 @@ def model_output_aliases(capture) -> list[ModelOutputAlias]:
         seen.setdefault(key, i)
         result.append(ModelOutputAlias(i, view, alias_of))
     return result
+
+
+_NOT_VIEWS = ("non_alias", "is_input", "unsafe_view_alias")
+
+
+def _aot_output_kinds(capture, n_outputs: int) -> list[str] | None:
+    """AOT's output type of each tensor the model returned, when the last region's user outputs are them
+    (the same count); ``None`` when they cannot be matched (graph breaks with eager code after the last
+    region), and then any region's word for an intermediate view is taken for all."""
+    regions = [r for r in capture.regions if r.forward is not None]
+    if not regions:
+        return None
+    last = regions[-1].forward_outputs
+    if len(last) == n_outputs:
+        return [o.alias_type for o in last]
+    if any(o.alias_type.startswith("alias_of_intermediate") for r in regions for o in r.forward_outputs):
+        return None
+    return ["non_alias"] * n_outputs
 
 
 def _blank(name: str, kind: str) -> dict:

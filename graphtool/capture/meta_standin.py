@@ -24,10 +24,11 @@ from graphtool.capture.script import ModelSpec
 
 def accelerator_of(spec: ModelSpec) -> str:
     """``cuda`` when the model already lives on a GPU, else ``meta`` (the stand-in)."""
+    from graphtool.capture.input_names import named_state
     from graphtool.capture.tensors import iter_tensors
 
-    tensors = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
-    tensors += list(iter_tensors((spec.args, spec.kwargs)))
+    params, buffers = named_state(spec.model)
+    tensors = [t for _, t in params + buffers] + list(iter_tensors((spec.args, spec.kwargs)))
     return "cuda" if any(t.device.type == "cuda" for t in tensors) else "meta"
 
 
@@ -36,8 +37,15 @@ def to_meta(spec: ModelSpec) -> ModelSpec:
 
     The model and the objects it holds change in place (graphtool loads the script afresh for each
     trace); tuples are rebuilt, so the returned spec carries the moved inputs."""
+    from graphtool.capture.input_names import reached_places
+
     mover = MetaMover()
     model = mover.move(spec.model)
+    if model is spec.model:  # a plain function: the modules and tensors it reaches through globals and closures
+        for _name, obj, put in reached_places(spec.model):
+            moved = mover.move(obj)
+            if moved is not obj and put is not None:
+                put(moved)
     return replace(spec, model=model, args=mover.move(spec.args), kwargs=mover.move(spec.kwargs))
 
 

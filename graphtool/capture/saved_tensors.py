@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphtool.capture import compat
-from graphtool.capture.input_names import all_named_inputs
+from graphtool.capture.input_names import all_named_inputs, named_modules, named_state
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import user_code_error
@@ -201,12 +201,11 @@ def _mode_class():
 
 def _named_storages(spec: ModelSpec, named: dict, inputs: list) -> tuple[dict, list[Tensor], list[Tensor]]:
     """storage key -> (kind, name) for parameters, buffers and example inputs; the parameters and buffers."""
-    import torch
 
     owners: dict = {}
     params, buffers = [], []
-    if isinstance(spec.model, torch.nn.Module):
-        kinds = {fqn: "parameter" for fqn, _ in spec.model.named_parameters(remove_duplicate=False)}
+    if named:
+        kinds = {fqn: "parameter" for fqn, _ in named_state(spec.model)[0]}
         seen = set()
         for fqn, t in named.items():
             kind = kinds.get(fqn, "buffer")
@@ -224,12 +223,9 @@ def _named_storages(spec: ModelSpec, named: dict, inputs: list) -> tuple[dict, l
 
 
 def _module_hooks(spec: ModelSpec, origins: _Origins) -> list:
-    import torch
 
-    if not isinstance(spec.model, torch.nn.Module):
-        return []
     hooks = []
-    for fqn, mod in spec.model.named_modules(remove_duplicate=False):
+    for fqn, mod in named_modules(spec.model):  # a function's global modules too
         def pre(mod, args, fqn=fqn):
             origins.module_stack.append(fqn)
 
@@ -304,11 +300,10 @@ def capture_saved(spec: ModelSpec) -> EagerCapture:
 
 def _on_meta(spec: ModelSpec):
     """A fake tensor mode when the model or its inputs live on meta, else None."""
-    import torch
 
     tensors = list(iter_tensors((spec.args, spec.kwargs)))
-    if isinstance(spec.model, torch.nn.Module):
-        tensors += list(spec.model.parameters()) + list(spec.model.buffers())
+    params, buffers = named_state(spec.model)
+    tensors += [t for _, t in params + buffers]
     return compat.fake_tensor_mode() if any(t.device.type == "meta" for t in tensors) else None
 
 
@@ -318,10 +313,8 @@ def _runner(spec: ModelSpec, fake):
     tensors are swapped in with ``torch.func.functional_call``)."""
     import torch
 
-    named: dict[str, Any] = {}
-    if isinstance(spec.model, torch.nn.Module):
-        named.update(spec.model.named_parameters(remove_duplicate=False))
-        named.update(spec.model.named_buffers(remove_duplicate=False))
+    params, buffers = named_state(spec.model)  # a function's global modules' state too
+    named: dict[str, Any] = dict(params + buffers)
     if fake is None:
         return (lambda: spec.model(*spec.args, **spec.kwargs)), named, {}
     from graphtool.capture.tensors import map_tensors
@@ -337,10 +330,27 @@ def _runner(spec: ModelSpec, fake):
 
     named = {fqn: to_fake(t) for fqn, t in named.items()}
     args, kwargs = map_tensors((spec.args, spec.kwargs), to_fake)
-    if not isinstance(spec.model, torch.nn.Module):
-        return (lambda: spec.model(*args, **kwargs)), named, swapped
-    return (lambda: torch.func.functional_call(spec.model, named, args, kwargs, tie_weights=True, strict=False)), \
+    module = spec.model if isinstance(spec.model, torch.nn.Module) else _function_holder(spec.model)
+    return (lambda: torch.func.functional_call(module, named, args, kwargs, tie_weights=True, strict=False)), \
         named, swapped
+
+
+def _function_holder(fn):
+    """An ``nn.Module`` whose forward is the plain function ``fn`` and whose submodules are the global
+    modules it calls, under their names: ``functional_call`` swaps their tensors the way it swaps a model's."""
+    import torch
+
+    from graphtool.capture.input_names import reached_state
+
+    class FunctionHolder(torch.nn.Module):
+        def forward(self, *args, **kwargs):
+            return fn(*args, **kwargs)
+
+    holder = FunctionHolder()
+    for name, obj in reached_state(fn):
+        if isinstance(obj, torch.nn.Module):
+            holder.add_module(name, obj)
+    return holder
 
 
 def mark_varying_sizes(spec: ModelSpec) -> list[str]:

@@ -28,7 +28,7 @@ from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, d
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.host_values import HostValues
-from graphtool.capture.input_names import argument_names
+from graphtool.capture.input_names import argument_names, named_state
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import full_traceback, user_code_error
@@ -79,15 +79,15 @@ def wants_training(spec: ModelSpec, inference: bool) -> bool:
     """Training when any parameter or input requires grad, unless ``--inference``."""
     if inference:
         return False
-    params = spec.model.parameters() if hasattr(spec.model, "parameters") else ()
-    if any(p.requires_grad for p in params):
+    params, _ = named_state(spec.model)  # a function's global modules count too
+    if any(p.requires_grad for _, p in params):
         return True
     return any(t.requires_grad for t in iter_tensors((spec.args, spec.kwargs)))
 
 
 def model_device(spec: ModelSpec) -> str:
     """The model's main device: its parameters', else its inputs'."""
-    tensors = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
+    tensors = [p for _, p in named_state(spec.model)[0]]
     tensors = tensors or list(iter_tensors((spec.args, spec.kwargs)))
     return str(tensors[0].device.type) if tensors else "cpu"
 
@@ -252,11 +252,11 @@ def _run_backward(torch, out) -> None:
 def _tensor_names(spec: ModelSpec) -> dict[int, tuple[str, str]]:
     """id(tensor) -> (kind, name) for parameters, buffers and user inputs."""
     names: dict[int, tuple[str, str]] = {}
-    if hasattr(spec.model, "named_parameters"):
-        for fqn, p in spec.model.named_parameters(remove_duplicate=False):
-            names.setdefault(id(p), ("parameter", fqn))
-        for fqn, b in spec.model.named_buffers(remove_duplicate=False):
-            names.setdefault(id(b), ("buffer", fqn))
+    params, buffers = named_state(spec.model)  # a function's global modules' state by their FQNs
+    for fqn, p in params:
+        names.setdefault(id(p), ("parameter", fqn))
+    for fqn, b in buffers:
+        names.setdefault(id(b), ("buffer", fqn))
     for tid, name in argument_names(spec).items():
         names.setdefault(tid, ("user_input", name))
     return names
