@@ -69,6 +69,20 @@ class DeviceReport:
     main_device: str
     stand_in: str | None  # "meta stands for cuda:0" when traced on the stand-in
     graphs: tuple[GraphDevices, ...]
+    regions_compiled: int | None = None  # regions torch compiles, when known
+    regions_judged: int | None = None  # regions whose graphs were read (fewer when the stand-in trace stopped)
+    stopped: str | None = None  # where the stand-in trace stopped: what runs after it was not judged
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole run was judged: no claim is made about regions never read.
+
+        >>> DeviceReport("meta", None, (), regions_compiled=4, regions_judged=1).complete
+        False
+        """
+        if self.stopped:
+            return False
+        return self.regions_compiled is None or self.regions_judged is None or self.regions_judged >= self.regions_compiled
 
     @property
     def found(self) -> bool:
@@ -93,6 +107,15 @@ class DeviceReport:
         off = sum(len(g.off_device) for g in self.graphs)
         copies = sum(len(g.copies) for g in self.graphs)
         label = self.shown_device
+        if not self.complete:
+            judged = f"{self.regions_judged} of {self.regions_compiled} regions judged ({count(len(self.graphs), 'graph')})"
+            tail = "the other regions could not be judged"
+            if self.stopped and (self.regions_judged or 0) >= (self.regions_compiled or 0):
+                judged = f"{count(len(self.graphs), 'graph')} judged before the stand-in trace stopped"
+                tail = "what runs after the stop was not judged"
+            if not off and not copies:
+                return f"only {judged}: every node there runs on {label}; {tail}"
+            return f"only {judged}: {count(off, 'node')} off {label}, {count(copies, 'cross-device copy', 'cross-device copies')}; {tail}"
         if not off and not copies:
             return f"every node runs on {label}"
         return f"{count(off, 'node')} off {label}, {count(copies, 'cross-device copy', 'cross-device copies')}"
@@ -102,6 +125,9 @@ class DeviceReport:
             "main_device": self.main_device,
             "stand_in": self.stand_in,
             "graphs": [g.to_dict() for g in self.graphs],
+            "regions_compiled": self.regions_compiled,
+            "regions_judged": self.regions_judged,
+            "stopped": self.stopped,
             "verdict": self.verdict(),
         }
 
@@ -142,4 +168,6 @@ def device_report(capture, *, main_device: str | None = None, stand_in: str | No
         for graph, gm in (("forward", region.forward), ("backward", region.backward)):
             if gm is not None:
                 graphs.append(graph_devices(gm, region.index, graph, main))
-    return DeviceReport(main, stand_in, tuple(graphs))
+    compiled = capture.regions_compiled if capture.regions_compiled is not None else len(capture.regions)
+    return DeviceReport(main, stand_in, tuple(graphs), regions_compiled=compiled, regions_judged=capture.regions_judged,
+                        stopped=capture.stopped)

@@ -481,6 +481,35 @@ def using_cudagraph_partition() -> bool:
     return bool(_require("torch._inductor.utils", "is_using_cudagraph_partition")())
 
 
+def higher_order_name(func: Any) -> str | None:
+    """The name of a higher-order operator (``cond``, ``while_loop``, ``map_impl``, ``invoke_subgraph``,
+    ``flex_attention``) a dispatch mode is handed, else None (an aten op)."""
+    cls = _require("torch._ops", "HigherOrderOperator")
+    return func.name() if isinstance(func, cls) else None
+
+
+def higher_order_in_traceback(exc: BaseException) -> str | None:
+    """The higher-order operator (``cond``, ``while_loop``, ``map``, ``flex_attention``...) whose own
+    code ``exc`` was raised in, by torch's module for it (``torch/_higher_order_ops/<name>.py``), else None.
+    An error there while graphtool runs a model its own way (on fake tensors, under a dispatch mode)
+    is graphtool's limit, not the user's mistake."""
+    import os
+    import traceback
+
+    marker = f"{os.sep}torch{os.sep}_higher_order_ops{os.sep}"
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ == "UncapturedHigherOrderOpError":
+            return "a higher-order op"
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if marker in frame.filename:
+                name = os.path.splitext(os.path.basename(frame.filename))[0]
+                return "a higher-order op" if name in ("utils", "__init__") else name
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def dispatch_mode_base():
     """``TorchDispatchMode``, the base of the stand-in's data-faking mode."""
     return _require("torch.utils._python_dispatch", "TorchDispatchMode")

@@ -262,8 +262,13 @@ def standin_mode():
     device_put = torch.ops.prims.device_put.default
 
     class _StandinMode(compat.dispatch_mode_base()):
+        supports_higher_order_operators = True  # torch.cond and friends come here too, not as an error
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            hop = compat.higher_order_name(func)
+            if hop is not None:
+                return _higher_order_on_meta(hop, func, args, kwargs)
             src = args[0] if args else None
             if isinstance(src, torch.Tensor) and src.device.type == "meta":
                 if func is aten._to_copy.default:
@@ -282,3 +287,33 @@ def standin_mode():
             return func(*args, **kwargs)
 
     return _StandinMode()
+
+
+def _higher_order_on_meta(name: str, func, args, kwargs):
+    """A higher-order op of a stand-in graph, run without real data.
+
+    On meta a predicate has no value of its own. When the stand-in replays the host values of a run
+    on the model's own device (capture/host_values.py), ``bool(pred)`` is the value that run's graph
+    read, so ``cond`` takes the branch it took and ``while_loop`` runs as many times; with no value to
+    read, ``cond`` runs its true branch (both branches return the same shapes, dtypes and devices,
+    which is all a stand-in result carries) and ``while_loop`` returns its carried values (its body
+    keeps their shapes). Everything else (``map_impl``, ``invoke_subgraph``, ``flex_attention``...)
+    runs its own dense implementation, which needs no values."""
+    import torch
+
+    def known(pred) -> bool | None:
+        try:
+            return bool(pred)
+        except Exception:  # a meta tensor with no recorded value
+            return None
+
+    if name == "cond" and len(args) >= 4 and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+        pred, true_fn, false_fn, operands = args[:4]
+        return (false_fn if known(pred) is False else true_fn)(*operands)
+    if name == "while_loop" and len(args) >= 3:
+        cond_fn, body_fn, carried = args[0], args[1], tuple(args[2])
+        extra = tuple(args[3]) if len(args) > 3 else ()
+        while known(cond_fn(*carried, *extra)):
+            carried = tuple(body_fn(*carried, *extra))
+        return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in carried)
+    return func(*args, **kwargs)

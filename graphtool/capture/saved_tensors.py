@@ -37,6 +37,7 @@ from graphtool.capture.input_names import all_named_inputs, named_modules, named
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import user_code_error
+from graphtool.errors import GraphtoolBug
 
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 
@@ -191,9 +192,12 @@ def _mode_class():
             super().__init__()
             self.origins = origins
 
+        supports_higher_order_operators = True  # torch.cond, map, while_loop... pass through
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            self.origins.made(func, out)
+            if compat.higher_order_name(func) is None:  # a higher-order op's own ops are not seen here
+                self.origins.made(func, out)
             return out
 
     return RecordOrigins
@@ -220,6 +224,18 @@ def _named_storages(spec: ModelSpec, named: dict, inputs: list) -> tuple[dict, l
         owners.setdefault(_key(t), ("input", name))
     owners.pop(None, None)
     return owners, params, buffers
+
+
+def higher_order_limit(exc: BaseException, hop: str, doing: str) -> GraphtoolBug:
+    """graphtool's limit, said once and plainly (exit 3): it cannot yet ``doing`` through ``hop``."""
+    from graphtool.capture.user_code import user_frames
+
+    frames = user_frames(exc)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
+    what = f"torch.{hop}" if hop in ("cond", "while_loop", "map") else hop
+    return GraphtoolBug(f"{where}graphtool cannot yet {doing} through {what} (a higher-order op)",
+                        hint="the compiled graphs are traced as torch.compile traces them: `graphtool trace` and "
+                             "`graphtool cudagraphs` show them")
 
 
 def _module_hooks(spec: ModelSpec, origins: _Origins) -> list:
@@ -285,6 +301,9 @@ def capture_saved(spec: ModelSpec) -> EagerCapture:
                 torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             out = run()
     except Exception as exc:
+        hop = compat.higher_order_in_traceback(exc)
+        if hop is not None:
+            raise higher_order_limit(exc, hop, "measure what eager autograd saves") from None
         raise user_code_error(exc, "the model raised on its example inputs"
                               + (" (run on fake tensors made from its meta ones)" if fake else "")) from None
     finally:
