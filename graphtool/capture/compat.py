@@ -497,12 +497,15 @@ def higher_order_in_traceback(exc: BaseException) -> str | None:
     import traceback
 
     marker = f"{os.sep}torch{os.sep}_higher_order_ops{os.sep}"
+    flex = os.path.join("torch", "nn", "attention", "flex_attention.py")  # its eager checks, before the op
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if type(exc).__name__ == "UncapturedHigherOrderOpError":
             return "a higher-order op"
         for frame in traceback.extract_tb(exc.__traceback__):
+            if frame.filename.endswith(flex):
+                return "flex_attention"
             if marker in frame.filename:
                 name = os.path.splitext(os.path.basename(frame.filename))[0]
                 return "a higher-order op" if name in ("utils", "__init__") else name

@@ -304,6 +304,10 @@ def _stop_note(exc: BaseException) -> str:
     frames = user_frames(exc)
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
     first = (str(exc).strip().splitlines() or [""])[0]
+    hop = compat.higher_order_in_traceback(exc)
+    if hop is not None:  # graphtool's limit, not the model's: said so
+        return (f"{where}the stand-in trace stopped: graphtool cannot yet run {hop} (a higher-order op) on the meta "
+                f"stand-in ({type(exc).__name__}: {first}); later regions were not analysed")
     return f"{where}the stand-in trace stopped ({type(exc).__name__}: {first}); later regions were not analysed"
 
 
