@@ -56,10 +56,13 @@ class GraphDevices:
     counts: dict[str, int]
     off_device: tuple[DeviceNode, ...]
     copies: tuple[DeviceCopy, ...]
+    nodes: int | None = None  # every node of the graph, as trace counts them
+    without_device: int = 0  # of those, nodes with no device: the output node, getitem of a tuple, a symbolic size
 
     def to_dict(self) -> dict:
         return {
-            "region": self.region, "graph": self.graph, "counts": dict(self.counts),
+            "region": self.region, "graph": self.graph, "nodes": self.nodes, "without_device": self.without_device,
+            "counts": dict(self.counts),
             "off_device": [n.to_dict() for n in self.off_device], "copies": [c.to_dict() for c in self.copies],
         }
 
@@ -140,11 +143,11 @@ def _input_device(node) -> str | None:
 def graph_devices(gm, region: int, graph: str, main: str) -> GraphDevices:
     counts: dict[str, int] = {}
     off, copies = [], []
+    without = 0
     for node in gm.graph.nodes:
-        if node.op not in ("call_function", "placeholder"):
-            continue
-        dev = node_device(node)
+        dev = node_device(node) if node.op in ("call_function", "placeholder") else None
         if dev is None:
+            without += 1
             continue
         counts[dev] = counts.get(dev, 0) + 1
         if node.op != "call_function":
@@ -158,7 +161,8 @@ def graph_devices(gm, region: int, graph: str, main: str) -> GraphDevices:
             before = _input_device(node)
             if before and before != dev:
                 copies.append(DeviceCopy(node.name, name, before, dev, src))
-    return GraphDevices(region, graph, dict(sorted(counts.items())), tuple(off), tuple(copies))
+    return GraphDevices(region, graph, dict(sorted(counts.items())), tuple(off), tuple(copies),
+                        nodes=len(gm.graph.nodes), without_device=without)
 
 
 def device_report(capture, *, main_device: str | None = None, stand_in: str | None = None) -> DeviceReport:
