@@ -110,3 +110,43 @@ def test_devices_verdict_counts_what_was_judged():
     whole = DeviceReport("meta", "meta stands for cuda:0", one, regions_compiled=1, regions_judged=1)
     assert whole.complete and whole.verdict() == "every node runs on cuda:0 (predicted)"
     assert partial.to_dict()["regions_judged"] == 1
+
+
+def test_mutation_wording_for_a_caller_owned_cache(cli):
+    """The KV-cache help says what the graph does (inductor writes the cache inside the graph under
+    no_grad) and never advises returning a new tensor for a cache."""
+    rc, out, err = cli("mutations", KV_DECODE)
+    text = out + err
+    assert "return a new tensor instead" not in text
+    assert "the compiled graph itself writes the new value into the caller's tensor" in text
+    assert "--allow k_cache" in text and "--allow v_cache" in text
+
+
+def test_one_diagnostic_per_line_and_kind_and_located_aliases():
+    """BatchNorm's three statistics at one line are one GT-M001 saying how many; GT-M004 names the
+    line that made the aliased inputs."""
+    from graphtool.analysis.diagnostics import mutation_diagnostics
+    from graphtool.analysis.graph_summary import Source
+    from graphtool.analysis.mutations import InputAlias, InputMutation, MutationReport
+
+    src = Source("model.py", 17)
+    stats = tuple(InputMutation(f"bn.{n}", "buffer", True, False, False, True, src, (0,))
+                  for n in ("num_batches_tracked", "running_mean", "running_var"))
+    other = InputMutation("bn2.running_mean", "buffer", True, False, False, True, Source("model.py", 18), (0,))
+    report = MutationReport(stats + (other,), (), (InputAlias(("a", "b"), "same_tensor", Source("model.py", 30)),))
+    diags = mutation_diagnostics(report)
+    m001 = [d for d in diags if d.code == "GT-M001"]
+    assert [(d.line, d.message) for d in m001] == [
+        (17, "3 buffers mutated in place under no_grad: bn.num_batches_tracked, bn.running_mean, bn.running_var"),
+        (18, "buffer bn2.running_mean mutated in place under no_grad"),
+    ]
+    (m004,) = [d for d in diags if d.code == "GT-M004"]
+    assert (m004.path, m004.line) == ("model.py", 30)
+
+
+def test_output_alias_finding_names_the_line(cli):
+    from tests.helpers import example
+
+    rc, out, err = cli("mutations", example("view_outputs.py"))
+    assert "<unknown location>" not in out
+    assert "view_outputs.py:8:9: GT-M003 output 0 is a view of input x" in out

@@ -37,7 +37,8 @@ def _both(name: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["lin3d", "kv_decode", "kv_function"])
 def test_output_views_are_the_ones_aot_reports(name):
-    """One region, its user outputs the model's outputs: graphtool's is_view per output is AOT's word."""
+    """One region, its user outputs the model's outputs, none sharing storage with an input or another
+    output: graphtool's is_view per output is AOT's word (a view made inside linear's decomposition is none)."""
     from graphtool.analysis.mutations import analyze_mutations
 
     cap, run = _both(name)
