@@ -232,15 +232,32 @@ def _no_graph(recorder: BreakRecorder) -> str:
 
 def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool):
     """Compile the model with ``backend`` and run the example inputs (backward too, in training)."""
-    compiled = torch.compile(spec.model, backend=backend)
-    out = compiled(*spec.args, **spec.kwargs)
-    if training:
-        _run_backward(torch, out)
-    if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
-        more = run_variant(spec, compiled, to_device=standin and "meta")
+    with standin_warnings_silenced() if standin else contextlib.nullcontext():
+        compiled = torch.compile(spec.model, backend=backend)
+        out = compiled(*spec.args, **spec.kwargs)
         if training:
-            _run_backward(torch, more)
+            _run_backward(torch, out)
+        if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
+            more = run_variant(spec, compiled, to_device=standin and "meta")
+            if training:
+                _run_backward(torch, more)
     return out
+
+
+#: what torch warns about only because graphtool runs the graphs on its meta stand-in (a loss's
+#: ``nll_loss`` run through the stand-in's dispatch mode has no autograd kernel there): not the user's
+STANDIN_WARNINGS = (r".*an autograd kernel was not registered to the Autograd key",)
+
+
+@contextlib.contextmanager
+def standin_warnings_silenced():
+    """Silence :data:`STANDIN_WARNINGS` for the stand-in run only; the own-device run still shows them."""
+    import warnings
+
+    with warnings.catch_warnings():
+        for message in STANDIN_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        yield
 
 
 def _run_backward(torch, out) -> None:

@@ -150,3 +150,17 @@ def test_output_alias_finding_names_the_line(cli):
     rc, out, err = cli("mutations", example("view_outputs.py"))
     assert "<unknown location>" not in out
     assert "view_outputs.py:8:9: GT-M003 output 0 is a view of input x" in out
+
+
+@pytest.mark.slow
+def test_standin_keeps_torchs_autograd_kernel_warning_to_itself(cli):
+    """A loss computed from labels (transformers' models do) makes torch warn that nll_loss has no
+    autograd kernel, only on graphtool's meta stand-in: the user does not see it."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rc, out, err = cli("devices", str(HERE / "loss_from_labels.py"))
+    assert rc == 0, out + err
+    shown = [str(w.message) for w in seen] + [err]
+    assert not [m for m in shown if "autograd kernel was not registered" in m]
