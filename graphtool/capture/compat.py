@@ -491,8 +491,7 @@ def using_cudagraph_partition() -> bool:
 def higher_order_name(func: Any) -> str | None:
     """The name of a higher-order operator (``cond``, ``while_loop``, ``map_impl``, ``invoke_subgraph``,
     ``flex_attention``) a dispatch mode is handed, else None (an aten op)."""
-    cls = _require("torch._ops", "HigherOrderOperator")
-    return func.name() if isinstance(func, cls) else None
+    return func.name() if isinstance(func, higher_order_operator_type()) else None
 
 
 def higher_order_in_traceback(exc: BaseException) -> str | None:
