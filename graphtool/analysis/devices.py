@@ -56,10 +56,13 @@ class GraphDevices:
     counts: dict[str, int]
     off_device: tuple[DeviceNode, ...]
     copies: tuple[DeviceCopy, ...]
+    nodes: int | None = None  # every node of the graph, as trace counts them
+    without_device: int = 0  # of those, nodes with no device: the output node, getitem of a tuple, a symbolic size
 
     def to_dict(self) -> dict:
         return {
-            "region": self.region, "graph": self.graph, "counts": dict(self.counts),
+            "region": self.region, "graph": self.graph, "nodes": self.nodes, "without_device": self.without_device,
+            "counts": dict(self.counts),
             "off_device": [n.to_dict() for n in self.off_device], "copies": [c.to_dict() for c in self.copies],
         }
 
@@ -69,6 +72,20 @@ class DeviceReport:
     main_device: str
     stand_in: str | None  # "meta stands for cuda:0" when traced on the stand-in
     graphs: tuple[GraphDevices, ...]
+    regions_compiled: int | None = None  # regions torch compiles, when known
+    regions_judged: int | None = None  # regions whose graphs were read (fewer when the stand-in trace stopped)
+    stopped: str | None = None  # where the stand-in trace stopped: what runs after it was not judged
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole run was judged: no claim is made about regions never read.
+
+        >>> DeviceReport("meta", None, (), regions_compiled=4, regions_judged=1).complete
+        False
+        """
+        if self.stopped:
+            return False
+        return self.regions_compiled is None or self.regions_judged is None or self.regions_judged >= self.regions_compiled
 
     @property
     def found(self) -> bool:
@@ -93,6 +110,15 @@ class DeviceReport:
         off = sum(len(g.off_device) for g in self.graphs)
         copies = sum(len(g.copies) for g in self.graphs)
         label = self.shown_device
+        if not self.complete:
+            judged = f"{self.regions_judged} of {self.regions_compiled} regions judged ({count(len(self.graphs), 'graph')})"
+            tail = "the other regions could not be judged"
+            if self.stopped and (self.regions_judged or 0) >= (self.regions_compiled or 0):
+                judged = f"{count(len(self.graphs), 'graph')} judged before the stand-in trace stopped"
+                tail = "what runs after the stop was not judged"
+            if not off and not copies:
+                return f"only {judged}: every node there runs on {label}; {tail}"
+            return f"only {judged}: {count(off, 'node')} off {label}, {count(copies, 'cross-device copy', 'cross-device copies')}; {tail}"
         if not off and not copies:
             return f"every node runs on {label}"
         return f"{count(off, 'node')} off {label}, {count(copies, 'cross-device copy', 'cross-device copies')}"
@@ -102,6 +128,9 @@ class DeviceReport:
             "main_device": self.main_device,
             "stand_in": self.stand_in,
             "graphs": [g.to_dict() for g in self.graphs],
+            "regions_compiled": self.regions_compiled,
+            "regions_judged": self.regions_judged,
+            "stopped": self.stopped,
             "verdict": self.verdict(),
         }
 
@@ -114,11 +143,11 @@ def _input_device(node) -> str | None:
 def graph_devices(gm, region: int, graph: str, main: str) -> GraphDevices:
     counts: dict[str, int] = {}
     off, copies = [], []
+    without = 0
     for node in gm.graph.nodes:
-        if node.op not in ("call_function", "placeholder"):
-            continue
-        dev = node_device(node)
+        dev = node_device(node) if node.op in ("call_function", "placeholder") else None
         if dev is None:
+            without += 1
             continue
         counts[dev] = counts.get(dev, 0) + 1
         if node.op != "call_function":
@@ -132,7 +161,8 @@ def graph_devices(gm, region: int, graph: str, main: str) -> GraphDevices:
             before = _input_device(node)
             if before and before != dev:
                 copies.append(DeviceCopy(node.name, name, before, dev, src))
-    return GraphDevices(region, graph, dict(sorted(counts.items())), tuple(off), tuple(copies))
+    return GraphDevices(region, graph, dict(sorted(counts.items())), tuple(off), tuple(copies),
+                        nodes=len(gm.graph.nodes), without_device=without)
 
 
 def device_report(capture, *, main_device: str | None = None, stand_in: str | None = None) -> DeviceReport:
@@ -142,4 +172,6 @@ def device_report(capture, *, main_device: str | None = None, stand_in: str | No
         for graph, gm in (("forward", region.forward), ("backward", region.backward)):
             if gm is not None:
                 graphs.append(graph_devices(gm, region.index, graph, main))
-    return DeviceReport(main, stand_in, tuple(graphs))
+    compiled = capture.regions_compiled if capture.regions_compiled is not None else len(capture.regions)
+    return DeviceReport(main, stand_in, tuple(graphs), regions_compiled=compiled, regions_judged=capture.regions_judged,
+                        stopped=capture.stopped)

@@ -139,9 +139,30 @@ def recompile(function: str, file: str | None, line: int | None, reason: str, *,
     return with_source(d, lines)
 
 
+def _mutation_help(m) -> str | None:
+    """What happens to a mutated input under torch.compile, and what to do, for its kind."""
+    if m.kind == "buffer":
+        return "expected for BatchNorm statistics and KV caches: accept it with `mutations --check --allow buffers`"
+    if m.kind == "parameter":
+        return "a parameter changed inside forward: CUDA graphs and AOT autograd copy it back after every call"
+    if m.kind != "user_input":
+        return None
+    if not m.mutates_data:  # t_(), set_(), resize_(): a new tensor is the cure, not a cache's advice
+        return "torch.compile applies the change to the caller's tensor after the graph; return a new tensor instead"
+    how = ("the compiled graph itself writes the new value into the caller's tensor (a copy_ at its end: "
+           "inductor keeps input mutations in the graph)" if m.in_graph else
+           "AOT autograd writes the new value back into the caller's tensor after the graph")
+    return (f"{how}; for a cache the caller owns that is expected: accept it with `mutations --check --allow {m.name}`; "
+            "CUDA graphs want it at one address (allocate it once; torch._dynamo.mark_static_address)")
+
+
 def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), lines: LineReader | None = None) -> list[Diagnostic]:
-    """GT-M001..M004 for a :class:`~graphtool.analysis.mutations.MutationReport`; inputs named in ``skip`` (accepted) left out."""
+    """GT-M001..M004 for a :class:`~graphtool.analysis.mutations.MutationReport`; inputs named in ``skip`` (accepted) left out.
+
+    Mutations of one kind at one line (the three statistics of a BatchNorm, each layer of a
+    Sequential built in one line) are one diagnostic that names them all and says how many."""
     out = []
+    groups: dict[tuple, list] = {}
     for m in report.mutated:
         if m.name in skip:
             continue
@@ -151,27 +172,39 @@ def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), 
             changed = [k for k, on in (("metadata", m.mutates_metadata), ("storage", m.mutates_storage)) if on]
             what = f"{' and '.join(changed)} changed"
         region = "region " + ",".join(map(str, m.regions)) if m.regions else None
-        help_text = {
-            "buffer": "expected for BatchNorm statistics and KV caches: accept it with `mutations --check --allow buffers`",
-            "parameter": "a parameter changed inside forward: CUDA graphs and AOT autograd copy it back after every call",
-            "user_input": "torch.compile copies the new value back into the caller's tensor after the graph; return a new tensor instead",
-        }.get(m.kind)
+        help_text = _mutation_help(m)
         if m.note:
             help_text = f"{m.note}; {help_text}" if help_text else m.note
         src = m.source
-        d = Diagnostic(code, f"{m.kind.replace('_', ' ')} {m.name} {what}", src.file if src else None, src.line if src else None,
-                       help=help_text, model=model, region=region, severity="warning")
+        key = (code, m.kind, what, src.file if src else None, src.line if src else None, region, help_text, m.name if not src else "")
+        groups.setdefault(key, []).append(m)
+    for (code, kind, what, file, line, region, help_text, _), members in groups.items():
+        noun = kind.replace("_", " ")
+        if len(members) == 1:
+            message = f"{noun} {members[0].name} {what}"
+        else:
+            names = ", ".join(m.name for m in members)
+            message = f"{len(members)} {noun}s {what}: {names}"
+            if members[0].kind == "user_input":
+                help_text = help_text.replace(f"--allow {members[0].name}", "--allow " + " --allow ".join(m.name for m in members))
+        d = Diagnostic(code, message, file, line, help=help_text, model=model, region=region, severity="warning")
         out.append(with_source(d, lines))
     for o in report.aliased_outputs:
         of = o.alias_of
         name = {"input": f"input {of['name']}", "output": f"output {of['index']}"}.get(of["kind"], "an intermediate")
         verb = "is a view of" if o.is_view else "shares storage with"
-        out.append(Diagnostic("GT-M003", f"output {o.index} {verb} {name}", model=model, severity="note",
-                              help="a later in-place change to one is seen through the other; return .clone() to decouple them"))
+        src = getattr(o, "source", None)
+        d = Diagnostic("GT-M003", f"output {o.index} {verb} {name}", src.file if src else None, src.line if src else None,
+                       model=model, severity="note",
+                       help="a later in-place change to one is seen through the other; return .clone() to decouple them")
+        out.append(with_source(d, lines))
     for a in report.input_aliases:
         how = "are the same tensor" if a.relation == "same_tensor" else "share storage"
-        out.append(Diagnostic("GT-M004", f"inputs {' and '.join(a.names)} {how}", model=model, severity="note",
-                              help="torch.compile guards on this aliasing: passing distinct tensors later recompiles"))
+        src = getattr(a, "source", None)
+        d = Diagnostic("GT-M004", f"inputs {' and '.join(a.names)} {how}", src.file if src else None, src.line if src else None,
+                       model=model, severity="note",
+                       help="torch.compile guards on this aliasing: passing distinct tensors later recompiles")
+        out.append(with_source(d, lines))
     return out
 
 

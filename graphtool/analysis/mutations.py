@@ -33,6 +33,7 @@ class InputMutation:
     source: Source | None
     regions: tuple[int, ...]
     note: str | None = None
+    in_graph: bool = False  # the graph itself writes it (a copy_ into its placeholder), not an epilogue after it
 
     @property
     def mutated(self) -> bool:
@@ -49,6 +50,7 @@ class InputMutation:
             "source": self.source.to_dict() if self.source else None,
             "regions": list(self.regions),
             "note": self.note,
+            "in_graph": self.in_graph,
         }
 
 
@@ -76,9 +78,11 @@ class InputAlias:
 
     names: tuple[str, ...]
     relation: str  # same_tensor | shared_storage
+    source: Source | None = None  # where the example inputs are made (the aliasing is the caller's)
 
     def to_dict(self) -> dict:
-        return {"names": list(self.names), "relation": self.relation}
+        return {"names": list(self.names), "relation": self.relation,
+                "source": self.source.to_dict() if self.source else None}
 
 
 @dataclass(frozen=True)
@@ -88,9 +92,11 @@ class ModelOutputAlias:
     index: int
     is_view: bool
     alias_of: dict | None  # {"kind": input|output|intermediate, "name", "index"}
+    source: Source | None = None  # the user's line that made the output, when the last graph says
 
     def to_dict(self) -> dict:
-        return {"index": self.index, "is_view": self.is_view, "alias_of": self.alias_of}
+        return {"index": self.index, "is_view": self.is_view, "alias_of": self.alias_of,
+                "source": self.source.to_dict() if self.source else None}
 
 
 @dataclass(frozen=True)
@@ -204,9 +210,11 @@ def analyze_mutations(capture) -> MutationReport:
             entry["mutates_data"] |= rec.mutates_data
             entry["mutates_metadata"] |= rec.mutates_metadata
             entry["mutates_storage"] |= rec.mutates_storage
-            # an inference trace runs everything without grad: only meaningful in training
-            entry["under_no_grad"] |= rec.under_no_grad and capture.training
+            # AOT's mutations_under_no_grad_or_inference_mode, as torch says it (True for every mutation
+            # of a --inference trace, which runs under no_grad; and for a @torch.no_grad() decode step)
+            entry["under_no_grad"] |= rec.under_no_grad
             entry["source"] = entry["source"] or sources.get(index_of.get(id(rec.ref))) or written.get(rec.graph_name)
+            entry["in_graph"] |= rec.graph_name in written
         outputs.extend(_output_aliases(region))
     for name, how in capture.metadata_changes.items():
         entry = merged.setdefault(name, _blank(name, "user_input"))
@@ -217,7 +225,7 @@ def analyze_mutations(capture) -> MutationReport:
         InputMutation(
             name=e["name"], kind=e["kind"], mutates_data=e["mutates_data"], mutates_metadata=e["mutates_metadata"],
             mutates_storage=e["mutates_storage"], under_no_grad=e["under_no_grad"], source=e["source"],
-            regions=tuple(sorted(e["regions"])), note=e["note"],
+            regions=tuple(sorted(e["regions"])), note=e["note"], in_graph=e["in_graph"],
         )
         for e in merged.values()
     )
@@ -239,7 +247,10 @@ def model_output_aliases(capture) -> list[ModelOutputAlias]:
         inputs.setdefault(compat.storage_key(t), (name, i))
     seen: dict = {}
     result = []
-    for i, t in enumerate(iter_tensors(capture.outputs)):
+    tensors = list(iter_tensors(capture.outputs))
+    aot_kinds = _aot_output_kinds(capture, len(tensors))
+    lines = _user_output_sources(capture, len(tensors))
+    for i, t in enumerate(tensors):
         key = compat.storage_key(t)
         view = compat.is_view(t)
         alias_of = None
@@ -248,17 +259,53 @@ def model_output_aliases(capture) -> list[ModelOutputAlias]:
             alias_of = {"kind": "input", "name": name, "index": idx}
         elif key in seen:
             alias_of = {"kind": "output", "name": None, "index": seen[key]}
-        elif view:
+        elif view and (aot_kinds is None or aot_kinds[i].startswith("alias_of_intermediate")):
             alias_of = {"kind": "intermediate", "name": None, "index": None}
+        elif view:
+            # a view only of something the compiled graph made and dropped (linear on a 3-D input views
+            # addmm's result inside its decomposition; eager returns no view): AOT says non_alias
+            view = False
         seen.setdefault(key, i)
-        result.append(ModelOutputAlias(i, view, alias_of))
+        result.append(ModelOutputAlias(i, view, alias_of, lines.get(i)))
     return result
+
+
+def _aot_output_kinds(capture, n_outputs: int) -> list[str] | None:
+    """AOT's output type of each tensor the model returned, when the last region's user outputs are them
+    (the same count); ``None`` when they cannot be matched (graph breaks with eager code after the last
+    region), and then any region's word for an intermediate view is taken for all."""
+    regions = [r for r in capture.regions if r.forward is not None]
+    if not regions:
+        return None
+    last = regions[-1].forward_outputs
+    if len(last) == n_outputs:
+        return [o.alias_type for o in last]
+    if any(o.alias_type.startswith("alias_of_intermediate") for r in regions for o in r.forward_outputs):
+        return None
+    return ["non_alias"] * n_outputs
+
+
+def _user_output_sources(capture, n_outputs: int) -> dict[int, Source | None]:
+    """output index -> the user's line of the node the last region returns it from (when that region's
+    user outputs are the model's outputs)."""
+    regions = [r for r in capture.regions if r.forward is not None]
+    if not regions:
+        return {}
+    graph = regions[-1].forward.graph
+    out_node = next(iter(graph.find_nodes(op="output")))
+    values = out_node.args[0] if out_node.args else ()
+    found: dict[int, Source | None] = {}
+    for value, desc in zip(values, compat.output_descriptors(graph) or []):
+        role, idx = compat.describe_aot_output(desc)
+        if role == "user_output" and idx is not None and hasattr(value, "meta"):
+            found[idx] = user_source(value.meta.get("stack_trace"))
+    return found if len(regions[-1].forward_outputs) == n_outputs else {}
 
 
 def _blank(name: str, kind: str) -> dict:
     return {
         "name": name, "kind": kind, "mutates_data": False, "mutates_metadata": False, "mutates_storage": False,
-        "under_no_grad": False, "source": None, "regions": set(), "note": None,
+        "under_no_grad": False, "source": None, "regions": set(), "note": None, "in_graph": False,
     }
 
 
@@ -297,5 +344,6 @@ def input_aliases(capture) -> list[InputAlias]:
         if len(members) < 2:
             continue
         same = all(t is members[0][1] for _, t in members)
-        result.append(InputAlias(tuple(n for n, _ in members), "same_tensor" if same else "shared_storage"))
+        where = Source(str(capture.spec.path), capture.spec.line) if capture.spec.line else None
+        result.append(InputAlias(tuple(n for n, _ in members), "same_tensor" if same else "shared_storage", where))
     return result

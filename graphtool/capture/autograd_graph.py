@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 
 from graphtool.capture import compat
-from graphtool.capture.input_names import argument_names
+from graphtool.capture.input_names import argument_names, named_modules, named_state
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import running_user_code
@@ -55,17 +55,22 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
     checkpointed: set = set()
     boundary_stack: list[tuple[set, bool]] = []
     ckpt_file = _checkpoint_file()
-    if isinstance(spec.model, torch.nn.Module):
-        classes = {fqn: type(mod).__name__ for fqn, mod in spec.model.named_modules()}
-    if modules and isinstance(spec.model, torch.nn.Module):
-        for fqn, mod in spec.model.named_modules():
-            module_names[id(mod)] = fqn
+    reached = named_modules(spec.model)  # a function's global modules too
+    classes = {fqn: type(mod).__name__ for fqn, mod in reached}
+    compiling = torch.compiler.is_compiling
+    if modules and reached:
+        for fqn, mod in reached:
+            module_names.setdefault(id(mod), fqn)
 
         def pre(mod, args, kwargs):
+            if compiling():  # a module called inside torch.cond's branch, which dynamo traces: not eager autograd
+                return
             inside = bool(boundary_stack and boundary_stack[-1][1]) or _called_from(ckpt_file)
             boundary_stack.append(({t.grad_fn for t in iter_tensors((args, kwargs)) if t.grad_fn is not None}, inside))
 
         def post(mod, args, kwargs, output):
+            if compiling():
+                return
             # every node made during this call lies between its outputs and its inputs' nodes;
             # walk through nodes inner modules already claimed, claim the rest
             stop, inside = boundary_stack.pop() if boundary_stack else (set(), False)
@@ -82,7 +87,7 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
                     checkpointed.add(fn)
                 todo.extend(nf for nf, _ in fn.next_functions)
 
-        for mod in spec.model.modules():
+        for mod in {id(m): m for _, m in reached}.values():
             hooks.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
             hooks.append(mod.register_forward_hook(post, with_kwargs=True))
     try:
@@ -102,7 +107,10 @@ def _checkpoint_file() -> str:
 
 def _called_from(filename: str) -> bool:
     """Whether a frame of ``filename`` is on the stack (a module called by torch.utils.checkpoint)."""
-    frame = sys._getframe(2)
+    try:
+        frame = sys._getframe(2)
+    except ValueError:  # a shallower stack
+        return False
     while frame is not None:
         if os.path.normcase(os.path.abspath(frame.f_code.co_filename)) == filename:
             return True
@@ -121,8 +129,7 @@ def _module_path(fqn: str | None, classes: dict) -> tuple[tuple[str, str], ...]:
 
 def _walk(torch, spec, out, assigned, classes, want_saved, checkpointed=frozenset()) -> AutogradGraph:
     params = {}
-    if isinstance(spec.model, torch.nn.Module):
-        params.update({id(p): ("parameter", n) for n, p in spec.model.named_parameters()})
+    params.update({id(p): ("parameter", n) for n, p in reversed(named_state(spec.model)[0])})
     inputs = argument_names(spec)
     ids: dict = {}
     order: list = []

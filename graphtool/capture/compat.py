@@ -177,6 +177,8 @@ OPTIONAL: dict[tuple[str, str], str] = {
         "2.14+: the custom-class objects inductor accepts as graph inputs (OpaqueBase renamed)",
     ("torch._inductor.output_code", "OpaqueBase"):
         "2.12/2.13: the same, under its old name; 2.11 accepts no such input (non-Tensor inputs skip)",
+    ("torch._dynamo.symbolic_convert", "_import_module"):
+        "a cache of imported modules dynamo's global aliases go through; absent: nothing to clear",
     ("torch.fx.experimental._config", "meta_nonzero_assume_all_nonzero"):
         "lets the stand-in trace run nonzero on meta; without it boolean masking stops the trace there",
     ("torch._C", "_cuda_endAllocateToPool"):
@@ -216,8 +218,35 @@ def pytree_children(obj: Any) -> list[Any] | None:
 
 
 def dynamo_reset() -> None:
-    """Forget every compiled frame so a trace starts clean."""
+    """Forget every compiled frame so a trace starts clean.
+
+    Dynamo reaches the globals of a function it inlines from another module through an alias it
+    writes into the compiled frame's module (``__import_<module>``, into ``torch.utils._contextlib``
+    for a ``@torch.no_grad()`` function) and ``reset`` leaves it there: a script loaded afresh would
+    be guarded against its previous load's objects. graphtool's own script aliases are dropped, and
+    the cache dynamo resolves those aliases through (``symbolic_convert._import_module``, a
+    ``functools.cache`` of module name -> module) is cleared, or the alias names the old load."""
+    import sys
+
     _require("torch._dynamo", "reset")()
+    import_module = dynamo_import_module_cache()
+    if import_module is not None:
+        import_module.cache_clear()
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for key in [k for k in names if isinstance(k, str) and k.startswith(_USER_ALIAS)]:
+            del names[key]
+
+
+_USER_ALIAS = "__import_graphtool_user_"  # dynamo's alias of a script capture/script.py loaded
+
+
+def dynamo_import_module_cache():
+    """``torch._dynamo.symbolic_convert._import_module`` when it is a cached function, else None."""
+    fn = _optional("torch._dynamo.symbolic_convert", "_import_module")
+    return fn if callable(getattr(fn, "cache_clear", None)) else None
 
 
 def aot_autograd_backend(**kwargs: Any):
@@ -457,6 +486,37 @@ def inductor_config_patch(changes: dict[str, Any]):
 
 def using_cudagraph_partition() -> bool:
     return bool(_require("torch._inductor.utils", "is_using_cudagraph_partition")())
+
+
+def higher_order_name(func: Any) -> str | None:
+    """The name of a higher-order operator (``cond``, ``while_loop``, ``map_impl``, ``invoke_subgraph``,
+    ``flex_attention``) a dispatch mode is handed, else None (an aten op)."""
+    return func.name() if isinstance(func, higher_order_operator_type()) else None
+
+
+def higher_order_in_traceback(exc: BaseException) -> str | None:
+    """The higher-order operator (``cond``, ``while_loop``, ``map``, ``flex_attention``...) whose own
+    code ``exc`` was raised in, by torch's module for it (``torch/_higher_order_ops/<name>.py``), else None.
+    An error there while graphtool runs a model its own way (on fake tensors, under a dispatch mode)
+    is graphtool's limit, not the user's mistake."""
+    import os
+    import traceback
+
+    marker = f"{os.sep}torch{os.sep}_higher_order_ops{os.sep}"
+    flex = os.path.join("torch", "nn", "attention", "flex_attention.py")  # its eager checks, before the op
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ == "UncapturedHigherOrderOpError":
+            return "a higher-order op"
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if frame.filename.endswith(flex):
+                return "flex_attention"
+            if marker in frame.filename:
+                name = os.path.splitext(os.path.basename(frame.filename))[0]
+                return "a higher-order op" if name in ("utils", "__init__") else name
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def dispatch_mode_base():

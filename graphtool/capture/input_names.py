@@ -40,3 +40,93 @@ def argument_names(spec: ModelSpec) -> dict[int, str]:
     return names
 
 
+
+
+def reached_state(model: Any) -> list[tuple[str, Any]]:
+    """The modules and tensors a model holds: ``[("", model)]`` for an ``nn.Module``; for a plain
+    function, every ``nn.Module`` and tensor it reaches through its globals and closure cells (and
+    through the functions of the same script it calls), each under the name the code uses for it.
+
+    >>> import torch
+    >>> _lin = torch.nn.Linear(2, 2)
+    >>> def step(x):
+    ...     return _lin(x)
+    >>> [(name, type(obj).__name__) for name, obj in reached_state(step)]
+    [('_lin', 'Linear')]
+    """
+    return [(name, obj) for name, obj, _put in reached_places(model)]
+
+
+def reached_places(model: Any) -> list[tuple[str, Any, Any]]:
+    """:func:`reached_state` with, for each, a function that puts a new value where it was found
+    (the global or the closure cell; ``None`` for the model itself)."""
+    import torch
+
+    if isinstance(model, torch.nn.Module):
+        return [("", model, None)]
+    owner = getattr(model, "__self__", None)  # a bound method: its module holds the state
+    if isinstance(owner, torch.nn.Module):
+        return [("", owner, None)]
+    found: dict[int, tuple[str, Any, Any]] = {}
+    seen: set[int] = set()
+
+    def visit(fn: Any) -> None:
+        fn = inspect.unwrap(fn) if callable(fn) else fn  # @torch.no_grad() wraps the function
+        code = getattr(fn, "__code__", None)
+        if code is None or id(fn) in seen:
+            return
+        seen.add(id(fn))
+        values: list[tuple[str, Any, Any]] = []
+        names: list[str] = []
+        stack = [code]
+        while stack:  # the function's own names and those of the lambdas and inner functions it defines
+            c = stack.pop()
+            names.extend(c.co_names)
+            stack.extend(k for k in c.co_consts if inspect.iscode(k))
+        g = getattr(fn, "__globals__", {})
+        values += [(n, g[n], lambda new, g=g, n=n: g.__setitem__(n, new)) for n in dict.fromkeys(names) if n in g]
+        for n, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+            try:
+                values.append((n, cell.cell_contents, lambda new, cell=cell: setattr(cell, "cell_contents", new)))
+            except ValueError:  # a cell not filled yet
+                continue
+        for name, value, put in values:
+            if isinstance(value, (torch.nn.Module, torch.Tensor)):
+                found.setdefault(id(value), (name, value, put))
+            elif inspect.isfunction(value) and value.__module__ == getattr(fn, "__module__", None):
+                visit(value)  # a helper of the same script
+
+    visit(model)
+    return list(found.values())
+
+
+def named_state(model: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+    """``(parameters, buffers)`` of everything :func:`reached_state` finds, by qualified name
+    (``_step.qkv.weight`` for a module-level ``_step`` a function calls), shared tensors under each name.
+    A plain tensor the function reaches is a parameter when it is an ``nn.Parameter``, else a buffer."""
+    import torch
+
+    params: list[tuple[str, Any]] = []
+    buffers: list[tuple[str, Any]] = []
+    for name, obj in reached_state(model):
+        prefix = f"{name}." if name else ""
+        if isinstance(obj, torch.nn.Module):
+            params += [(prefix + fqn, p) for fqn, p in obj.named_parameters(remove_duplicate=False)]
+            buffers += [(prefix + fqn, b) for fqn, b in obj.named_buffers(remove_duplicate=False)]
+        elif isinstance(obj, torch.nn.Parameter):
+            params.append((name, obj))
+        else:
+            buffers.append((name, obj))
+    return params, buffers
+
+
+def named_modules(model: Any) -> list[tuple[str, Any]]:
+    """Every module :func:`reached_state` finds and their submodules, by qualified name (the model
+    itself ``""``; a function's global ``_step`` and ``_step.qkv``)."""
+    import torch
+
+    out: list[tuple[str, Any]] = []
+    for name, obj in reached_state(model):
+        if isinstance(obj, torch.nn.Module):
+            out += [(".".join(p for p in (name, fqn) if p), mod) for fqn, mod in obj.named_modules(remove_duplicate=False)]
+    return out

@@ -24,10 +24,11 @@ from graphtool.capture.script import ModelSpec
 
 def accelerator_of(spec: ModelSpec) -> str:
     """``cuda`` when the model already lives on a GPU, else ``meta`` (the stand-in)."""
+    from graphtool.capture.input_names import named_state
     from graphtool.capture.tensors import iter_tensors
 
-    tensors = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
-    tensors += list(iter_tensors((spec.args, spec.kwargs)))
+    params, buffers = named_state(spec.model)
+    tensors = [t for _, t in params + buffers] + list(iter_tensors((spec.args, spec.kwargs)))
     return "cuda" if any(t.device.type == "cuda" for t in tensors) else "meta"
 
 
@@ -36,8 +37,15 @@ def to_meta(spec: ModelSpec) -> ModelSpec:
 
     The model and the objects it holds change in place (graphtool loads the script afresh for each
     trace); tuples are rebuilt, so the returned spec carries the moved inputs."""
+    from graphtool.capture.input_names import reached_places
+
     mover = MetaMover()
     model = mover.move(spec.model)
+    if model is spec.model:  # a plain function: the modules and tensors it reaches through globals and closures
+        for _name, obj, put in reached_places(spec.model):
+            moved = mover.move(obj)
+            if moved is not obj and put is not None:
+                put(moved)
     return replace(spec, model=model, args=mover.move(spec.args), kwargs=mover.move(spec.kwargs))
 
 
@@ -254,8 +262,13 @@ def standin_mode():
     device_put = torch.ops.prims.device_put.default
 
     class _StandinMode(compat.dispatch_mode_base()):
+        supports_higher_order_operators = True  # torch.cond and friends come here too, not as an error
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            hop = compat.higher_order_name(func)
+            if hop is not None:
+                return _higher_order_on_meta(hop, func, args, kwargs)
             src = args[0] if args else None
             if isinstance(src, torch.Tensor) and src.device.type == "meta":
                 if func is aten._to_copy.default:
@@ -274,6 +287,36 @@ def standin_mode():
             return func(*args, **kwargs)
 
     return _StandinMode()
+
+
+def _higher_order_on_meta(name: str, func, args, kwargs):
+    """A higher-order op of a stand-in graph, run without real data.
+
+    On meta a predicate has no value of its own. When the stand-in replays the host values of a run
+    on the model's own device (capture/host_values.py), ``bool(pred)`` is the value that run's graph
+    read, so ``cond`` takes the branch it took and ``while_loop`` runs as many times; with no value to
+    read, ``cond`` runs its true branch (both branches return the same shapes, dtypes and devices,
+    which is all a stand-in result carries) and ``while_loop`` returns its carried values (its body
+    keeps their shapes). Everything else (``map_impl``, ``invoke_subgraph``, ``flex_attention``...)
+    runs its own dense implementation, which needs no values."""
+    import torch
+
+    def known(pred) -> bool | None:
+        try:
+            return bool(pred)
+        except Exception:  # a meta tensor with no recorded value
+            return None
+
+    if name == "cond" and len(args) >= 4 and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta":
+        pred, true_fn, false_fn, operands = args[:4]
+        return (false_fn if known(pred) is False else true_fn)(*operands)
+    if name == "while_loop" and len(args) >= 3:
+        cond_fn, body_fn, carried = args[0], args[1], tuple(args[2])
+        extra = tuple(args[3]) if len(args) > 3 else ()
+        while known(cond_fn(*carried, *extra)):
+            carried = tuple(body_fn(*carried, *extra))
+        return tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in carried)
+    return func(*args, **kwargs)
 
 
 def copy_to_meta(spec: ModelSpec) -> ModelSpec:

@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphtool.capture import compat
-from graphtool.capture.input_names import all_named_inputs
+from graphtool.capture.input_names import all_named_inputs, named_modules, named_state
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import user_code_error
+from graphtool.errors import GraphtoolBug
 
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 
@@ -191,9 +192,12 @@ def _mode_class():
             super().__init__()
             self.origins = origins
 
+        supports_higher_order_operators = True  # torch.cond, map, while_loop... pass through
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            self.origins.made(func, out)
+            if compat.higher_order_name(func) is None:  # a higher-order op's own ops are not seen here
+                self.origins.made(func, out)
             return out
 
     return RecordOrigins
@@ -201,12 +205,11 @@ def _mode_class():
 
 def _named_storages(spec: ModelSpec, named: dict, inputs: list) -> tuple[dict, list[Tensor], list[Tensor]]:
     """storage key -> (kind, name) for parameters, buffers and example inputs; the parameters and buffers."""
-    import torch
 
     owners: dict = {}
     params, buffers = [], []
-    if isinstance(spec.model, torch.nn.Module):
-        kinds = {fqn: "parameter" for fqn, _ in spec.model.named_parameters(remove_duplicate=False)}
+    if named:
+        kinds = {fqn: "parameter" for fqn, _ in named_state(spec.model)[0]}
         seen = set()
         for fqn, t in named.items():
             kind = kinds.get(fqn, "buffer")
@@ -223,13 +226,22 @@ def _named_storages(spec: ModelSpec, named: dict, inputs: list) -> tuple[dict, l
     return owners, params, buffers
 
 
-def _module_hooks(spec: ModelSpec, origins: _Origins) -> list:
-    import torch
+def higher_order_limit(exc: BaseException, hop: str, doing: str) -> GraphtoolBug:
+    """graphtool's limit, said once and plainly (exit 3): it cannot yet ``doing`` through ``hop``."""
+    from graphtool.capture.user_code import user_frames
 
-    if not isinstance(spec.model, torch.nn.Module):
-        return []
+    frames = user_frames(exc)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
+    what = f"torch.{hop}" if hop in ("cond", "while_loop", "map") else hop
+    return GraphtoolBug(f"{where}graphtool cannot yet {doing} through {what} (a higher-order op)",
+                        hint="the compiled graphs are traced as torch.compile traces them: `graphtool trace` and "
+                             "`graphtool cudagraphs` show them")
+
+
+def _module_hooks(spec: ModelSpec, origins: _Origins) -> list:
+
     hooks = []
-    for fqn, mod in spec.model.named_modules(remove_duplicate=False):
+    for fqn, mod in named_modules(spec.model):  # a function's global modules too
         def pre(mod, args, fqn=fqn):
             origins.module_stack.append(fqn)
 
@@ -289,6 +301,9 @@ def capture_saved(spec: ModelSpec) -> EagerCapture:
                 torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             out = run()
     except Exception as exc:
+        hop = compat.higher_order_in_traceback(exc)
+        if hop is not None:
+            raise higher_order_limit(exc, hop, "measure what eager autograd saves") from None
         raise user_code_error(exc, "the model raised on its example inputs"
                               + (" (run on fake tensors made from its meta ones)" if fake else "")) from None
     finally:
@@ -304,11 +319,10 @@ def capture_saved(spec: ModelSpec) -> EagerCapture:
 
 def _on_meta(spec: ModelSpec):
     """A fake tensor mode when the model or its inputs live on meta, else None."""
-    import torch
 
     tensors = list(iter_tensors((spec.args, spec.kwargs)))
-    if isinstance(spec.model, torch.nn.Module):
-        tensors += list(spec.model.parameters()) + list(spec.model.buffers())
+    params, buffers = named_state(spec.model)
+    tensors += [t for _, t in params + buffers]
     return compat.fake_tensor_mode() if any(t.device.type == "meta" for t in tensors) else None
 
 
@@ -318,10 +332,8 @@ def _runner(spec: ModelSpec, fake):
     tensors are swapped in with ``torch.func.functional_call``)."""
     import torch
 
-    named: dict[str, Any] = {}
-    if isinstance(spec.model, torch.nn.Module):
-        named.update(spec.model.named_parameters(remove_duplicate=False))
-        named.update(spec.model.named_buffers(remove_duplicate=False))
+    params, buffers = named_state(spec.model)  # a function's global modules' state too
+    named: dict[str, Any] = dict(params + buffers)
     if fake is None:
         return (lambda: spec.model(*spec.args, **spec.kwargs)), named, {}
     from graphtool.capture.tensors import map_tensors
@@ -337,10 +349,27 @@ def _runner(spec: ModelSpec, fake):
 
     named = {fqn: to_fake(t) for fqn, t in named.items()}
     args, kwargs = map_tensors((spec.args, spec.kwargs), to_fake)
-    if not isinstance(spec.model, torch.nn.Module):
-        return (lambda: spec.model(*args, **kwargs)), named, swapped
-    return (lambda: torch.func.functional_call(spec.model, named, args, kwargs, tie_weights=True, strict=False)), \
+    module = spec.model if isinstance(spec.model, torch.nn.Module) else _function_holder(spec.model)
+    return (lambda: torch.func.functional_call(module, named, args, kwargs, tie_weights=True, strict=False)), \
         named, swapped
+
+
+def _function_holder(fn):
+    """An ``nn.Module`` whose forward is the plain function ``fn`` and whose submodules are the global
+    modules it calls, under their names: ``functional_call`` swaps their tensors the way it swaps a model's."""
+    import torch
+
+    from graphtool.capture.input_names import reached_state
+
+    class FunctionHolder(torch.nn.Module):
+        def forward(self, *args, **kwargs):
+            return fn(*args, **kwargs)
+
+    holder = FunctionHolder()
+    for name, obj in reached_state(fn):
+        if isinstance(obj, torch.nn.Module):
+            holder.add_module(name, obj)
+    return holder
 
 
 def mark_varying_sizes(spec: ModelSpec) -> list[str]:

@@ -28,7 +28,7 @@ from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, d
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.host_values import HostValues
-from graphtool.capture.input_names import argument_names
+from graphtool.capture.input_names import argument_names, named_state
 from graphtool.capture.script import ModelSpec
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import full_traceback, user_code_error
@@ -79,15 +79,15 @@ def wants_training(spec: ModelSpec, inference: bool) -> bool:
     """Training when any parameter or input requires grad, unless ``--inference``."""
     if inference:
         return False
-    params = spec.model.parameters() if hasattr(spec.model, "parameters") else ()
-    if any(p.requires_grad for p in params):
+    params, _ = named_state(spec.model)  # a function's global modules count too
+    if any(p.requires_grad for _, p in params):
         return True
     return any(t.requires_grad for t in iter_tensors((spec.args, spec.kwargs)))
 
 
 def model_device(spec: ModelSpec) -> str:
     """The model's main device: its parameters', else its inputs'."""
-    tensors = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
+    tensors = [p for _, p in named_state(spec.model)[0]]
     tensors = tensors or list(iter_tensors((spec.args, spec.kwargs)))
     return str(tensors[0].device.type) if tensors else "cpu"
 
@@ -232,15 +232,32 @@ def _no_graph(recorder: BreakRecorder) -> str:
 
 def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool):
     """Compile the model with ``backend`` and run the example inputs (backward too, in training)."""
-    compiled = torch.compile(spec.model, backend=backend)
-    out = compiled(*spec.args, **spec.kwargs)
-    if training:
-        _run_backward(torch, out)
-    if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
-        more = run_variant(spec, compiled, to_device=standin and "meta")
+    with standin_warnings_silenced() if standin else contextlib.nullcontext():
+        compiled = torch.compile(spec.model, backend=backend)
+        out = compiled(*spec.args, **spec.kwargs)
         if training:
-            _run_backward(torch, more)
+            _run_backward(torch, out)
+        if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
+            more = run_variant(spec, compiled, to_device=standin and "meta")
+            if training:
+                _run_backward(torch, more)
     return out
+
+
+#: what torch warns about only because graphtool runs the graphs on its meta stand-in (a loss's
+#: ``nll_loss`` run through the stand-in's dispatch mode has no autograd kernel there): not the user's
+STANDIN_WARNINGS = (r".*an autograd kernel was not registered to the Autograd key",)
+
+
+@contextlib.contextmanager
+def standin_warnings_silenced():
+    """Silence :data:`STANDIN_WARNINGS` for the stand-in run only; the own-device run still shows them."""
+    import warnings
+
+    with warnings.catch_warnings():
+        for message in STANDIN_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        yield
 
 
 def _run_backward(torch, out) -> None:
@@ -252,11 +269,11 @@ def _run_backward(torch, out) -> None:
 def _tensor_names(spec: ModelSpec) -> dict[int, tuple[str, str]]:
     """id(tensor) -> (kind, name) for parameters, buffers and user inputs."""
     names: dict[int, tuple[str, str]] = {}
-    if hasattr(spec.model, "named_parameters"):
-        for fqn, p in spec.model.named_parameters(remove_duplicate=False):
-            names.setdefault(id(p), ("parameter", fqn))
-        for fqn, b in spec.model.named_buffers(remove_duplicate=False):
-            names.setdefault(id(b), ("buffer", fqn))
+    params, buffers = named_state(spec.model)  # a function's global modules' state by their FQNs
+    for fqn, p in params:
+        names.setdefault(id(p), ("parameter", fqn))
+    for fqn, b in buffers:
+        names.setdefault(id(b), ("buffer", fqn))
     for tid, name in argument_names(spec).items():
         names.setdefault(tid, ("user_input", name))
     return names
@@ -304,6 +321,10 @@ def _stop_note(exc: BaseException) -> str:
     frames = user_frames(exc)
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
     first = (str(exc).strip().splitlines() or [""])[0]
+    hop = compat.higher_order_in_traceback(exc)
+    if hop is not None:  # graphtool's limit, not the model's: said so
+        return (f"{where}the stand-in trace stopped: graphtool cannot yet run {hop} (a higher-order op) on the meta "
+                f"stand-in ({type(exc).__name__}: {first}); later regions were not analysed")
     return f"{where}the stand-in trace stopped ({type(exc).__name__}: {first}); later regions were not analysed"
 
 

@@ -27,6 +27,7 @@ def devices(model: Optional[str] = None, *, entry: Optional[str] = None, device:
                                              progress=progress)
         stand_in = "meta stands for cuda:0" if accel == "meta" else None
         report = device_report(capture, main_device=accel, stand_in=stand_in)
-        found = report.found or bool(capture.no_graph)
+        # regions left unjudged are no pass: --check fails rather than vouch for graphs it never read
+        found = report.found or bool(capture.no_graph) or not report.complete
         results.append(steps.ModelResult(steps.model_header(capture), report, found, key="devices"))
     return results

@@ -357,3 +357,18 @@ def test_package_metadata_never_caps_torch():
     assert torch_req.replace(" ", "") == "torch>=2.11"
     lo, _ = compat.SUPPORTED_TORCH
     assert torch_req.endswith(f"{lo[0]}.{lo[1]}")
+
+
+def test_a_reloaded_script_is_not_guarded_against_its_previous_load():
+    """A @torch.no_grad() function over a module-level module, loaded twice in one process (the
+    stand-in moved the first load's module to meta): dynamo_reset lets the second load trace."""
+    from graphtool.capture.meta_standin import to_meta
+    from graphtool.capture.script import load_model
+    from graphtool.capture.tracer import trace_model
+    from tests.helpers import FIXTURES
+
+    path = str(FIXTURES / "issue24" / "kv_function.py")
+    trace_model(to_meta(load_model(path)), standin=True)
+    cap = trace_model(load_model(path))
+    assert len(cap.regions) == 1
+    assert {r.name for r in cap.regions[0].inputs if r.kind == "parameter"} >= {"_step.qkv.weight", "_step.out.bias"}

@@ -226,3 +226,36 @@ def test_cudagraph_input_alignment_is_inductors():
     import torch._inductor.utils as inductor_utils
 
     assert compat.cudagraph_input_alignment() == inductor_utils.ALIGNMENT == 16
+
+
+SCALE = None  # a module-level tensor the function below reaches (set by the test)
+
+
+def test_a_functions_closure_modules_and_global_tensors_are_the_models():
+    """What a plain function reaches through closures and globals moves to meta and is named as the code names it."""
+    import torch
+
+    from graphtool.capture.input_names import named_state
+    from graphtool.capture.meta_standin import to_meta
+    from graphtool.capture.script import ModelSpec
+
+    def make():
+        lin = torch.nn.Linear(2, 2)
+
+        @torch.no_grad()
+        def step(x):
+            return lin(x) * SCALE
+
+        return step
+
+    step = make()
+    global SCALE
+    SCALE = torch.ones(2)
+    try:
+        params, buffers = named_state(step)
+        assert [n for n, _ in params] == ["lin.weight", "lin.bias"] and [n for n, _ in buffers] == ["SCALE"]
+        to_meta(ModelSpec(path=__file__, entry="model", model=step, args=(torch.zeros(1, 2),)))
+        params, buffers = named_state(step)
+        assert {t.device.type for _, t in params + buffers} == {"meta"}
+    finally:
+        SCALE = None

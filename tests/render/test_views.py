@@ -154,6 +154,7 @@ DEVICES = DeviceReport(
                 DeviceCopy("_to_copy", "aten._to_copy.default", "meta", "cpu", Source(ROUNDTRIP, 14)),
                 DeviceCopy("_to_copy_1", "aten._to_copy.default", "cpu", "meta", Source(ROUNDTRIP, 15)),
             ),
+            nodes=11, without_device=1,
         ),
         GraphDevices(
             0, "backward", {"cpu": 3, "meta": 9},
@@ -165,6 +166,7 @@ DEVICES = DeviceReport(
                 DeviceCopy("_to_copy_2", "aten._to_copy.default", "meta", "cpu", Source(ROUNDTRIP, 15)),
                 DeviceCopy("_to_copy_3", "aten._to_copy.default", "cpu", "meta", Source(ROUNDTRIP, 14)),
             ),
+            nodes=13, without_device=1,
         ),
     ),
 )

@@ -217,7 +217,7 @@ def _truth_mutations(cap, run, where) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for mine, theirs in zip(cap.regions, run.regions):
         for (_role, idx), info in zip(_aot_inputs(mine, theirs, where), theirs.meta.input_info):
-            flags = dict(info, under_no_grad=info["under_no_grad"] and run.training)
+            flags = dict(info)  # under_no_grad too: graphtool reports torch's flag as it is, training or not
             if not (flags["mutates_data"] or flags["mutates_metadata"] or flags["mutates_storage"]):
                 continue
             entry = out.setdefault(mine.inputs[idx].name, {k: False for k in flags})

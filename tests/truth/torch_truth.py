@@ -318,8 +318,12 @@ def load_script(path: str):
     """``get_model_and_inputs()`` of a model script -> (model, args, kwargs); a fresh import each call."""
     spec = importlib.util.spec_from_file_location(f"truth_model_{Path(path).stem}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dynamo looks a decorated function's module up by name
     spec.loader.exec_module(module)
-    got = module.get_model_and_inputs()
+    if hasattr(module, "get_model_and_inputs"):
+        got = module.get_model_and_inputs()
+    else:  # module-level ``model`` and ``example_inputs``, graphtool's other convention
+        got = (module.model, module.example_inputs, getattr(module, "example_kwargs", {}))
     model, args = got[0], got[1]
     kwargs = got[2] if len(got) > 2 else {}
     return model, (args if isinstance(args, tuple) else (args,)), kwargs
@@ -328,6 +332,8 @@ def load_script(path: str):
 def tensor_names(model) -> dict[int, tuple[str, tuple[str, ...]]]:
     """id(tensor) -> ("parameter" | "buffer", every FQN of it, in named_* order)."""
     names: dict[int, tuple[str, list[str]]] = {}
+    if not hasattr(model, "named_parameters"):  # a plain function
+        return {}
     for fqn, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), ("parameter", []))[1].append(fqn)
     for fqn, b in model.named_buffers(remove_duplicate=False):
@@ -355,7 +361,7 @@ def output_tensors(obj: Any, depth: int = 0):
 def is_training(model, args, kwargs) -> bool:
     import torch
 
-    if any(p.requires_grad for p in model.parameters()):
+    if any(p.requires_grad for p in (model.parameters() if hasattr(model, "parameters") else ())):
         return True
     return any(t.requires_grad for t in output_tensors((args, kwargs)) if isinstance(t, torch.Tensor))
 
