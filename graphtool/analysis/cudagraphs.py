@@ -126,6 +126,7 @@ class Verdict:
     unjudged: str | None = None  # why some regions could not be judged
     no_graph: str | None = None  # torch.compile captured no graph: the cause
     partitions: tuple[Partition, ...] = ()
+    steady: object = None  # graphtool.analysis.steady_state.SteadyState: the loop's steps, when they were run
 
     def summary(self) -> str:
         skips = [r for r in self.reasons if r.skips]
@@ -204,6 +205,7 @@ class Verdict:
             "coverage": self.coverage(),
             "coverage_line": self.coverage_line(),
             "summary": self.summary(),
+            **({"steady_state": self.steady.to_dict()} if self.steady is not None else {}),
         }
 
 
