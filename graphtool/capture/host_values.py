@@ -12,7 +12,8 @@ own checks like ``if key_padding_mask.any():``): torch.compile's machinery reads
 fake runs, inductor's constant folding) and those calls pass through untouched, so the two runs'
 sequences line up. A value is replayed with the type its protocol needs: ``__bool__`` a bool,
 ``__int__``/``__index__`` an int, ``__float__`` a float, ``.item()`` the Python scalar of the tensor's
-dtype, ``.tolist()`` lists nested as deep as the tensor has dimensions.
+dtype, ``.tolist()`` lists nested as deep as the tensor has dimensions, and a 0-d tensor's ``__format__``
+(``f"expert_{idx[0]}"``, which reads its ``.item()`` on a real device) that value formatted.
 
 Example::
 
@@ -32,7 +33,7 @@ import contextlib
 from typing import Any
 
 #: the Tensor methods through which eager code reads a tensor's data on the host
-HOST_SYNC_METHODS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
+HOST_SYNC_METHODS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__format__")
 
 
 class ValuesRanOut(RuntimeError):
@@ -58,17 +59,20 @@ class HostValues:
 
     def _record(self, original, tensor, *args, **kwargs) -> Any:
         value = original(tensor, *args, **kwargs)
-        if not _compile_machinery(tensor):
+        # a 0-d tensor formats its .item() (f"expert_{idx[0]}"): that read is the one recorded
+        if original.__name__ != "__format__" and not _compile_machinery(tensor):
             self.values.append(value)
         return value
 
     def _replay(self, original, tensor, *args, **kwargs) -> Any:
         if tensor.device.type != "meta" or _compile_machinery(tensor):
             return original(tensor, *args, **kwargs)
+        if original.__name__ == "__format__" and tensor.dim() != 0:  # torch formats these without reading values
+            return original(tensor, *args, **kwargs)
         if not self.values:
             raise ValuesRanOut("the stand-in read more host values than the run on the model's own device did")
         self.replayed += 1
-        return as_protocol(original.__name__, tensor, self.values.popleft())
+        return as_protocol(original.__name__, tensor, self.values.popleft(), *args)
 
     @contextlib.contextmanager
     def _patched(self, handler):
@@ -102,7 +106,7 @@ def _compile_machinery(tensor) -> bool:
     return compat.is_fake_tensor(tensor) or compat.tracing_context_active()
 
 
-def as_protocol(name: str, tensor, value: Any) -> Any:
+def as_protocol(name: str, tensor, value: Any, *args) -> Any:
     """``value`` (recorded on the own device) with the type ``tensor.<name>()`` must return.
 
     >>> import torch
@@ -122,6 +126,8 @@ def as_protocol(name: str, tensor, value: Any) -> Any:
         return _scalar(tensor.dtype, value)
     if name == "tolist":
         return _nested(tensor, value)
+    if name == "__format__":
+        return format(_scalar(tensor.dtype, value), *args)
     return value
 
 
