@@ -55,9 +55,15 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
         if cudagraphs:
             from graphtool.analysis.cudagraphs import cudagraph_verdict
 
+            from dataclasses import replace
+
+            from graphtool.analysis.steady_state import steady_state
+            from graphtool.capture.steady_state import DEFAULT_STEPS
+
             standin, accel = steps.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
-                                                 progress=progress)
+                                                 progress=progress, steps=DEFAULT_STEPS)
             verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
+            verdict = replace(verdict, steady=steady_state(standin, verdict))
         if bench:
             timings = steps.eager_vs_compiled(target, ent, progress=progress)
         if graph_code:

@@ -84,3 +84,13 @@ def test_a_truth_value_after_a_host_read_keeps_the_standin_going(name, regions):
     assert result.stopped is None
     assert result.header["regions_judged"] == result.header["regions_compiled"] == regions
     assert result.report.eligible
+
+
+def test_a_zero_d_tensor_formats_its_replayed_value():
+    """transformers' MoE names its expert ``f"expert_{expert_idx[0]}"``: on meta torch prints the tensor instead."""
+    values = HostValues()
+    with values.recording():
+        name = f"expert_{torch.tensor([3])[0]}"
+    with values.replaying():
+        again = f"expert_{torch.empty(1, dtype=torch.int64, device='meta')[0]}"
+    assert name == again == "expert_3"

@@ -1,0 +1,43 @@
+"""``graphtool cudagraphs --steps N``: the loop's steady state, in text and JSON; bad N exits 2 before tracing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import example
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "three", "1.5"])
+def test_a_bad_number_of_steps_exits_2(cli, bad):
+    rc, out, err = cli("cudagraphs", example("mlp.py"), "--steps", bad)
+    assert rc == 2 and out == "" and "--steps" in err
+
+
+def test_steps_run_as_a_loop_in_json(cli):
+    rc, out, _ = cli("cudagraphs", example("mlp.py"), "--steps", "4", "--format", "json")
+    steady = json.loads(out)["cudagraphs"]["steady_state"]
+    assert rc == 0 and steady["steps"] == 4 and steady["steady"] and steady["steady_from"] == 3
+    # forward and backward: warmed up in step 1, recorded in step 2, replayed from step 3
+    assert [(s["warmups"], s["recordings"], s["replays"]) for s in steady["per_step"]] == [(2, 0, 0), (0, 2, 0), (0, 0, 2), (0, 0, 2)]
+    assert steady["captures"] == 3  # two recordings and the trees' memory pool, as the H100 counted for mlp.py
+
+
+def test_one_step_says_how_to_see_the_steady_state(cli):
+    rc, out, _ = cli("cudagraphs", example("mlp.py"), "--steps", "1")
+    assert rc == 0 and "run --steps 3 or more to see the steady state" in out
+
+
+def test_a_recompile_is_shown_with_its_guard_failure_and_a_loud_verdict(cli):
+    rc, out, _ = cli("cudagraphs", example("transpose_input.py"))
+    assert rc == 0
+    assert "recompiled transpose_in_place (examples/transpose_input.py:5): 0/0: tensor 'x' size mismatch" in out
+    assert "NOT STEADY: step 3 still records 1 CUDA graph" in out
+
+
+def test_a_skipped_graph_never_reaches_a_recording(cli):
+    rc, out, _ = cli("cudagraphs", example("cpu_roundtrip.py"), "--backend", "cudagraphs", "--format", "json")
+    steady = json.loads(out)["cudagraphs"]["steady_state"]
+    assert steady["recordings"] == steady["captures"] == 0  # the H100: 0 captures, skip counter 1
+    assert all(s["skipped_calls"] == 2 for s in steady["per_step"])
