@@ -69,3 +69,14 @@ def test_a_steady_model_replays_from_its_third_step():
     steady = graphtool_steady("tolist_gate")
     last = steady.per_step[-1]
     assert steady.steady_from == 3 and last.recordings == 0 and last.replays == steady.recordings > 0
+
+
+def test_a_cpu_scalar_constant_does_not_split_inductors_graph():
+    """torch.tensor(0.5) in forward: inductor inlines it into the GPU kernel (no CPU scheduler node), so each
+    graph is one CUDA-graphed partition: 2 recorded, as the H100 recorded for such a model."""
+    from graphtool.commands.cudagraphs import cudagraphs
+
+    [result] = cudagraphs(str(FIXTURES / "steady" / "cpu_scalar_constant.py"), steps=STEPS)
+    verdict = result.report
+    assert [(p.graph, p.cudagraphed) for p in verdict.partitions] == [("forward", True), ("backward", True)]
+    assert verdict.steady.recordings == 2 and verdict.steady.captures == 3
