@@ -53,10 +53,9 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
         capture = steps.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
         verdict = timings = code = None
         if cudagraphs:
-            from graphtool.analysis.cudagraphs import cudagraph_verdict
-
             from dataclasses import replace
 
+            from graphtool.analysis.cudagraphs import cudagraph_verdict
             from graphtool.analysis.steady_state import steady_state
             from graphtool.capture.steady_state import DEFAULT_STEPS
 

@@ -349,7 +349,6 @@ def test_package_metadata_never_caps_torch():
 
 def test_fake_tensors_and_the_tracing_context_are_told_apart():
     import torch
-
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode() as mode:
