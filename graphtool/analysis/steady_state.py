@@ -61,6 +61,7 @@ class SteadyState:
     rerecords: int  # recordings of a piece already recorded (another size, or another place in the path)
     pool_capture: bool  # the trees' memory pool was made: one more torch.cuda.graph capture
     steady_from: int | None  # the first step from which nothing more is compiled or recorded; None: still growing
+    failed: str | None = None  # a later step raised: the steps before it are reported
 
     @property
     def captures(self) -> int:
@@ -80,6 +81,8 @@ class SteadyState:
         head = (f"over {count(self.steps, 'step')}: dynamo compiled {count(self.graphs_compiled, 'graph')}"
                 f"{extra}, cudagraph trees record "
                 f"{count(self.recordings, 'CUDA graph')} of {count(self.functions_graphed, 'function')}")
+        if self.failed:
+            return head + f"; the loop stopped: {self.failed} (a loop running this step again would fail the same way)"
         if self.steps < 2:
             return head + "; run --steps 3 or more to see the steady state"
         if self.steady_from is None:
@@ -116,7 +119,8 @@ class SteadyState:
             "recordings": self.recordings,
             "rerecords": self.rerecords,
             "captures": self.captures,
-            "steady": self.steady_from is not None,
+            "steady": self.steady_from is not None and self.failed is None,
+            "failed": self.failed,
             "steady_from": self.steady_from,
             "per_step": [f.to_dict() for f in self.per_step],
             "summary": self.summary(),
@@ -198,4 +202,5 @@ def steady_state(capture, verdict) -> SteadyState | None:
     return SteadyState(
         steps=log.steps, per_step=tuple(per_step), graphs_compiled=len(log.region_steps), functions_graphed=len(functions),
         recordings=sum(f.recordings for f in per_step), rerecords=rerecords, pool_capture=pool, steady_from=steady_from,
+        failed=log.failed,
     )

@@ -60,10 +60,11 @@ class Recompile:
 class StepLog:
     """What a run of ``steps`` steps did: every graph call, every recompile, when each region compiled."""
 
-    steps: int
+    steps: int  # the steps that ran to the end
     calls: list[GraphCall] = field(default_factory=list)
     recompiles: list[Recompile] = field(default_factory=list)
     region_steps: tuple[int, ...] = ()
+    failed: str | None = None  # a later step raised (the loop would fail there too): which, and torch's error
 
 
 class CallLogger:
@@ -108,16 +109,31 @@ def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, tr
     inputs (as the previous step left them), and runs ``backward`` in training. ``frames`` is the list of
     torch's compilation_metrics events the trace listener fills; ``regions`` the backend's regions."""
     marks = [len(frames)]
+    done, failed = 1, None
     for step in range(2, steps + 1):
         calls.step = step
         reset_grads(spec)
-        out = compiled(*spec.args, **spec.kwargs)
-        if training:
-            backward(out)
+        try:
+            out = compiled(*spec.args, **spec.kwargs)
+            if training:
+                backward(out)
+        except Exception as exc:  # the first step ran: keep what the steps before this one showed
+            failed = _failure(step, exc)
+            break
         marks.append(len(frames))
+        done = step
     calls.step = 1
-    return StepLog(steps=steps, calls=list(calls.calls), recompiles=_recompiles(frames, marks),
-                   region_steps=tuple(getattr(r, "step", 1) for r in regions))
+    return StepLog(steps=done, calls=[c for c in calls.calls if c.step <= done], recompiles=_recompiles(frames, marks),
+                   region_steps=tuple(getattr(r, "step", 1) for r in regions if getattr(r, "step", 1) <= done), failed=failed)
+
+
+def _failure(step: int, exc: BaseException) -> str:
+    from graphtool.capture.user_code import user_frames
+    from graphtool.text import first_line
+
+    frames = user_frames(exc)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"step {step} raised{where}: {type(exc).__name__}: {first_line(exc) or ''}"
 
 
 def _recompiles(frames: list, marks: list[int]) -> list[Recompile]:
@@ -128,5 +144,6 @@ def _recompiles(frames: list, marks: list[int]) -> list[Recompile]:
         if not reason:
             continue
         step = 1 + sum(1 for m in marks if i >= m)
-        found.append(Recompile(step, str(f.compile_id), f.co_name, f.co_filename, f.co_firstlineno, str(reason).strip()))
+        if step <= len(marks):
+            found.append(Recompile(step, str(f.compile_id), f.co_name, f.co_filename, f.co_firstlineno, str(reason).strip()))
     return found

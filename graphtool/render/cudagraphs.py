@@ -92,7 +92,8 @@ def _steady(steady) -> list:
     """The loop's steps: the summary (loud when it keeps growing), each step, each recompile in torch's words."""
     if steady is None:
         return []
-    out: list = [Text(f"steady state {steady.summary()}", style="verdict" if steady.steady_from is not None else "verdict.bad")]
+    good = steady.steady_from is not None and not steady.failed
+    out: list = [Text(f"steady state {steady.summary()}", style="verdict" if good else "verdict.bad")]
     for f in steady.per_step:
         out.append(Text("  " + steady.step_line(f)))
         for r in f.recompiles:

@@ -41,3 +41,12 @@ def test_a_skipped_graph_never_reaches_a_recording(cli):
     steady = json.loads(out)["cudagraphs"]["steady_state"]
     assert steady["recordings"] == steady["captures"] == 0  # the H100: 0 captures, skip counter 1
     assert all(s["skipped_calls"] == 2 for s in steady["per_step"])
+
+
+def test_a_step_that_fails_on_its_second_run_keeps_the_first(cli):
+    from tests.helpers import FIXTURES
+
+    rc, out, _ = cli("cudagraphs", FIXTURES / "steady" / "second_call_fails.py", "--format", "json")
+    steady = json.loads(out)["cudagraphs"]["steady_state"]
+    assert rc == 0 and steady["steps"] == 1 and not steady["steady"]
+    assert steady["failed"].startswith("step 2 raised at ") and "second_call_fails.py:16: ValueError: this model runs once" in steady["failed"]
