@@ -123,7 +123,7 @@ def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, tr
         marks.append(len(frames))
         done = step
     calls.step = 1
-    return StepLog(steps=done, calls=[c for c in calls.calls if c.step <= done], recompiles=_recompiles(frames, marks),
+    return StepLog(steps=done, calls=[c for c in calls.calls if c.step <= done], recompiles=_recompiles(frames, marks, _entry(spec)),
                    region_steps=tuple(getattr(r, "step", 1) for r in regions if getattr(r, "step", 1) <= done), failed=failed)
 
 
@@ -136,8 +136,29 @@ def _failure(step: int, exc: BaseException) -> str:
     return f"step {step} raised{where}: {type(exc).__name__}: {first_line(exc) or ''}"
 
 
-def _recompiles(frames: list, marks: list[int]) -> list[Recompile]:
-    """Each compilation_metrics event with a recompile reason, with the step it happened in."""
+def _entry(spec) -> tuple:
+    """(name, file, first line) of the code the user compiled: a module's ``forward``, else the function."""
+    import inspect
+
+    fn = type(spec.model).forward if hasattr(spec.model, "forward") and hasattr(type(spec.model), "forward") else spec.model
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None or _in_torch(code.co_filename):  # torch's own module (nn.Sequential): the script that built it
+        return (type(spec.model).__name__, str(spec.path), getattr(spec, "line", None))
+    return (code.co_name, code.co_filename, code.co_firstlineno)
+
+
+def _in_torch(filename: str | None) -> bool:
+    import os
+
+    import torch
+
+    return bool(filename) and filename.startswith(os.path.dirname(torch.__file__) + os.sep)
+
+
+def _recompiles(frames: list, marks: list[int], entry: tuple = (None, None, None)) -> list[Recompile]:
+    """Each compilation_metrics event with a recompile reason, with the step it happened in. A frame of
+    torch's own wrapper (``torch.compile(module)`` enters through ``external_utils``) is named by the
+    user's code it wraps (``entry``)."""
     found = []
     for i, f in enumerate(frames):
         reason = getattr(f, "recompile_reason", None)
@@ -145,5 +166,6 @@ def _recompiles(frames: list, marks: list[int]) -> list[Recompile]:
             continue
         step = 1 + sum(1 for m in marks if i >= m)
         if step <= len(marks):
-            found.append(Recompile(step, str(f.compile_id), f.co_name, f.co_filename, f.co_firstlineno, str(reason).strip()))
+            name, file, line = (f.co_name, f.co_filename, f.co_firstlineno) if not _in_torch(f.co_filename) else entry
+            found.append(Recompile(step, str(f.compile_id), name, file, line, str(reason).strip()))
     return found

@@ -50,3 +50,11 @@ def test_a_step_that_fails_on_its_second_run_keeps_the_first(cli):
     steady = json.loads(out)["cudagraphs"]["steady_state"]
     assert rc == 0 and steady["steps"] == 1 and not steady["steady"]
     assert steady["failed"].startswith("step 2 raised at ") and "second_call_fails.py:16: ValueError: this model runs once" in steady["failed"]
+
+
+def test_a_recompile_inside_torchs_own_module_is_named_at_the_script(cli):
+    """--dynamic's second size recompiles an nn.Sequential: its frame is torch's wrapper, its place the user's script."""
+    rc, out, _ = cli("cudagraphs", example("dynamic_batch.py"), "--dynamic", "--format", "json")
+    [first] = json.loads(out)["cudagraphs"]["steady_state"]["recompiles"][:1]
+    assert rc == 0 and first["function"] == "Sequential" and first["file"].endswith("examples/dynamic_batch.py")
+    assert "size mismatch at index 0" in first["reason"]
