@@ -299,7 +299,8 @@ STEADY_STATE = """## Steady state: what a loop compiles and records, step by ste
 
 `graphtool cudagraphs` runs the model's step several times on the stand-in (`--steps N`, default 3; `trace
 --cudagraphs` runs 3), as a loop does: every `.grad` set to None, the forward, the backward in training, and
-the inputs and buffers as the previous step left them (an input `t_()`-ed by step 1 is transposed in step 2).
+the inputs and buffers as the previous step left them (an input `t_()`-ed by step 1 is transposed in step 2);
+with `--dynamic` each step also runs the second input size, as a loop serving both sizes would.
 Per step it reports the graphs dynamo compiled, each recompile with its guard failure in torch's words
 (`compilation_metrics`' `recompile_reason`) at the function it recompiled, and what cudagraph trees do with
 each call (`torch/_inductor/cudagraph_trees.py`, the same for `backend="cudagraphs"`):

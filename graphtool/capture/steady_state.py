@@ -104,10 +104,12 @@ def reset_grads(spec) -> None:
 
 
 def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, training: bool, backward, frames: list,
-              regions: list) -> StepLog:
+              regions: list, variant=None) -> StepLog:
     """Steps 2..``steps`` after the first (already run): each resets grads, calls ``compiled`` on the same
     inputs (as the previous step left them), and runs ``backward`` in training. ``frames`` is the list of
-    torch's compilation_metrics events the trace listener fills; ``regions`` the backend's regions."""
+    torch's compilation_metrics events the trace listener fills; ``regions`` the backend's regions.
+    ``variant`` (``--dynamic``: the second input size, as step 1 ran it) runs after the step's own call,
+    every step, as a loop serving both sizes would."""
     marks = [len(frames)]
     done, failed = 1, None
     for step in range(2, steps + 1):
@@ -117,6 +119,10 @@ def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, tr
             out = compiled(*spec.args, **spec.kwargs)
             if training:
                 backward(out)
+            if variant is not None:
+                more = variant()
+                if training:
+                    backward(more)
         except Exception as exc:  # the first step ran: keep what the steps before this one showed
             failed = _failure(step, exc)
             break

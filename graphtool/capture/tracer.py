@@ -251,9 +251,10 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
         more = run_variant(spec, compiled, to_device=standin and "meta")
         if training:
             _run_backward(torch, more)
+    variant = functools.partial(run_variant, spec, compiled, to_device=standin and "meta") if dynamic else None
     backend.step_log = run_steps(spec, compiled, backend.calls, out, steps=steps, training=training,
                                  backward=functools.partial(_run_backward, torch), frames=frames if frames is not None else [],
-                                 regions=backend.regions)
+                                 regions=backend.regions, variant=variant)
     return out
 
 

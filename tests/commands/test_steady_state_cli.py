@@ -58,3 +58,11 @@ def test_a_recompile_inside_torchs_own_module_is_named_at_the_script(cli):
     [first] = json.loads(out)["cudagraphs"]["steady_state"]["recompiles"][:1]
     assert rc == 0 and first["function"] == "Sequential" and first["file"].endswith("examples/dynamic_batch.py")
     assert "size mismatch at index 0" in first["reason"]
+
+
+def test_dynamic_serves_both_sizes_every_step_one_cuda_graph_per_size(cli):
+    rc, out, _ = cli("cudagraphs", example("dynamic_batch.py"), "--dynamic", "--steps", "4", "--format", "json")
+    steady = json.loads(out)["cudagraphs"]["steady_state"]
+    # the dynamic graph's forward and backward, recorded once for batch 4 and once for batch 7
+    assert rc == 0 and steady["functions_graphed"] == steady["recordings"] == 4 and steady["rerecords"] == 2
+    assert steady["steady_from"] == 4 and steady["per_step"][-1]["replays"] == 4
