@@ -289,7 +289,51 @@ def markdown() -> str:
         lines.append(f"| {e.code} | {esc(e.title)} | {e.kind} | {e.decided} | {', '.join(e.applies_to)} | {e.releases} | {tmpl} | "
                      f"{esc(e.emitted_by)} | {esc(e.silent)} | {esc(e.fix)} |")
     lines.append("")
+    lines += STEADY_STATE.splitlines()
+    lines.append("")
     return "\n".join(lines)
+
+
+#: docs/cudagraphs.md's last section: what the loop's steady state is, what is predicted, what a GPU confirmed
+STEADY_STATE = """## Steady state: what a loop compiles and records, step by step
+
+`graphtool cudagraphs` runs the model's step several times on the stand-in (`--steps N`, default 3; `trace
+--cudagraphs` runs 3), as a loop does: every `.grad` set to None, the forward, the backward in training, and
+the inputs and buffers as the previous step left them (an input `t_()`-ed by step 1 is transposed in step 2);
+with `--dynamic` each step also runs the second input size, as a loop serving both sizes would.
+Per step it reports the graphs dynamo compiled, each recompile with its guard failure in torch's words
+(`compilation_metrics`' `recompile_reason`) at the function it recompiled, and what cudagraph trees do with
+each call (`torch/_inductor/cudagraph_trees.py`, the same for `backend="cudagraphs"`):
+
+- each CUDA-graphed piece (a partition inductor CUDA-graphs, or the whole graph) is one function, and one
+  more per set of integer inputs it gets: a dynamic size records one graph per size (`cudagraphify_impl`);
+- a function's first call is a warm-up, run eagerly, and so is the rest of that step;
+- after that a call records a CUDA graph the first time it is reached at its place in the step's path (a
+  region called k times in a step is k recordings of one function) and replays it afterwards;
+- cudagraph trees' memory pool is made with one more `torch.cuda.graph` capture, once, when the first
+  function reaches the trees (a skip checked at run time, inside the trees, makes it too);
+- a graph with no kernel (a backward that passes the gradient through) gets no partition from inductor and
+  is not CUDA-graphed (`cudagraphify is not called if there are no partitions`); the cudagraphs backend
+  graphs it all the same;
+- a 0-d CPU tensor made of constants alone (`torch.tensor(2.0)` in forward) is inlined into the GPU kernel
+  that reads it: no CPU op, no partition split (a `.cpu()` round trip still splits).
+
+The loop is **steady** from the first step after which nothing is compiled, warmed up or recorded; a loop
+whose last step still compiles or records says `NOT STEADY`: a graph recorded again every step is the worst
+case for `mode="reduce-overhead"`. JSON: `cudagraphs.steady_state` (`per_step`, `recompiles`,
+`functions_graphed`, `recordings`, `rerecords`, `captures`).
+
+**Confirmed on a GPU**: for the 14 example scripts, with both backends (28 rows), torch 2.11 on an NVIDIA H100
+(2026-11-24, 5 steps) skipped or not, compiled as many graphs (recompiles included), CUDA-graphed as many pieces
+(distinct functions recorded, or graphs run in step 5) and entered as many `torch.cuda.graph` captures as
+graphtool predicts (`tests/analysis/test_gpu_agreement.py`, the rows in `tests/truth/gpu/`).
+**Confirmed on the CPU**: the graphs dynamo compiles and each recompile's guard failure, against a real
+`torch.compile` loop (`tests/analysis/test_steady_truth.py`: a `.tolist()` loop with a truth-value branch, an
+`nn.MultiheadAttention` block with a padding mask in inference, an input `t_()`-ed every step, Mixtral MoE
+routing from a tiny transformers config). **Predicted only**: the recordings of models beyond those rows;
+CUDA-graph counts need a GPU to confirm. **Not judged**: MoE routing that loops over a `nonzero`/`torch.where`
+result in eager code (SwitchTransformers): the meta stand-in has no data for those sizes, and graphtool says
+how many regions it could judge."""
 
 
 if __name__ == "__main__":  # pragma: no cover - the doc generator

@@ -126,6 +126,7 @@ class Verdict:
     unjudged: str | None = None  # why some regions could not be judged
     no_graph: str | None = None  # torch.compile captured no graph: the cause
     partitions: tuple[Partition, ...] = ()
+    steady: object = None  # graphtool.analysis.steady_state.SteadyState: the loop's steps, when they were run
 
     def summary(self) -> str:
         skips = [r for r in self.reasons if r.skips]
@@ -204,6 +205,7 @@ class Verdict:
             "coverage": self.coverage(),
             "coverage_line": self.coverage_line(),
             "summary": self.summary(),
+            **({"steady_state": self.steady.to_dict()} if self.steady is not None else {}),
         }
 
 
@@ -449,16 +451,42 @@ def _aligned(gm, position: int) -> bool:
 # ---- graph partitions: where inductor would cut the graph, and what is left for CUDA graphs -------
 
 def _ops(gm) -> list:
-    """The nodes inductor would schedule as work: calls that produce tensors."""
+    """The nodes inductor would schedule as work: calls that produce tensors, less the CPU scalars made of
+    constants alone (:func:`_cpu_scalar_constants`)."""
     import torch
 
+    folded = _cpu_scalar_constants(gm)
     out = []
     for node in gm.graph.nodes:
         val = node.meta.get("val")
         vals = val if isinstance(val, (list, tuple)) else [val]
+        if node in folded:
+            continue
         if node.op == "call_function" and (any(isinstance(v, torch.Tensor) for v in vals) or node.meta.get("unbacked_bindings")):
             out.append(node)
     return out
+
+
+def _cpu_scalar_constants(gm) -> set:
+    """0-d CPU tensors computed from constants alone (``torch.tensor(2.0)`` in forward: ``lift_fresh_copy`` of a
+    tensor constant): inductor folds such a value (joint-graph constant folding makes it a ``full``), its
+    pointwise IR is inlined into the GPU kernel that reads it (a constant; a 0-d CPU buffer would be a scalar
+    argument, ``Scheduler.update_zero_dim_cpu_tensor``), so no CPU scheduler node is left to partition on.
+    A CPU value that depends on a graph input (``y.cpu()``) stays a CPU op and splits the graph."""
+    import torch
+
+    constant: set = set()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            constant.add(node)
+        elif node.op == "call_function" and all(a in constant for a in node.all_input_nodes):
+            constant.add(node)
+    folded = set()
+    for node in constant:
+        val = node.meta.get("val")
+        if node.op == "call_function" and isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() == 0:
+            folded.add(node)
+    return folded
 
 
 def _device_of(val):

@@ -260,6 +260,17 @@ def boxed_fn(fn: Any):
     return _require("torch._functorch.aot_autograd", "make_boxed_func")(fn)
 
 
+def is_fake_tensor(t) -> bool:
+    """Whether ``t`` is one of dynamo's FakeTensors (its fake runs of user ops)."""
+    return isinstance(t, _require("torch._subclasses.fake_tensor", "FakeTensor"))
+
+
+def tracing_context_active() -> bool:
+    """Whether torch.compile is tracing or compiling right now (``torch._guards.TracingContext``)."""
+    ctx_cls = _require("torch._guards", "TracingContext")
+    return ctx_cls.try_get() is not None
+
+
 def current_fw_metadata():
     """The ViewAndMutationMeta of the graph being compiled (call inside a forward compiler)."""
     ctx_cls = _require("torch._guards", "TracingContext")

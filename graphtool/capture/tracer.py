@@ -30,6 +30,7 @@ from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torc
 from graphtool.capture.host_values import HostValues
 from graphtool.capture.input_names import argument_names, named_state
 from graphtool.capture.script import ModelSpec
+from graphtool.capture.steady_state import CallLogger, run_steps
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import full_traceback, user_code_error
 from graphtool.errors import GraphtoolBug, GraphtoolError, TraceFailed
@@ -52,6 +53,7 @@ class Region:
     example_inputs: list = field(default_factory=list)
     aot_input_types: list = field(default_factory=list)
     cudagraph_annotation: Any = None  # (fwd, bwd) from torch._dynamo.override_cudagraphs, or None
+    step: int = 1  # the step of the loop in which dynamo compiled it (2+: a recompile)
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Capture:
     no_graph: str | None = None  # torch.compile captured no graph at all: the cause graphtool can see
     skipped_frames: list = field(default_factory=list)  # SkippedFrame: frames dynamo gave up on (run eagerly)
     no_backward: str | None = None  # training, yet the output holds nothing to differentiate: why no backward graph
+    steps: Any = None  # steady_state.StepLog: every graph call and recompile over the loop's steps
 
     @property
     def regions_judged(self) -> int:
@@ -107,6 +110,7 @@ class KeepingBackend:
         self.standin = standin
         self.on_region = on_region
         self.regions: list[Region] = []
+        self.calls = CallLogger()
 
     def __call__(self, gm, example_inputs):
         region = Region(
@@ -114,6 +118,7 @@ class KeepingBackend:
             inputs=[_classify(t, node, self.names) for t, node in zip(example_inputs, _placeholders(gm))],
             example_inputs=list(example_inputs),
             cudagraph_annotation=compat.cudagraph_annotation(gm),
+            step=self.calls.step,
         )
         self.regions.append(region)
         if self.on_region:
@@ -134,7 +139,7 @@ class KeepingBackend:
             region.aot_input_types = [compat.cudagraph_input_type(x) for x in aot_inputs]
         elif kind == "backward":
             region.backward = aot_gm
-        return self._runner(aot_gm)
+        return self.calls.wrap(region.index, "inference" if kind.startswith("inference") else kind, self._runner(aot_gm))
 
     def _runner(self, aot_gm):
         if not self.standin:
@@ -160,12 +165,14 @@ def trace_model(
     on_region: Callable[[int], None] | None = None,
     host_values: HostValues | None = None,
     host_mode: str | None = None,
+    steps: int = 1,
 ) -> Capture:
     """Compile and run ``spec`` once (forward, and backward in training) with ``backend``'s own AOT
     stage (``inductor``, ``aot_eager`` or ``cudagraphs``) and keep every graph it produces.
 
     ``host_mode`` ``"record"`` keeps every host value eager code reads (``.item()``...) in
-    ``host_values``; ``"replay"`` answers the stand-in's host reads with them."""
+    ``host_values``; ``"replay"`` answers the stand-in's host reads with them. ``steps`` runs the step
+    that many times, as a loop would (see :mod:`graphtool.capture.steady_state`); ``capture.steps`` logs them."""
     torch = compat.import_torch()
     compat.dynamo_reset()
     training = wants_training(spec, inference)
@@ -185,7 +192,8 @@ def trace_model(
     meta_constants = compat.meta_constants_as_fake()
     with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config(), host, meta_constants:
         try:
-            out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin)
+            out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,
+                                steps=steps, frames=recorder.frames)
         except GraphtoolError:
             raise
         except Exception as exc:
@@ -207,6 +215,7 @@ def trace_model(
         metadata_changes=_metadata_changes(spec, before, names),
         stopped=stopped,
         no_backward=_no_backward(out) if training and keeping.regions and not stopped else None,
+        steps=getattr(keeping, "step_log", None),
     )
 
 
@@ -230,8 +239,10 @@ def _no_graph(recorder: BreakRecorder) -> str:
     return no_graph_cause(recorder, CompileSeen(expected=compat.original_compile() or torch.compile, found=torch.compile))
 
 
-def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool):
-    """Compile the model with ``backend`` and run the example inputs (backward too, in training)."""
+def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool, steps: int = 1,
+                  frames: list | None = None):
+    """Compile the model with ``backend`` and run the example inputs (backward too, in training);
+    then steps 2..``steps`` of a loop (:func:`graphtool.capture.steady_state.run_steps`)."""
     with standin_warnings_silenced() if standin else contextlib.nullcontext():
         compiled = torch.compile(spec.model, backend=backend)
         out = compiled(*spec.args, **spec.kwargs)
@@ -241,6 +252,10 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
             more = run_variant(spec, compiled, to_device=standin and "meta")
             if training:
                 _run_backward(torch, more)
+        variant = functools.partial(run_variant, spec, compiled, to_device=standin and "meta") if dynamic else None
+        backend.step_log = run_steps(spec, compiled, backend.calls, out, steps=steps, training=training,
+                                     backward=functools.partial(_run_backward, torch),
+                                     frames=frames if frames is not None else [], regions=backend.regions, variant=variant)
     return out
 
 

@@ -39,6 +39,11 @@ def cudagraphs(
         help="Override a setting read from the installed torch (graph_partition, cudagraph_trees, cudagraph_support_input_mutation, "
              "cudagraph_skip_dynamic_graphs, cudagraph_min_partition_size, cpp_wrapper, cudagraph_backend_support_input_mutation); repeatable.",
     ),
+    n_steps: int = typer.Option(
+        3, "--steps", metavar="N",
+        help="Run the model's step N times on the stand-in, as a loop would (grads reset, inputs and buffers as the step "
+             "left them): each step's compiles, recompiles and CUDA-graph recordings; N >= 1.",
+    ),
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
     timeout: Optional[float] = options.TimeoutOpt,
@@ -49,5 +54,5 @@ def cudagraphs(
     options.check_format(fmt)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
-                      debug=options.debug_enabled(), progress=progress)
+                      debug=options.debug_enabled(), progress=progress, steps=n_steps)
     return console.show_models(results, fmt, lambda r: cudagraphs_view(r.report, r.stopped), check)

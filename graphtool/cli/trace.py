@@ -64,7 +64,10 @@ def trace(
 
                 console.print_view(cudagraphs_view(result.verdict))
             # one line at the very end: regions, breaks, skipped frames, mutations, the CUDA-graph verdict
-            console.print_view(summary_line(result.report, result.verdict.summary() if result.verdict is not None else None))
+            verdict = result.verdict
+            steady = getattr(verdict, "steady", None)
+            said = None if verdict is None else verdict.summary() + (f"; steady state {steady.summary()}" if steady else "")
+            console.print_view(summary_line(result.report, said))
     if out_dir is not None and len(results) > 1:  # an earlier single-model run's files at the top
         from graphtool.render.documents import remove_earlier_run
 

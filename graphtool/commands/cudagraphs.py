@@ -11,27 +11,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from graphtool.commands import steps
+from graphtool.commands import steps as common
 from graphtool.commands.progress import SILENT, Progress
 
 
 def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
                inference: bool = False, backend: str = "inductor", dynamic: bool = False, debug: bool = False,
-               settings: Sequence[str] = (), progress: Progress = SILENT) -> list[steps.ModelResult]:
+               settings: Sequence[str] = (), progress: Progress = SILENT, steps: int = 3) -> list[common.ModelResult]:
     """One :class:`ModelResult` (a Verdict) per model; ``found`` when a reason makes torch skip.
 
     ``settings`` (``["graph_partition=false"]``) override the installed torch's inductor and dynamo
-    config for the verdict; they are checked before any tracing."""
+    config for the verdict; they are checked before any tracing. ``steps``: the model's step runs that
+    many times, as a loop would; the verdict's ``steady`` says what each step compiled and recorded."""
+    from dataclasses import replace
+
     from graphtool.analysis.cudagraphs import check_backend, cudagraph_verdict, parse_settings
+    from graphtool.analysis.steady_state import steady_state
+    from graphtool.capture.steady_state import check_steps
 
     check_backend(backend)
     overrides = parse_settings(settings)
+    n_steps = check_steps(steps)
     results = []
-    for target, ent in steps.targets(model, entry):
-        capture, accel = steps.trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic,
-                                             debug=debug, progress=progress)
+    for target, ent in common.targets(model, entry):
+        capture, accel = common.trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic,
+                                             debug=debug, progress=progress, steps=n_steps)
         verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta", settings=overrides)
+        verdict = replace(verdict, steady=steady_state(capture, verdict))
         found = any(r.skips for r in verdict.reasons) or bool(capture.no_graph) or not verdict.eligible
-        results.append(steps.ModelResult(steps.model_header(capture), verdict, found, key="cudagraphs",
+        results.append(common.ModelResult(common.model_header(capture), verdict, found, key="cudagraphs",
                                          stopped=capture.stopped))
     return results

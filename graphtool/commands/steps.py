@@ -91,26 +91,28 @@ def trace_own_device(target, entry, device, inference: bool, *, backend: str = "
 
 
 def trace_standin(target, entry, device, inference: bool, *, backend: str = "inductor", dynamic: bool = False,
-                  debug: bool = False, progress: Progress = SILENT):
+                  debug: bool = False, progress: Progress = SILENT, steps: int = 1):
     """The accelerator view: trace on the model's GPU, or on meta standing for one.
 
     Returns ``(capture, accelerator)``; ``accelerator`` is ``"meta"`` for the stand-in. When eager
     code between regions needs tensor data the stand-in lacks (``.item()``, a data-dependent
     branch), the values are recorded from a run on the model's own device and replayed, so every
-    region torch compiles is judged; ``capture.regions_compiled`` says how many that is."""
+    region torch compiles is judged; ``capture.regions_compiled`` says how many that is. ``steps``: how
+    many times the step runs, as a loop would (``capture.steps``, see :mod:`graphtool.capture.steady_state`)."""
     spec = load(target, entry, device, progress)
     from graphtool.capture.meta_standin import accelerator_of
 
     accel = accelerator_of(spec)
-    capture = _standin_trace(spec, accel, inference, backend, dynamic, debug, progress)
+    capture = _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, steps=steps)
     if capture.stopped and accel == "meta":
-        capture = _judge_every_region(capture, target, entry, device, inference, backend, dynamic, debug, progress)
+        capture = _judge_every_region(capture, target, entry, device, inference, backend, dynamic, debug, progress,
+                                      steps=steps)
     if capture.stopped:
         progress.note(capture.stopped)
     return capture, accel
 
 
-def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None):
+def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None, steps=1):
     from graphtool.capture.meta_standin import copy_to_meta, to_meta
     from graphtool.capture.tracer import trace_model
 
@@ -122,11 +124,11 @@ def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, ho
         return trace_model(
             spec, inference=inference, backend=backend, standin=accel == "meta", dynamic=dynamic, quiet=not debug,
             on_region=lambda i: progress.phase(f"tracing region {i}..."),
-            host_values=host_values, host_mode="replay" if host_values is not None else None,
+            host_values=host_values, host_mode="replay" if host_values is not None else None, steps=steps,
         )
 
 
-def _judge_every_region(stopped, target, entry, device, inference, backend, dynamic, debug, progress):
+def _judge_every_region(stopped, target, entry, device, inference, backend, dynamic, debug, progress, steps=1):
     """The stand-in stopped at a host sync: record the values a run on the own device reads, replay them."""
     from dataclasses import replace
 
@@ -138,9 +140,9 @@ def _judge_every_region(stopped, target, entry, device, inference, backend, dyna
     own_spec = load(target, entry, device, progress)
     with quiet_stdout():
         own = trace_model(own_spec, inference=inference, backend=backend, record_breaks=False, dynamic=dynamic,
-                          quiet=not debug, host_values=values, host_mode="record")
+                          quiet=not debug, host_values=values, host_mode="record", steps=steps)
     retry = _standin_trace(load(target, entry, device, progress), "meta", inference, backend, dynamic, debug, progress,
-                           host_values=values)
+                           host_values=values, steps=steps)
     best = retry if len(retry.regions) >= len(stopped.regions) else stopped
     compiled = len(own.regions)
     if best.stopped or len(best.regions) != compiled:

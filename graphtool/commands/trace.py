@@ -53,11 +53,16 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
         capture = steps.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
         verdict = timings = code = None
         if cudagraphs:
+            from dataclasses import replace
+
             from graphtool.analysis.cudagraphs import cudagraph_verdict
+            from graphtool.analysis.steady_state import steady_state
+            from graphtool.capture.steady_state import DEFAULT_STEPS
 
             standin, accel = steps.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
-                                                 progress=progress)
+                                                 progress=progress, steps=DEFAULT_STEPS)
             verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
+            verdict = replace(verdict, steady=steady_state(standin, verdict))
         if bench:
             timings = steps.eager_vs_compiled(target, ent, progress=progress)
         if graph_code:

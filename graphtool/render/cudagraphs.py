@@ -88,12 +88,27 @@ def _partitions(verdict) -> list:
     return out
 
 
+def _steady(steady) -> list:
+    """The loop's steps: the summary (loud when it keeps growing), each step, each recompile in torch's words."""
+    if steady is None:
+        return []
+    good = steady.steady_from is not None and not steady.failed
+    out: list = [Text(f"steady state {steady.summary()}", style="verdict" if good else "verdict.bad")]
+    for f in steady.per_step:
+        out.append(Text("  " + steady.step_line(f)))
+        for r in f.recompiles:
+            where = f" ({display_path(r.file)}:{r.line})" if r.file else ""
+            out.append(Text(f"    recompiled {r.function}{where}: {r.reason}"))
+    return out
+
+
 def cudagraphs_view(verdict, stopped: str | None = None) -> Group:
     style = "verdict.ok" if verdict.eligible else "verdict.bad"
     label = " (predicted from a stand-in trace; not yet confirmed on a GPU)" if verdict.predicted else ""
     parts: list = [Text(verdict.summary() + label, style=style)]
     if verdict.partitions:
         parts.append(Text(verdict.coverage_line(), style="verdict"))
+    parts += _steady(getattr(verdict, "steady", None))
     if stopped:
         parts.append(Text(f"note: {stopped}", style="note"))
     for kind, title, style in _SECTIONS:

@@ -54,3 +54,22 @@ def test_undeclared_or_missing_keys_fail(breaks_doc, where, change):
     change(doc)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, SCHEMA)
+
+
+def test_the_steady_state_of_trace_cudagraphs_validates():
+    """trace --cudagraphs runs the loop's steps: its steady_state is declared key by key (strict)."""
+    import contextlib
+    import io
+
+    from graphtool.cli.main import run
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert run(["trace", str(example("transpose_input.py")), "--cudagraphs", "inductor", "--format", "json"]) == 0
+    doc = json.loads(buf.getvalue())
+    jsonschema.validate(doc, SCHEMA)
+    steady = doc["cudagraphs"]["steady_state"]
+    assert steady["steps"] == 3 and steady["recompiles"] and not steady["steady"]
+    steady["per_step"][0]["surprise"] = 1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA)

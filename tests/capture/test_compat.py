@@ -98,6 +98,7 @@ PRIVATE = [
     ("torch._dynamo", "reset"),
     ("torch._dynamo.backends.common", "aot_autograd"),
     ("torch._guards", "TracingContext"),
+    ("torch._subclasses.fake_tensor", "FakeTensor"),
     ("torch._functorch.aot_autograd", "make_boxed_func"),
     ("torch._inductor.cudagraph_utils", "format_default_skip_message"),
     ("torch._inductor.cudagraph_utils", "check_multiple_devices_or_any_cpu_nodes"),
@@ -372,3 +373,22 @@ def test_a_reloaded_script_is_not_guarded_against_its_previous_load():
     cap = trace_model(load_model(path))
     assert len(cap.regions) == 1
     assert {r.name for r in cap.regions[0].inputs if r.kind == "parameter"} >= {"_step.qkv.weight", "_step.out.bias"}
+
+
+def test_fake_tensors_and_the_tracing_context_are_told_apart():
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.zeros(2))
+    assert compat.is_fake_tensor(fake) and not compat.is_fake_tensor(torch.zeros(2))
+    assert not compat.tracing_context_active()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(compat.tracing_context_active())
+        return gm.forward
+
+    compat.dynamo_reset()
+    torch.compile(lambda x: x + 1, backend=backend)(torch.zeros(2))
+    assert seen == [True]

@@ -1,0 +1,177 @@
+"""The model's step run several times, as a training or serving loop runs it: the steady state.
+
+torch.compile's first call is not what a loop settles into. A guard can fail on the second call (an
+input ``t_()``-ed by the first, a buffer the first call changed, grad mode) and dynamo compiles again;
+a dynamic size makes cudagraph trees record one CUDA graph per size; a region called k times in a step
+is recorded k times. :func:`run_steps` repeats the step on the same model and inputs, as a loop would
+(every ``.grad`` reset to None, the forward, the backward in training; buffers and inputs as the step
+left them), while the tracing backend logs each compiled graph's calls (:class:`GraphCall`) and
+torch's structured trace gives each recompile's guard failure in torch's words (:class:`Recompile`).
+
+Example::
+
+    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.tracer import trace_model
+    >>> log = trace_model(load_model("examples/transpose_input.py"), steps=3).steps
+    >>> [r.step for r in log.recompiles], log.region_steps
+    ([2], (1, 2))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphtool.capture.tensors import iter_tensors
+
+#: ``--steps``' default: enough for a guard that fails on the second call and a CUDA graph recorded
+#: on the call after its warm-up
+DEFAULT_STEPS = 3
+
+
+@dataclass(frozen=True)
+class GraphCall:
+    """One call of a compiled graph: in which step, which region's forward/backward/inference graph,
+    and the integer inputs it got (a dynamic size's value: cudagraph trees keep one graph per set)."""
+
+    step: int
+    region: int
+    graph: str
+    ints: tuple = ()
+
+
+@dataclass(frozen=True)
+class Recompile:
+    """A frame dynamo compiled again because a guard failed: ``reason`` is torch's own text."""
+
+    step: int
+    compile_id: str
+    function: str | None
+    file: str | None
+    line: int | None
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "compile_id": self.compile_id, "function": self.function, "file": self.file,
+                "line": self.line, "reason": self.reason}
+
+
+@dataclass
+class StepLog:
+    """What a run of ``steps`` steps did: every graph call, every recompile, when each region compiled."""
+
+    steps: int  # the steps that ran to the end
+    calls: list[GraphCall] = field(default_factory=list)
+    recompiles: list[Recompile] = field(default_factory=list)
+    region_steps: tuple[int, ...] = ()
+    failed: str | None = None  # a later step raised (the loop would fail there too): which, and torch's error
+
+
+class CallLogger:
+    """Kept by the tracing backend: the step now running, and each compiled graph's calls."""
+
+    def __init__(self):
+        self.step = 1
+        self.calls: list[GraphCall] = []
+
+    def wrap(self, region_index: int, graph: str, fn):
+        """``fn`` (a boxed graph runner: one list argument) logging each call first."""
+
+        def logged(args):
+            ints = tuple(a for a in args if isinstance(a, int) and not isinstance(a, bool))
+            self.calls.append(GraphCall(self.step, region_index, graph, ints))
+            return fn(args)
+
+        logged._boxed_call = True  # AOT autograd calls it with the list, as it calls ``fn``
+        return logged
+
+
+def check_steps(steps: Any) -> int:
+    """``--steps``: a whole number >= 1, else a usage error (exit 2)."""
+    from graphtool.errors import UsageError
+
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise UsageError(f"--steps {steps!r}: the number of steps must be a whole number >= 1",
+                         hint="--steps 3 runs the model's step three times, as a loop would")
+    return steps
+
+
+def reset_grads(spec) -> None:
+    """What a loop does before each step: every parameter's and leaf input's ``.grad`` set to None."""
+    params = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
+    for t in params + [t for t in iter_tensors((spec.args, spec.kwargs)) if t.is_leaf]:
+        t.grad = None
+
+
+def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, training: bool, backward, frames: list,
+              regions: list, variant=None) -> StepLog:
+    """Steps 2..``steps`` after the first (already run): each resets grads, calls ``compiled`` on the same
+    inputs (as the previous step left them), and runs ``backward`` in training. ``frames`` is the list of
+    torch's compilation_metrics events the trace listener fills; ``regions`` the backend's regions.
+    ``variant`` (``--dynamic``: the second input size, as step 1 ran it) runs after the step's own call,
+    every step, as a loop serving both sizes would."""
+    marks = [len(frames)]
+    done, failed = 1, None
+    for step in range(2, steps + 1):
+        calls.step = step
+        reset_grads(spec)
+        try:
+            out = compiled(*spec.args, **spec.kwargs)
+            if training:
+                backward(out)
+            if variant is not None:
+                more = variant()
+                if training:
+                    backward(more)
+        except Exception as exc:  # the first step ran: keep what the steps before this one showed
+            failed = _failure(step, exc)
+            break
+        marks.append(len(frames))
+        done = step
+    calls.step = 1
+    return StepLog(steps=done, calls=[c for c in calls.calls if c.step <= done], recompiles=_recompiles(frames, marks, _entry(spec)),
+                   region_steps=tuple(getattr(r, "step", 1) for r in regions if getattr(r, "step", 1) <= done), failed=failed)
+
+
+def _failure(step: int, exc: BaseException) -> str:
+    from graphtool.capture.user_code import user_frames
+    from graphtool.text import first_line
+
+    frames = user_frames(exc)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"step {step} raised{where}: {type(exc).__name__}: {first_line(exc) or ''}"
+
+
+def _entry(spec) -> tuple:
+    """(name, file, first line) of the code the user compiled: a module's ``forward``, else the function."""
+    import inspect
+
+    fn = type(spec.model).forward if hasattr(spec.model, "forward") and hasattr(type(spec.model), "forward") else spec.model
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None or _in_torch(code.co_filename):  # torch's own module (nn.Sequential): the script that built it
+        return (type(spec.model).__name__, str(spec.path), getattr(spec, "line", None))
+    return (code.co_name, code.co_filename, code.co_firstlineno)
+
+
+def _in_torch(filename: str | None) -> bool:
+    import os
+
+    import torch
+
+    return bool(filename) and filename.startswith(os.path.dirname(torch.__file__) + os.sep)
+
+
+def _recompiles(frames: list, marks: list[int], entry: tuple = (None, None, None)) -> list[Recompile]:
+    """Each compilation_metrics event with a recompile reason, with the step it happened in. A frame of
+    torch's own wrapper (``torch.compile(module)`` enters through ``external_utils``) is named by the
+    user's code it wraps (``entry``)."""
+    found = []
+    for i, f in enumerate(frames):
+        reason = getattr(f, "recompile_reason", None)
+        if not reason:
+            continue
+        step = 1 + sum(1 for m in marks if i >= m)
+        if step <= len(marks):
+            name, file, line = (f.co_name, f.co_filename, f.co_firstlineno) if not _in_torch(f.co_filename) else entry
+            found.append(Recompile(step, str(f.compile_id), name, file, line, str(reason).strip()))
+    return found

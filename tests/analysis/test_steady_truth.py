@@ -1,0 +1,82 @@
+"""The truth models of the steady state (tests/fixtures/steady, examples/transpose_input.py): graphtool's
+steady-state count of the graphs dynamo compiles and of its recompiles, with the guard failure in torch's
+words, equals a real ``torch.compile`` loop's on the CPU (:mod:`tests.analysis.steady_truth`: dynamo's
+``unique_graphs`` and its ``recompiles`` log, torch's own truth).
+
+What cudagraph trees record cannot be computed without a GPU: those counts are checked against the rows
+recorded on an H100 (tests/analysis/test_gpu_agreement.py), and here only for their shape over the steps
+(a warm-up, then a recording, then replays; a recompiled size recorded again)."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+
+from tests.analysis.steady_truth import torch_loop
+from tests.helpers import FIXTURES, ROOT
+
+STEPS = 3
+MODELS = {
+    "transpose_input": str(ROOT / "examples" / "transpose_input.py"),  # t_() on an input: the second call recompiles
+    "tolist_gate": str(FIXTURES / "steady" / "tolist_gate.py"),  # a .tolist() loop, then a tensor's truth value
+    "mha_padding_eval": str(FIXTURES / "steady" / "mha_padding_eval.py"),  # MHA with a padding mask, inference
+    "moe_mixtral": str(FIXTURES / "steady" / "moe_mixtral.py"),  # MoE routing, transformers Mixtral tiny config
+}
+SLOW = {"moe_mixtral"}
+
+
+@functools.cache
+def graphtool_steady(name: str):
+    from graphtool.commands.cudagraphs import cudagraphs
+
+    [result] = cudagraphs(MODELS[name], steps=STEPS)
+    assert result.stopped is None, result.stopped
+    return result.report.steady
+
+
+def _guard(text: str) -> str:
+    """torch's guard failure without its frame and compile ids: ``tensor 'x' size mismatch at index 0...``."""
+    return re.sub(r"^\s*-?\s*\d+/\d+:\s*", "", text.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in MODELS])
+def test_graphs_and_recompiles_agree_with_a_real_loop(name):
+    steady = graphtool_steady(name)
+    truth = torch_loop(MODELS[name], STEPS)
+    recompiles = [r for f in steady.per_step for r in f.recompiles]
+    assert steady.graphs_compiled == truth.graphs
+    assert [_guard(r.reason) for r in recompiles] == [_guard(m) for m in truth.recompiles]
+
+
+def test_a_recompile_is_named_at_the_users_function_in_torchs_words():
+    steady = graphtool_steady("transpose_input")
+    [step2] = [f for f in steady.per_step if f.step == 2]
+    first = step2.recompiles[0]
+    assert (first.function, first.line) == ("transpose_in_place", 5) and first.file.endswith("examples/transpose_input.py")
+    assert "tensor 'x' size mismatch at index 0. expected 2, actual 3" in first.reason
+
+
+def test_an_alternating_input_is_not_steady_after_three_steps():
+    """t_() flips the input every step: two graphs, each warmed up, then recorded one step apart."""
+    steady = graphtool_steady("transpose_input")
+    assert [(f.warmups, f.recordings, f.replays) for f in steady.per_step] == [(1, 0, 0), (1, 0, 0), (0, 1, 0)]
+    assert steady.steady_from is None and "NOT STEADY" in steady.summary()
+
+
+def test_a_steady_model_replays_from_its_third_step():
+    steady = graphtool_steady("tolist_gate")
+    last = steady.per_step[-1]
+    assert steady.steady_from == 3 and last.recordings == 0 and last.replays == steady.recordings > 0
+
+
+def test_a_cpu_scalar_constant_does_not_split_inductors_graph():
+    """torch.tensor(0.5) in forward: inductor inlines it into the GPU kernel (no CPU scheduler node), so each
+    graph is one CUDA-graphed partition: 2 recorded, as the H100 recorded for such a model."""
+    from graphtool.commands.cudagraphs import cudagraphs
+
+    [result] = cudagraphs(str(FIXTURES / "steady" / "cpu_scalar_constant.py"), steps=STEPS)
+    verdict = result.report
+    assert [(p.graph, p.cudagraphed) for p in verdict.partitions] == [("forward", True), ("backward", True)]
+    assert verdict.steady.recordings == 2 and verdict.steady.captures == 3
