@@ -318,9 +318,11 @@ each call (`torch/_inductor/cudagraph_trees.py`, the same for `backend="cudagrap
 - a 0-d CPU tensor made of constants alone (`torch.tensor(2.0)` in forward) is inlined into the GPU kernel
   that reads it: no CPU op, no partition split (a `.cpu()` round trip still splits).
 
-The loop is **steady** from the first step after which nothing is compiled, warmed up or recorded; a loop
-whose last step still compiles or records says `NOT STEADY`: a graph recorded again every step is the worst
-case for `mode="reduce-overhead"`. JSON: `cudagraphs.steady_state` (`per_step`, `recompiles`,
+The loop is **steady** from the first step after which nothing is compiled, warmed up or recorded. A loop
+whose last step still compiles, or records a piece it had recorded before, says `NOT STEADY`: a graph recorded
+again every step is the worst case for `mode="reduce-overhead"`. A last step that records a piece for the first
+time (an input that alternates between two shapes warms up two graphs, then records them one step apart) says
+`not steady yet` and how many steps would show it settle. JSON: `cudagraphs.steady_state` (`per_step`, `recompiles`,
 `functions_graphed`, `recordings`, `rerecords`, `captures`).
 
 **Confirmed on a GPU**: for the 14 example scripts, with both backends (28 rows), torch 2.11 on an NVIDIA H100

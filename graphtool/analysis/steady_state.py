@@ -62,6 +62,7 @@ class SteadyState:
     pool_capture: bool  # the trees' memory pool was made: one more torch.cuda.graph capture
     steady_from: int | None  # the first step from which nothing more is compiled or recorded; None: still growing
     failed: str | None = None  # a later step raised: the steps before it are reported
+    last_step_rerecords: int = 0  # of the last step's recordings, those of a piece already recorded
 
     @property
     def captures(self) -> int:
@@ -92,8 +93,12 @@ class SteadyState:
                 what.append(f"compiles {count(last.graphs_compiled, 'graph')}")
             if last.recordings:
                 what.append(f"records {count(last.recordings, 'CUDA graph')}")
-            return (head + f"; NOT STEADY: step {last.step} still {' and '.join(what)} "
-                    "(a re-record every step is the worst case for reduce-overhead)")
+            if last.graphs_compiled or self.last_step_rerecords:
+                return (head + f"; NOT STEADY: step {last.step} still {' and '.join(what)} "
+                        "(a re-record every step is the worst case for reduce-overhead)")
+            # first recordings after an earlier step's warm-up (inputs that alternate between steps): not a re-record
+            return (head + f"; not steady yet: step {last.step} still {' and '.join(what or ['warms up'])} for the first "
+                    f"time; run --steps {self.steps + 2} to see whether it settles")
         return head + f"; steady from step {self.steady_from}: {count(self.graphs_run_last_step, 'CUDA graph')} replayed per step"
 
     def step_line(self, f: StepFacts) -> str:
@@ -165,7 +170,7 @@ def steady_state(capture, verdict) -> SteadyState | None:
     for step in range(1, log.steps + 1):
         calls = [c for c in log.calls if c.step == step]
         node, in_warmup = None, False
-        warm = record = replay = skip = 0
+        warm = record = replay = skip = step_rerecords = 0
         for call in calls:
             key = (call.region, call.graph)
             if key in skipped or not pieces.get(key):
@@ -187,6 +192,7 @@ def steady_state(capture, verdict) -> SteadyState | None:
                     functions.add(fid)
                     piece = fid[:3]
                     rerecords += piece in recorded_pieces
+                    step_rerecords += piece in recorded_pieces
                     recorded_pieces.add(piece)
                 else:
                     replay += 1
@@ -202,5 +208,5 @@ def steady_state(capture, verdict) -> SteadyState | None:
     return SteadyState(
         steps=log.steps, per_step=tuple(per_step), graphs_compiled=len(log.region_steps), functions_graphed=len(functions),
         recordings=sum(f.recordings for f in per_step), rerecords=rerecords, pool_capture=pool, steady_from=steady_from,
-        failed=log.failed,
+        failed=log.failed, last_step_rerecords=step_rerecords if per_step else 0,
     )

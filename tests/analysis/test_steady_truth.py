@@ -62,7 +62,29 @@ def test_an_alternating_input_is_not_steady_after_three_steps():
     """t_() flips the input every step: two graphs, each warmed up, then recorded one step apart."""
     steady = graphtool_steady("transpose_input")
     assert [(f.warmups, f.recordings, f.replays) for f in steady.per_step] == [(1, 0, 0), (1, 0, 0), (0, 1, 0)]
-    assert steady.steady_from is None and "NOT STEADY" in steady.summary()
+    # step 3 records a graph for the first time (warmed up in step 1): not yet steady, but no re-record either
+    assert steady.steady_from is None and steady.rerecords == 0
+    assert "not steady yet: step 3 still records 1 CUDA graph for the first time; run --steps 5" in steady.summary()
+    assert "NOT STEADY" not in steady.summary()
+
+
+def test_an_alternating_input_settles_by_step_five_as_the_h100_counted():
+    """examples/transpose_input.py on the H100: 3 captures in 5 steps (2 recordings and the pool), 1 replay in step 5."""
+    from graphtool.commands.cudagraphs import cudagraphs
+
+    [result] = cudagraphs(MODELS["transpose_input"], steps=5)
+    steady = result.report.steady
+    assert [(f.warmups, f.recordings, f.replays) for f in steady.per_step] == [(1, 0, 0), (1, 0, 0), (0, 1, 0), (0, 1, 0), (0, 0, 1)]
+    assert steady.steady_from == 5 and steady.captures == 3 and steady.rerecords == 0
+
+
+def test_a_re_record_in_the_last_step_is_said_loudly():
+    from graphtool.analysis.steady_state import SteadyState, StepFacts
+
+    steps = (StepFacts(1, 1, (), 1, 1, 0, 0, 0), StepFacts(2, 1, (), 1, 1, 0, 0, 0), StepFacts(3, 0, (), 1, 0, 1, 0, 0))
+    growing = SteadyState(steps=3, per_step=steps, graphs_compiled=2, functions_graphed=1, recordings=1, rerecords=1,
+                          pool_capture=True, steady_from=None, last_step_rerecords=1)
+    assert "NOT STEADY: step 3 still records 1 CUDA graph (a re-record every step is the worst case" in growing.summary()
 
 
 def test_a_steady_model_replays_from_its_third_step():

@@ -33,7 +33,7 @@ def test_a_recompile_is_shown_with_its_guard_failure_and_a_loud_verdict(cli):
     rc, out, _ = cli("cudagraphs", example("transpose_input.py"))
     assert rc == 0
     assert "recompiled transpose_in_place (examples/transpose_input.py:5): 0/0: tensor 'x' size mismatch" in out
-    assert "NOT STEADY: step 3 still records 1 CUDA graph" in out
+    assert "not steady yet: step 3 still records 1 CUDA graph for the first time; run --steps 5" in out
 
 
 def test_a_skipped_graph_never_reaches_a_recording(cli):
