@@ -149,7 +149,9 @@ ENTRY = {"model": "m.py", "file": "m.py", "kind": "gb0059", "source_text": "x", 
     (b'{"version": 2, "breaks": [\n  {"model": "m.py", "kind": 7}\n]}\n', "b.json:2: breaks[0]: 'kind' must be a string, got number"),
     (b'{"version": 2, "breaks": [' + json.dumps(dict(ENTRY, line="six")).encode() + b"]}", "b.json:1: breaks[0]: 'line' must be a number or null, got string"),
     (b'{"version": 2, "breaks": [null]}', "breaks[0]: each entry must be an object, got null"),
-    (b'{"version": 9, "breaks": []}', "b.json: not a graphtool baseline"),
+    (b'{"version": 9, "breaks": []}', "b.json: written by a newer graphtool: baseline version 9, this graphtool reads versions 1, 2"),
+    (b'{"version": true, "breaks": []}', "b.json: not a graphtool baseline"),
+    (b'{"version": "2", "breaks": []}', "b.json: not a graphtool baseline"),
     (b'[]', "b.json: not a graphtool baseline"),
     (b'{"version": 2, "breaks": []}\n\xff\n', "b.json:2: not UTF-8 text (byte 0xff)"),
     (b'{"version": 2, "breaks": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "b.json: not a graphtool baseline: nested too deeply"),
@@ -172,3 +174,18 @@ def test_junit_stays_well_formed_xml_with_control_characters(cli, tmp_path):
     report = tmp_path / "junit.xml"
     rc, _, _ = cli("lint", script, "--format", "junit", "--output", report)
     assert rc == 2 and ET.parse(report).getroot().find(".//testcase/error") is not None
+
+
+def test_a_baseline_from_a_newer_graphtool_is_refused_not_misread(cli, tmp_path):
+    """Future-version files: a baseline one version ahead was read as an older one (exit 1, every
+    break "new"); it is refused naming the file and the version, and left as it is."""
+    from graphtool.analysis.lint import BASELINE_VERSION
+
+    content = json.dumps({"version": BASELINE_VERSION + 1, "breaks": [], "added_later": {}}).encode()
+    baseline = write(tmp_path / "gb.json", content)
+    rc, out, err = cli("lint", example("mlp.py"), "--baseline", baseline)
+    assert rc == 2, err
+    assert f"gb.json: written by a newer graphtool: baseline version {BASELINE_VERSION + 1}" in err
+    assert "hint: upgrade graphtool" in err
+    assert out == "" and baseline.read_bytes() == content
+    assert_clean(err)
