@@ -19,14 +19,14 @@ import weakref
 from dataclasses import replace
 from typing import Any
 
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.script import ModelSpec, is_module
 
 
 def accelerator_of(spec: ModelSpec) -> str:
     """``cuda`` when the model already lives on a GPU, else ``meta`` (the stand-in)."""
     from graphtool.capture.tensors import iter_tensors
 
-    tensors = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
+    tensors = list(spec.model.parameters()) if is_module(spec.model) else []
     tensors += list(iter_tensors((spec.args, spec.kwargs)))
     return "cuda" if any(t.device.type == "cuda" for t in tensors) else "meta"
 

@@ -29,9 +29,9 @@ from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.host_values import HostValues
 from graphtool.capture.input_names import argument_names
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.script import ModelSpec, is_module, model_call_error
 from graphtool.capture.tensors import iter_tensors
-from graphtool.capture.user_code import full_traceback, user_code_error
+from graphtool.capture.user_code import full_traceback
 from graphtool.errors import GraphtoolBug, GraphtoolError, TraceFailed
 from graphtool.text import first_line
 
@@ -79,7 +79,7 @@ def wants_training(spec: ModelSpec, inference: bool) -> bool:
     """Training when any parameter or input requires grad, unless ``--inference``."""
     if inference:
         return False
-    params = spec.model.parameters() if hasattr(spec.model, "parameters") else ()
+    params = spec.model.parameters() if is_module(spec.model) else ()
     if any(p.requires_grad for p in params):
         return True
     return any(t.requires_grad for t in iter_tensors((spec.args, spec.kwargs)))
@@ -87,7 +87,7 @@ def wants_training(spec: ModelSpec, inference: bool) -> bool:
 
 def model_device(spec: ModelSpec) -> str:
     """The model's main device: its parameters', else its inputs'."""
-    tensors = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
+    tensors = list(spec.model.parameters()) if is_module(spec.model) else []
     tensors = tensors or list(iter_tensors((spec.args, spec.kwargs)))
     return str(tensors[0].device.type) if tensors else "cpu"
 
@@ -252,7 +252,7 @@ def _run_backward(torch, out) -> None:
 def _tensor_names(spec: ModelSpec) -> dict[int, tuple[str, str]]:
     """id(tensor) -> (kind, name) for parameters, buffers and user inputs."""
     names: dict[int, tuple[str, str]] = {}
-    if hasattr(spec.model, "named_parameters"):
+    if is_module(spec.model):
         for fqn, p in spec.model.named_parameters(remove_duplicate=False):
             names.setdefault(id(p), ("parameter", fqn))
         for fqn, b in spec.model.named_buffers(remove_duplicate=False):
@@ -318,14 +318,14 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
         spec.model(*spec.args, **spec.kwargs)
     except Exception as eager_exc:
         if standin:
-            return user_code_error(
-                eager_exc, "the model raised on the accelerator stand-in (moved to meta, standing for cuda:0)"
+            return model_call_error(
+                spec, eager_exc, "the model raised on the accelerator stand-in (moved to meta, standing for cuda:0)"
             ).with_hint(
                 "a line that mixes devices (a CPU tensor or torch.Generator with the model's device) would "
                 "fail on a GPU too; a line that needs tensor values (.item(), printing) cannot run on the "
                 "stand-in: check it on a GPU"
             )
-        return user_code_error(eager_exc, "the model raised on its example inputs")
+        return model_call_error(spec, eager_exc)
     first = first_line(exc) or ""
     if backend is not None and not standin and _torch_compiles(spec, backend, training):
         return GraphtoolBug(

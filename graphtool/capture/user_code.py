@@ -207,7 +207,7 @@ class SignalState:
             try:
                 self._restore()
                 break
-            except BaseException as exc:  # noqa: BLE001 - the user's handler raised: kept for after
+            except BaseException as exc:  # the user's handler raised: kept for after
                 late = late or exc
         if late is not None:
             raise late
