@@ -75,7 +75,7 @@ def missing_package_hint(exc: BaseException) -> str | None:
     """What to install when the user's script imports a package that is not there, else None.
 
     >>> missing_package_hint(ModuleNotFoundError("No module named 'transformers'", name="transformers"))
-    "transformers is an optional package of graphtool's examples: pip install 'torch-graphtool[examples]' (in a clone: pip install -e '.[examples]')"
+    "transformers is an optional package of graphtool's examples: pip install 'torch-graphtool[examples]' (in a clone: pip install -c constraints.txt -e '.[examples]')"
     >>> missing_package_hint(ModuleNotFoundError("No module named 'cv2'", name="cv2"))
     'cv2 is not installed in this environment: pip install opencv-python'
     """
@@ -87,7 +87,7 @@ def missing_package_hint(exc: BaseException) -> str | None:
     if top in EXTRAS:
         extra = EXTRAS[top]
         return (f"{top} is an optional package of graphtool's {extra}: pip install 'torch-graphtool[{extra}]' "
-                f"(in a clone: pip install -e '.[{extra}]')")
+                f"(in a clone: pip install -c constraints.txt -e '.[{extra}]')")
     return f"{top} is not installed in this environment: pip install {PIP_NAMES.get(top, top)}"
 
 
