@@ -74,8 +74,10 @@ PIP_NAMES = {"cv2": "opencv-python", "sklearn": "scikit-learn", "yaml": "pyyaml"
 def missing_package_hint(exc: BaseException) -> str | None:
     """What to install when the user's script imports a package that is not there, else None.
 
-    >>> missing_package_hint(ModuleNotFoundError("No module named 'transformers'", name="transformers"))
-    "transformers is an optional package of graphtool's examples: pip install 'torch-graphtool[examples]' (in a clone: pip install -c constraints.txt -e '.[examples]')"
+    >>> print(missing_package_hint(ModuleNotFoundError("No module named 'transformers'", name="transformers")))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    transformers is an optional package of graphtool's examples: pip install 'torch-graphtool[examples]'
+    (in a clone: pip install -c constraints.txt -e '.[examples]')
     >>> missing_package_hint(ModuleNotFoundError("No module named 'cv2'", name="cv2"))
     'cv2 is not installed in this environment: pip install opencv-python'
     """

@@ -83,15 +83,38 @@ def _debug_requested(argv: list[str]) -> bool:
 
 def report_error(err: GraphtoolError, debug: bool) -> int:
     """Print an error the user can act on; the one place exceptions become messages."""
-    lines = [f"graphtool: error: {err.message}"]
+    width = _terminal_width(sys.stderr)
+    lines = [_wrapped(f"graphtool: error: {err.message}", width, "    ")]
     if err.detail:
         lines.append(err.detail.rstrip())
     if err.hint:
-        lines.append(f"hint: {err.hint}")
+        lines.append(_wrapped(f"hint: {err.hint}", width, "      "))
     if debug and err.full_traceback:
         lines.append(err.full_traceback)
     _say("\n".join(lines))
     return err.exit_code
+
+
+def _terminal_width(stream) -> int:
+    """The columns of the terminal ``stream`` writes to; 0 when it is not one (a pipe, a file, a CI log)."""
+    try:
+        if not stream.isatty():
+            return 0
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def _wrapped(text: str, width: int, indent: str) -> str:
+    """``text`` broken between words to ``width`` columns, continuation lines indented, for a
+    terminal (which would otherwise cut a word at its edge); a path or a word longer than a line
+    stays whole. ``width`` 0: one line, as a pipe or a log keeps it."""
+    if width <= 0 or all(len(ln) <= width for ln in text.splitlines()):
+        return text
+    import textwrap
+
+    return "\n".join("\n".join(textwrap.wrap(ln, width, subsequent_indent=indent, break_long_words=False,
+                                             break_on_hyphens=False)) or ln for ln in text.splitlines())
 
 
 def _say(text: str) -> None:
