@@ -48,8 +48,9 @@ def test_everything_the_script_writes_goes_to_stderr(gt, tmp_path, fmt):
     assert_clean(proc.stderr)
 
 
-def test_the_process_stdout_is_restored_for_what_runs_after(gt, tmp_path):
-    """The table still reaches stdout (the duplicate of the original descriptor), and nothing is lost."""
+def test_the_table_reaches_the_real_stdout_and_nothing_else_does(gt, tmp_path):
+    """The table goes to the duplicate of the original descriptor 1; descriptor 1 itself stays on
+    stderr until the process ends (what still runs after the report must not write after it)."""
     script = write(tmp_path / "noisy.py", NOISY)
     proc = gt("trace", script)
     assert proc.returncode == 0, proc.stderr
