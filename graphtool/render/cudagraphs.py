@@ -19,7 +19,7 @@ from rich.console import Group
 from rich.text import Text
 
 from graphtool.display_paths import display_path
-from graphtool.render.diagnostics import Hanging
+from graphtool.render.diagnostics import Hanging, Headed
 
 #: a location longer than this gets a line of its own, printed whole even past the console's width
 _LONG_PATH = 60
@@ -50,16 +50,14 @@ def diagnostic(r) -> Group:
     line stays whole (see :class:`~graphtool.render.diagnostics.Hanging`)."""
     style = {"skip": "finding", "split": "warning"}.get(r.kind, "note")
     where = _where(r)
-    head = Text()
-    head.append(f"{where}:", style="header")
-    head.append(" ")
-    head.append(r.cg or r.code, style=style)
+    code = r.cg or r.code
+    spans = ((0, len(where) + 1, "header"), (len(where) + 2, len(where) + 2 + len(code), style))
     body: list = []
     if len(where) > _LONG_PATH:  # a long path keeps its line whole (never cut); the message goes below
-        head.no_wrap, head.overflow = True, "ignore"
+        head = Headed(f"{where}: {code}", "", spans)
         body.append(Hanging(_INDENT, r.message))
     else:
-        head.append(f" {r.message}")
+        head = Headed(f"{where}: {code}", r.message, spans)
     if r.source:
         line = linecache.getline(r.source.file, r.source.line).strip()
         if line:  # code is never wrapped
