@@ -253,3 +253,20 @@ def test_a_baseline_from_a_newer_graphtool_is_refused_not_misread(cli, tmp_path)
     assert "hint: upgrade graphtool" in err
     assert out == "" and baseline.read_bytes() == content
     assert_clean(err)
+
+
+def test_the_api_does_not_judge_a_plain_callable_by_its_attribute_names():
+    """graphtool.trace(obj, x) on a callable whose ``parameters`` is a dict (was: TypeError, 'dict' object
+    is not callable, when the trace set the model's state aside)."""
+    import torch
+
+    import graphtool
+
+    class Scale:
+        parameters = {"factor": 2.0}
+
+        def __call__(self, x):
+            return x * self.parameters["factor"]
+
+    result = graphtool.trace(Scale(), torch.randn(2, 4))
+    assert result.to_dict()["graphs"][0]["forward"]["nodes"] > 0
