@@ -347,9 +347,10 @@ def make_baseline(report: LintReport, root: str | os.PathLike | None = None) -> 
 class BaselineError(ValueError):
     """A baseline file's content is not a baseline: ``index`` is the entry at fault, if one is."""
 
-    def __init__(self, message: str, index: int | None = None):
+    def __init__(self, message: str, index: int | None = None, *, newer: bool = False):
         super().__init__(message)
         self.index = index
+        self.newer = newer  # written by a newer graphtool: upgrading reads it, rewriting loses what it added
 
 
 _ENTRY_TEXT_KEYS = ("model", "kind")  # needed to match anything
@@ -360,7 +361,11 @@ def validate_baseline(data: object, path: str, root: str | os.PathLike | None = 
     """Check a parsed baseline file; returns it with ``root`` set (the folder its paths are relative to:
     the file's own folder from version 2 on; the current folder for version 1, which stored paths
     relative to wherever lint ran). Raises :class:`BaselineError`."""
-    if not isinstance(data, dict) or data.get("version") not in READABLE_BASELINE_VERSIONS or not isinstance(data.get("breaks"), list):
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > BASELINE_VERSION:
+        raise BaselineError(f"written by a newer graphtool: baseline version {version}, this graphtool reads versions "
+                            f"{', '.join(map(str, READABLE_BASELINE_VERSIONS))}", newer=True)
+    if type(version) is not int or version not in READABLE_BASELINE_VERSIONS or not isinstance(data.get("breaks"), list):
         raise BaselineError(f"not a graphtool baseline (expected {{\"version\": {BASELINE_VERSION}, \"breaks\": [...]}})")
     for i, e in enumerate(data["breaks"]):
         if not isinstance(e, dict):

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 from graphtool.capture import compat
 from graphtool.capture.input_names import argument_names, named_modules, named_state
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.script import ModelSpec, with_call_detail
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import running_user_code
+from graphtool.errors import UserCodeFailed
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,8 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
     try:
         with running_user_code("the model raised on its example inputs", where=spec.location), torch.enable_grad():
             out = spec.model(*spec.args, **spec.kwargs)
+    except UserCodeFailed as err:
+        raise with_call_detail(err, spec) from None
     finally:
         for h in hooks:
             h.remove()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphtool.capture.graph_breaks import quiet_torch_logs
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.script import ModelSpec, is_module
 from graphtool.capture.tensors import iter_tensors, map_tensors
 from graphtool.capture.timers import CudaEventTimer, HostTimer, measure
 from graphtool.capture.user_code import running_user_code, user_location_now
@@ -95,7 +95,7 @@ def snapshot(torch, model, sets) -> Callable[[], None]:
     show a mismatch that is not there. Restoring is in place, so the tensors stay the same objects.
     """
     tensors = list({id(t): t for t in iter_tensors(sets)}.values())
-    if hasattr(model, "buffers"):
+    if is_module(model):
         tensors += list(model.buffers())
     saved = [(t.detach().clone(), t.size(), t.stride(), t.storage_offset()) for t in tensors]
 
@@ -121,7 +121,7 @@ class NothingToDifferentiate(BadModelSpec):
 
 
 def _params(model) -> list:
-    return [p for p in model.parameters() if p.requires_grad] if hasattr(model, "parameters") else []
+    return [p for p in model.parameters() if p.requires_grad] if is_module(model) else []
 
 
 def make_step(torch, fn, model, backward: bool):
@@ -254,7 +254,7 @@ def _abandon_capture(torch, graph, device, pool) -> None:
 
 def cuda_device_of(spec: ModelSpec):
     """The CUDA device the model's inputs or parameters are on, or None (it runs on the CPU)."""
-    params = spec.model.parameters() if hasattr(spec.model, "parameters") else ()
+    params = spec.model.parameters() if is_module(spec.model) else ()
     return next((t.device for t in [*iter_tensors((spec.args, spec.kwargs)), *params] if t.is_cuda), None)
 
 

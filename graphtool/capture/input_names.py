@@ -5,13 +5,13 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.script import ModelSpec, is_module
 from graphtool.capture.tensors import named_tensors
 
 
 def positional_names(spec: ModelSpec) -> list[str]:
     """The forward's name for each positional example input (``args[i]`` past the signature)."""
-    fn = spec.model.forward if hasattr(spec.model, "forward") else spec.model
+    fn = spec.model.forward if is_module(spec.model) else spec.model
     try:
         params = [
             p.name for p in inspect.signature(fn).parameters.values()

@@ -134,7 +134,7 @@ class _State:
         modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
         self.training = [(m, m.training) for m in modules]
         self.grad_enabled = torch.is_grad_enabled()
-        params = list(model.parameters()) if hasattr(model, "parameters") else []
+        params = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
         self.params = {id(p): p for p in params}
         found: dict[int, Any] = {}
         _reachable_tensors((model, spec.args, spec.kwargs), found, set(), 0)

@@ -34,9 +34,8 @@ from typing import Any
 
 from graphtool.capture import compat
 from graphtool.capture.input_names import all_named_inputs, named_modules, named_state
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.script import ModelSpec, model_call_error
 from graphtool.capture.tensors import iter_tensors
-from graphtool.capture.user_code import user_code_error
 from graphtool.errors import GraphtoolBug
 
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
@@ -304,8 +303,8 @@ def capture_saved(spec: ModelSpec) -> EagerCapture:
         hop = compat.higher_order_in_traceback(exc)
         if hop is not None:
             raise higher_order_limit(exc, hop, "measure what eager autograd saves") from None
-        raise user_code_error(exc, "the model raised on its example inputs"
-                              + (" (run on fake tensors made from its meta ones)" if fake else "")) from None
+        raise model_call_error(spec, exc, "the model raised on its example inputs"
+                               + (" (run on fake tensors made from its meta ones)" if fake else "")) from None
     finally:
         for h in hooks:
             h.remove()

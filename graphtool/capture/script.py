@@ -32,7 +32,7 @@ from typing import Any
 
 from graphtool.capture.devices import device_context
 from graphtool.capture.tensors import iter_tensors
-from graphtool.capture.user_code import running_user_code
+from graphtool.capture.user_code import running_user_code, user_code_error
 from graphtool.errors import BadModelSpec, ModelNotFound, ScriptNotFound, UserCodeFailed
 
 FACTORY = "get_model_and_inputs"
@@ -329,7 +329,8 @@ def _build_spec(path: Path, entry: str, model: Any, inputs: Any, kwargs: Any, li
                            hint=f"build one: {name}(...)")
     if not callable(model):
         raise BadModelSpec(f"{model_where}: the model is a {type(model).__name__}, not an nn.Module or callable")
-    _check_module_methods(model, model_where, torch)
+    if is_module(model):
+        _check_module_methods(model, model_where, torch)
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     elif isinstance(inputs, list):
@@ -391,3 +392,58 @@ def _assignment_line(path: Path, name: str) -> int | None:
     return None
 
 
+
+
+def model_call_error(spec: ModelSpec, exc: BaseException, what: str = "the model raised on its example inputs") -> UserCodeFailed:
+    """The model failed on its example inputs: at the user's innermost line, or, when the failure
+    is inside torch (a shape mismatch in ``nn.Linear``), at the line that defines the inputs; see
+    :func:`with_call_detail` for what the message adds."""
+    return with_call_detail(user_code_error(exc, what, spec.location), spec)
+
+
+def with_call_detail(err: UserCodeFailed, spec: ModelSpec) -> UserCodeFailed:
+    """``err`` with the model's and the inputs' lines, the inputs' shapes, and a hint when the model
+    and its inputs are on different devices (a script that builds its model on meta, say)."""
+    from graphtool.capture.tensors import iter_tensors, named_tensors
+
+    kind = type(spec.model).__name__
+    if spec.entry == "model":
+        model_line = _assignment_line(spec.path, "model")
+        lines = [f"  model: a {kind}, defined at {spec.path}{f':{model_line}' if model_line else ''}",
+                 f"  example_inputs, defined at {spec.location}:"]
+    else:
+        lines = [f"  model: a {kind}, from {spec.entry}() at {spec.location}", "  example_inputs:"]
+    shown = [*named_tensors(tuple(spec.args), ""), *named_tensors(dict(spec.kwargs), "kwargs")]
+    for name, t in shown[:8]:
+        lines.append(f"    {name}: {str(t.dtype).removeprefix('torch.')}{list(t.shape)} on {t.device}")
+    if len(shown) > 8:
+        lines.append(f"    ... and {len(shown) - 8} more tensors")
+    detail = "\n".join(([err.detail.rstrip()] if err.detail else []) + lines)
+    hint = err.hint
+    own = {t.device.type for t in _model_tensors(spec.model)}
+    given = {t.device.type for t in iter_tensors((spec.args, spec.kwargs))}
+    if hint is None and own and given and not own & given:
+        hint = (f"the model's parameters are on {', '.join(sorted(own))} and its example inputs on "
+                f"{', '.join(sorted(given))}: build both on one device (--device sets only the default device)")
+    return UserCodeFailed(err.message, detail=detail, hint=hint, full_traceback=err.full_traceback)
+
+
+def _model_tensors(model: Any) -> list:
+    return [*model.parameters(), *model.buffers()] if is_module(model) else []
+
+
+def is_module(model: Any) -> bool:
+    """Whether graphtool treats ``model`` as an ``nn.Module`` (asks it for parameters, buffers,
+    submodules). Decided by its class, never by its attributes: a plain callable may well have a
+    ``parameters`` dict.
+
+    >>> class Scale:
+    ...     parameters = {"factor": 2.0}
+    ...     def __call__(self, x):
+    ...         return x * self.parameters["factor"]
+    >>> is_module(Scale())
+    False
+    """
+    import torch
+
+    return isinstance(model, torch.nn.Module)

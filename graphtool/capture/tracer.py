@@ -29,10 +29,10 @@ from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.host_values import HostValues
 from graphtool.capture.input_names import argument_names, named_state
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.script import ModelSpec, model_call_error
 from graphtool.capture.steady_state import CallLogger, run_steps
 from graphtool.capture.tensors import iter_tensors
-from graphtool.capture.user_code import full_traceback, user_code_error
+from graphtool.capture.user_code import full_traceback
 from graphtool.errors import GraphtoolBug, GraphtoolError, TraceFailed
 from graphtool.text import first_line
 
@@ -354,14 +354,14 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
         spec.model(*spec.args, **spec.kwargs)
     except Exception as eager_exc:
         if standin:
-            return user_code_error(
-                eager_exc, "the model raised on the accelerator stand-in (moved to meta, standing for cuda:0)"
+            return model_call_error(
+                spec, eager_exc, "the model raised on the accelerator stand-in (moved to meta, standing for cuda:0)"
             ).with_hint(
                 "a line that mixes devices (a CPU tensor or torch.Generator with the model's device) would "
                 "fail on a GPU too; a line that needs tensor values (.item(), printing) cannot run on the "
                 "stand-in: check it on a GPU"
             )
-        return user_code_error(eager_exc, "the model raised on its example inputs")
+        return model_call_error(spec, eager_exc)
     first = first_line(exc) or ""
     if backend is not None and not standin and _torch_compiles(spec, backend, training):
         return GraphtoolBug(

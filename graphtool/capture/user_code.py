@@ -74,8 +74,10 @@ PIP_NAMES = {"cv2": "opencv-python", "sklearn": "scikit-learn", "yaml": "pyyaml"
 def missing_package_hint(exc: BaseException) -> str | None:
     """What to install when the user's script imports a package that is not there, else None.
 
-    >>> missing_package_hint(ModuleNotFoundError("No module named 'transformers'", name="transformers"))
-    "transformers is an optional package of graphtool's examples: pip install 'torch-graphtool[examples]' (in a clone: pip install -e '.[examples]')"
+    >>> print(missing_package_hint(ModuleNotFoundError("No module named 'transformers'", name="transformers")))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    transformers is an optional package of graphtool's examples: pip install 'torch-graphtool[examples]'
+    (in a clone: pip install -c constraints.txt -e '.[examples]')
     >>> missing_package_hint(ModuleNotFoundError("No module named 'cv2'", name="cv2"))
     'cv2 is not installed in this environment: pip install opencv-python'
     """
@@ -87,7 +89,7 @@ def missing_package_hint(exc: BaseException) -> str | None:
     if top in EXTRAS:
         extra = EXTRAS[top]
         return (f"{top} is an optional package of graphtool's {extra}: pip install 'torch-graphtool[{extra}]' "
-                f"(in a clone: pip install -e '.[{extra}]')")
+                f"(in a clone: pip install -c constraints.txt -e '.[{extra}]')")
     return f"{top} is not installed in this environment: pip install {PIP_NAMES.get(top, top)}"
 
 
@@ -168,16 +170,89 @@ def _called_user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     return [f for f in called if _is_user_file(f.filename)]
 
 
+class SignalState:
+    """The process's signal handlers, interval timers and blocked signals, to put back after user code.
+
+    A script may install a ``SIGALRM`` handler that raises and start an interval timer at import,
+    block ``SIGINT``, or take over ``SIGTERM``: left in place, they would fire inside graphtool (or
+    torch) long after the script's own code ran. What the user's code changed is undone when it
+    returns: a timer the code started is stopped, one that ran before (``--timeout``'s) goes on with
+    the time it had left, and each handler and the signal mask are what they were. Only on the main
+    thread (the only one that may set handlers)."""
+
+    TIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+
+    def __init__(self):
+        import signal
+        import time
+
+        self.active = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+        if not self.active:
+            return
+        self.at = time.monotonic()
+        self.timers = {t: signal.getitimer(getattr(signal, t)) for t in self.TIMERS if hasattr(signal, t)}
+        self.handlers = {}
+        for num in signal.valid_signals():
+            with contextlib.suppress(ValueError, OSError):
+                handler = signal.getsignal(num)
+                if handler is not None:  # None: set from C, not Python; nothing graphtool could put back
+                    self.handlers[num] = handler
+        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, []) if hasattr(signal, "pthread_sigmask") else None
+
+    def restore(self) -> None:
+        """Put everything back; a handler of the user's that fires meanwhile (its timer ran out just
+        now) raises here, after the rest was restored, so it is reported as the user's error."""
+        if not self.active:
+            return
+        late = None
+        for _ in range(3):  # at most one late signal per timer can still arrive: then it is done again
+            try:
+                self._restore()
+                break
+            except BaseException as exc:  # the user's handler raised: kept for after
+                late = late or exc
+        if late is not None:
+            raise late
+
+    def _restore(self) -> None:
+        import signal
+        import time
+
+        elapsed = time.monotonic() - self.at
+        for name, (value, interval) in self.timers.items():
+            which = getattr(signal, name)
+            now_value, now_interval = signal.getitimer(which)
+            if value == 0:
+                if (now_value, now_interval) != (0.0, 0.0):
+                    signal.setitimer(which, 0)
+            elif name == "ITIMER_REAL":  # wall time (--timeout's): what was left of it, if the code changed it
+                left = value - elapsed
+                unchanged = now_interval == interval and (abs(now_value - left) < 0.25 if now_value else left < 0.25)
+                if not unchanged:
+                    signal.setitimer(which, max(left, 1e-6), interval)
+        for num, handler in self.handlers.items():
+            if signal.getsignal(num) is not handler:
+                with contextlib.suppress(ValueError, OSError, TypeError):
+                    signal.signal(num, handler)
+        if self.mask is not None and signal.pthread_sigmask(signal.SIG_BLOCK, []) != self.mask:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+
+
 @contextlib.contextmanager
 def running_user_code(what: str, *, where: str | None = None):
     """Run a block of user code; anything it raises becomes :class:`UserCodeFailed`.
 
     ``what`` says what was being done ("importing model.py"); ``where`` is the file to name when
     the exception carries no user frame. ``sys.exit``/``SystemExit`` and ``os._exit`` are reported
-    at the user's line that called them."""
+    at the user's line that called them. Signal handlers, timers and the signal mask the code set
+    are undone when it returns (see :class:`SignalState`)."""
+    signals = SignalState()
     try:
-        with os_exit_reported():
-            yield
+        try:
+            with os_exit_reported():
+                yield
+        finally:
+            signals.restore()
     except (GraphtoolError, KeyboardInterrupt, Alarm):
         raise
     except (SystemExit, HardExit) as exc:

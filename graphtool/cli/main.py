@@ -83,15 +83,38 @@ def _debug_requested(argv: list[str]) -> bool:
 
 def report_error(err: GraphtoolError, debug: bool) -> int:
     """Print an error the user can act on; the one place exceptions become messages."""
-    lines = [f"graphtool: error: {err.message}"]
+    width = _terminal_width(sys.stderr)
+    lines = [_wrapped(f"graphtool: error: {err.message}", width, "    ")]
     if err.detail:
         lines.append(err.detail.rstrip())
     if err.hint:
-        lines.append(f"hint: {err.hint}")
+        lines.append(_wrapped(f"hint: {err.hint}", width, "      "))
     if debug and err.full_traceback:
         lines.append(err.full_traceback)
     _say("\n".join(lines))
     return err.exit_code
+
+
+def _terminal_width(stream) -> int:
+    """The columns of the terminal ``stream`` writes to; 0 when it is not one (a pipe, a file, a CI log)."""
+    try:
+        if not stream.isatty():
+            return 0
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def _wrapped(text: str, width: int, indent: str) -> str:
+    """``text`` broken between words to ``width`` columns, continuation lines indented, for a
+    terminal (which would otherwise cut a word at its edge); a path or a word longer than a line
+    stays whole. ``width`` 0: one line, as a pipe or a log keeps it."""
+    if width <= 0 or all(len(ln) <= width for ln in text.splitlines()):
+        return text
+    import textwrap
+
+    return "\n".join("\n".join(textwrap.wrap(ln, width, subsequent_indent=indent, break_long_words=False,
+                                             break_on_hyphens=False)) or ln for ln in text.splitlines())
 
 
 def _say(text: str) -> None:
@@ -104,13 +127,23 @@ def _say(text: str) -> None:
 
 class _Stdout:
     """stdout as graphtool writes it: a failure to write (a closed stdout, a full disk, a reader that
-    went away) becomes :class:`OutputFailed`, not an OSError traceback; after one, writes are dropped."""
+    went away) becomes :class:`OutputFailed`, not an OSError traceback; after one, writes are dropped.
+
+    Only the thread that runs graphtool writes the document: ``sys.stdout`` is one object for every
+    thread, so a thread the user's script started that prints (or writes to ``sys.stdout.buffer``,
+    or to ``sys.stdout.fileno()``) while graphtool works is sent to stderr instead."""
 
     def __init__(self, stream):
         self._stream = stream
+        self._owner = threading.get_ident()
         self.failed: OutputFailed | None = None
 
+    def _other_thread(self) -> bool:
+        return threading.get_ident() != self._owner
+
     def write(self, text):
+        if self._other_thread():
+            return sys.stderr.write(text)
         if self.failed is not None:
             return len(text)
         if self._stream is None:
@@ -121,6 +154,8 @@ class _Stdout:
             raise self._fail(exc) from None
 
     def flush(self) -> None:
+        if self._other_thread():
+            return sys.stderr.flush()
         if self.failed is not None or self._stream is None:
             return
         try:
@@ -129,9 +164,13 @@ class _Stdout:
             raise self._fail(exc) from None
 
     def isatty(self) -> bool:
+        if self._other_thread():
+            return sys.stderr.isatty()
         return bool(self._stream is not None and self._stream.isatty())
 
     def __getattr__(self, name):
+        if self._other_thread():
+            return getattr(sys.stderr, name)
         if self._stream is None:
             raise AttributeError(name)
         return getattr(self._stream, name)
@@ -274,7 +313,20 @@ class _DocumentFd:
     ``print`` is redirected where graphtool runs user code, but a script can also write to file
     descriptor 1 itself (``os.write(1, ...)``, C extensions, child processes that inherit it). While
     graphtool runs, descriptor 1 points at stderr, and graphtool's own output goes to a duplicate of
-    the original stdout (the same terminal, pipe or file)."""
+    the original stdout (the same terminal, pipe or file). A process the script forks (``os.fork``,
+    multiprocessing's fork) inherits that duplicate: in the child it is pointed at stderr too, so
+    neither the child nor a graphtool run the child goes on with can write into the document."""
+
+    #: the one in use: what a forked child must point at stderr (``os.register_at_fork`` cannot be undone)
+    active: _DocumentFd | None = None
+    _fork_hook = False
+
+    @classmethod
+    def _in_forked_child(cls) -> None:
+        doc = cls.active
+        if doc is not None and doc.stream is not None:
+            with contextlib.suppress(OSError):
+                os.dup2(doc.fd, doc.saved)  # descriptor 1 is stderr already
 
     def __enter__(self):
         self.stream = None
@@ -294,19 +346,25 @@ class _DocumentFd:
         self.stream = open(saved, "w", encoding=old.encoding, errors=old.errors, closefd=False,
                            buffering=1 if old.line_buffering else -1)
         sys.stdout = self.stream
+        _DocumentFd.active = self
+        if not _DocumentFd._fork_hook and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_DocumentFd._in_forked_child)
+            _DocumentFd._fork_hook = True
         return self
 
     def __exit__(self, *exc) -> None:
         if self.stream is None:
             return
+        if _DocumentFd.active is self:
+            _DocumentFd.active = None
         with contextlib.suppress(OSError, ValueError):
             self.stream.flush()
         if sys.stdout is self.stream:
             sys.stdout = self.old
         with contextlib.suppress(OSError, ValueError):
             self.stream.close()
-        with contextlib.suppress(OSError):
-            os.dup2(self.saved, self.fd)  # the process's stdout is the real one again
+        # descriptor 1 stays on stderr: the document is whole, and what still runs (a daemon thread
+        # the script started, its atexit hooks, a child it forked) must not write after it
         with contextlib.suppress(OSError):
             os.close(self.saved)
         self.stream = None

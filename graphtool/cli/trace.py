@@ -68,10 +68,8 @@ def trace(
             steady = getattr(verdict, "steady", None)
             said = None if verdict is None else verdict.summary() + (f"; steady state {steady.summary()}" if steady else "")
             console.print_view(summary_line(result.report, said))
-    if out_dir is not None and len(results) > 1:  # an earlier single-model run's files at the top
-        from graphtool.render.documents import remove_earlier_run
-
-        remove_earlier_run(out_dir, [], GRAPH_FILES, reports=["report.json"])
+    if out_dir is not None:
+        _remove_earlier_models(out_dir, results)
     if fmt != "table":
         console.emit_all([r.to_dict() for r in results], fmt)
     return 0
@@ -79,6 +77,29 @@ def trace(
 
 #: the files ``--out`` writes: an earlier run's that this run does not write again are removed
 GRAPH_FILES = r"(forward|backward)(_region\d+)?\.py"
+
+
+def _remove_earlier_models(out_dir: Path, results) -> None:
+    """What an earlier run wrote for models this run does not describe: a single model's files at the
+    top (now several models, one folder each), a folder per model of an earlier config run (now one
+    model, or other models). Only graphtool's own files go, and a folder only when that empties it."""
+    from graphtool.render.documents import remove_earlier_run
+
+    written = {Path(r.target).stem for r in results} if len(results) > 1 else set()
+    if len(results) > 1:
+        remove_earlier_run(out_dir, [], GRAPH_FILES, reports=["report.json"])
+    try:
+        subs = [e for e in os.scandir(out_dir) if e.is_dir(follow_symlinks=False) and e.name not in written]
+    except OSError:
+        return
+    for sub in subs:
+        if not os.path.isfile(os.path.join(sub.path, "report.json")):
+            continue  # not a folder graphtool wrote
+        remove_earlier_run(Path(sub.path), [], GRAPH_FILES, reports=["report.json"])
+        try:
+            os.rmdir(sub.path)
+        except OSError:
+            pass  # the user's files are in it: the folder stays
 
 
 def _write_out(result, folder: Path, shown: Path) -> None:

@@ -42,7 +42,9 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
     verdict, blocked = None, None
     if cudagraphs:
         verdict, blocked = _capture_verdict(target, ent, debug, progress)
-    if hasattr(spec.model, "to"):
+    from graphtool.capture.script import is_module
+
+    if is_module(spec.model):
         spec.model.to(run_on)
     spec = _inputs_to(spec, run_on)
     results = steps.run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda,

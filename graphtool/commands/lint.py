@@ -120,7 +120,9 @@ def _read_baseline(path: Path) -> dict:
     except BaselineError as exc:
         line = _entry_line(text, exc.index) if exc.index is not None else None
         where = f"{path}:{line}" if line else str(path)
-        raise UsageError(f"{where}: {exc}", hint="write it again with --update-baseline") from None
+        hint = ("upgrade graphtool to the version that wrote it, or write it again with --update-baseline"
+                if exc.newer else "write it again with --update-baseline")
+        raise UsageError(f"{where}: {exc}", hint=hint) from None
 
 
 def _entry_line(text: str, index: int) -> Optional[int]:

@@ -110,7 +110,9 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool, ba
 
     region = capture.regions[region_index]
     model = capture.spec.model
-    classes = {n: type(m).__name__ for n, m in model.named_modules()} if hasattr(model, "named_modules") else {}
+    from graphtool.capture.script import is_module
+
+    classes = {n: type(m).__name__ for n, m in model.named_modules()} if is_module(model) else {}
     if graph == "backward" and region.backward is None:
         raise UsageError("the model was traced without a backward graph (nothing requires grad)")
 

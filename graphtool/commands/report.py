@@ -182,7 +182,9 @@ def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list
     from graphtool.analysis.node_facts import graph_facts
 
     model = capture.spec.model
-    classes = {n: type(m).__name__ for n, m in model.named_modules()} if hasattr(model, "named_modules") else {}
+    from graphtool.capture.script import is_module
+
+    classes = {n: type(m).__name__ for n, m in model.named_modules()} if is_module(model) else {}
     pictures, marks = [], {}
     for region in capture.regions:
         for kind, gm in (("forward", region.forward), ("backward", region.backward)):

@@ -16,10 +16,10 @@ from __future__ import annotations
 import linecache
 
 from rich.console import Group
-from rich.padding import Padding
 from rich.text import Text
 
 from graphtool.display_paths import display_path
+from graphtool.render.diagnostics import Hanging, Headed
 
 #: a location longer than this gets a line of its own, printed whole even past the console's width
 _LONG_PATH = 60
@@ -46,29 +46,31 @@ def _scope(r) -> str:
 
 def diagnostic(r) -> Group:
     """One finding as a block: ``path:line: CODE message``, then, indented, the source line, where,
-    torch's silence and the fix."""
+    torch's silence and the fix. Prose wraps between words with a hanging indent; in a pipe each
+    line stays whole (see :class:`~graphtool.render.diagnostics.Hanging`)."""
     style = {"skip": "finding", "split": "warning"}.get(r.kind, "note")
     where = _where(r)
-    head = Text()
-    head.append(f"{where}:", style="header")
-    head.append(" ")
-    head.append(r.cg or r.code, style=style)
-    body = []
+    code = r.cg or r.code
+    spans = ((0, len(where) + 1, "header"), (len(where) + 2, len(where) + 2 + len(code), style))
+    body: list = []
     if len(where) > _LONG_PATH:  # a long path keeps its line whole (never cut); the message goes below
-        head.no_wrap, head.overflow = True, "ignore"
-        body.append(Text(r.message))
+        head = Headed(f"{where}: {code}", "", spans)
+        body.append(Hanging(_INDENT, r.message))
     else:
-        head.append(f" {r.message}")
+        head = Headed(f"{where}: {code}", r.message, spans)
     if r.source:
         line = linecache.getline(r.source.file, r.source.line).strip()
-        if line:
-            body.append(Text(f"| {line}"))
-    body.append(Text(f"= {_scope(r)}"))
+        if line:  # code is never wrapped
+            body.append(Text(f"{_INDENT}| {line}", no_wrap=True, overflow="ignore"))
+    body.append(Hanging(f"{_INDENT}= ", _scope(r)))
     if r.silent:
-        body.append(Text(f"= silent: {r.silent}", style="note"))
+        body.append(Hanging(f"{_INDENT}= silent: ", r.silent, rest=_INDENT + "  ", style="note"))
     if r.fix:
-        body.append(Text(f"= help: {r.fix}"))
-    return Group(head, Padding(Group(*body), (0, 0, 0, 3)))
+        body.append(Hanging(f"{_INDENT}= help: ", r.fix, rest=_INDENT + "  "))
+    return Group(head, *body)
+
+
+_INDENT = "   "
 
 
 def _partitions(verdict) -> list:
@@ -84,7 +86,8 @@ def _partitions(verdict) -> list:
         for p in parts:
             where = f" at {display_path(p.source.file)}:{p.source.line}" if p.source else ""
             state = "CUDA graph" if p.cudagraphed else f"outside ({p.reason})"
-            out.append(Padding(Text(f"#{p.index}: {p.ops} op{'s' if p.ops != 1 else ''}, {state}, from {p.op}{where}"), (0, 0, 0, 2)))
+            out.append(Hanging(f"  #{p.index}: ", f"{p.ops} op{'s' if p.ops != 1 else ''}, {state}, from {p.op}{where}",
+                               rest="      "))
     return out
 
 

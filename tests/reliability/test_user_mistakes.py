@@ -30,13 +30,6 @@ SCRIPTS = {
                          "model_is_a_class.py:13: the model is the class MLP, not an instance of it"),
     "factory_returns_a_class": (MLP + "\n\ndef get_model_and_inputs():\n    return MLP, (torch.randn(2, 4),)\n",
                                 "factory_returns_a_class.py:13: the model is the class MLP, not an instance of it"),
-    "parameters_not_callable": ("import torch\n\n\ndef f(x):\n    return x * 2\n\n\nf.parameters = [1, 2]\nmodel = f\n"
-                                "example_inputs = (torch.randn(2, 4),)\n",
-                                "parameters_not_callable.py:9: the model (a function) has .parameters = a list, not a method"),
-    "parameters_raises": ("import torch\n\n\nclass M:\n    def __call__(self, x):\n        return x\n\n"
-                          "    def parameters(self):\n        raise ValueError('no')\n\n\nmodel = M()\n"
-                          "example_inputs = (torch.randn(2),)\n",
-                          "parameters_raises.py:9: the model's .parameters() raised: ValueError: no"),
     "module_getattr_raises": ("import torch\n\n\ndef __getattr__(name):\n    raise RuntimeError('lazy ' + name)\n",
                               "module_getattr_raises.py:5: looking up 'get_model_and_inputs' through "
                               "module_getattr_raises.py's module __getattr__ raised: RuntimeError: lazy get_model_and_inputs"),
@@ -69,6 +62,77 @@ def test_bad_script_is_exit_2_at_its_file_and_line(cli, tmp_path, name):
     assert message in err, err
     assert out == ""
     assert_clean(err)
+
+
+# -- messages that name the user's file and line, even when torch's own code raised ---------------------
+
+
+def test_a_shape_mismatch_names_the_model_and_the_inputs_lines_and_shapes(cli, tmp_path):
+    """Was: "the model raised on its example inputs: RuntimeError: mat1 and mat2 shapes cannot be
+    multiplied (2x5 and 4x4)", no file, no line (the failing frame is torch's, not the user's)."""
+    script = write(tmp_path / "shapes.py", """
+        import torch
+
+        model = torch.nn.Linear(4, 4)
+        example_inputs = (torch.randn(2, 5),)
+    """)
+    for command in ("trace", "render", "memory"):
+        rc, out, err = cli(command, script, *(["-o", tmp_path / "x.svg"] if command == "render" else []))
+        assert rc == 2, err
+        assert f"{script}:4: the model raised on its example inputs: RuntimeError: mat1 and mat2 shapes" in err, err
+        assert f"model: a Linear, defined at {script}:3" in err
+        assert f"example_inputs, defined at {script}:4:" in err and "[0]: float32[2, 5] on cpu" in err
+        assert out == ""
+        assert_clean(err)
+
+
+def test_a_factory_model_failing_in_torch_names_the_factory(cli, tmp_path):
+    script = write(tmp_path / "factory.py", """
+        import torch
+
+
+        def get_model_and_inputs():
+            return torch.nn.Linear(4, 4), (torch.randn(3, 2),), {}
+    """)
+    rc, _, err = cli("trace", script)
+    assert rc == 2 and f"{script}:4: the model raised on its example inputs" in err, err
+    assert f"model: a Linear, from get_model_and_inputs() at {script}:4" in err and "[0]: float32[3, 2] on cpu" in err
+
+
+def test_a_model_the_script_built_on_meta_names_the_script(cli, tmp_path):
+    script = write(tmp_path / "on_meta.py", """
+        import torch
+
+        model = torch.nn.Linear(4, 4, device="meta")
+        example_inputs = (torch.randn(2, 4),)
+    """)
+    rc, _, err = cli("trace", script, "--device", "cpu")
+    assert rc == 2, err
+    assert f"{script}:4: the model raised on its example inputs" in err, err
+    assert "hint: the model's parameters are on meta and its example inputs on cpu" in err
+    assert_clean(err)
+
+
+PLAIN_CALLABLES = {
+    "parameters_dict": "class Scale:\n    parameters = {'factor': 2.0}\n\n    def __call__(self, x):\n"
+                       "        return x * self.parameters['factor']\n\n\nmodel = Scale()\n",
+    "parameters_list": "def f(x):\n    return x * 2\n\n\nf.parameters = [1, 2]\nmodel = f\n",
+    "parameters_raises": "class M:\n    def __call__(self, x):\n        return x + 1\n\n    def parameters(self):\n"
+                         "        raise ValueError('no')\n\n\nmodel = M()\n",
+    "forward_dict": "class F:\n    forward = {'scale': 3.0}\n\n    def __call__(self, x):\n"
+                    "        return x * self.forward['scale']\n\n\nmodel = F()\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN_CALLABLES))
+def test_a_plain_callable_is_not_judged_by_its_attribute_names(cli, tmp_path, name):
+    """Was: exit 2, "the model (a Scale) has .parameters = a dict, not a method": graphtool guessed an
+    nn.Module from an attribute's name. Only an nn.Module is asked for its parameters."""
+    script = write(tmp_path / f"{name}.py", "import torch\n\n\n" + PLAIN_CALLABLES[name]
+                   + "example_inputs = (torch.randn(2, 4),)\n")
+    rc, out, err = cli("trace", script, "--format", "json")
+    assert rc == 0, err
+    assert json.loads(out)["model"]["path"] == str(script)
 
 
 def test_argparse_at_import_sees_no_graphtool_options(cli, tmp_path):
@@ -149,7 +213,9 @@ ENTRY = {"model": "m.py", "file": "m.py", "kind": "gb0059", "source_text": "x", 
     (b'{"version": 2, "breaks": [\n  {"model": "m.py", "kind": 7}\n]}\n', "b.json:2: breaks[0]: 'kind' must be a string, got number"),
     (b'{"version": 2, "breaks": [' + json.dumps(dict(ENTRY, line="six")).encode() + b"]}", "b.json:1: breaks[0]: 'line' must be a number or null, got string"),
     (b'{"version": 2, "breaks": [null]}', "breaks[0]: each entry must be an object, got null"),
-    (b'{"version": 9, "breaks": []}', "b.json: not a graphtool baseline"),
+    (b'{"version": 9, "breaks": []}', "b.json: written by a newer graphtool: baseline version 9, this graphtool reads versions 1, 2"),
+    (b'{"version": true, "breaks": []}', "b.json: not a graphtool baseline"),
+    (b'{"version": "2", "breaks": []}', "b.json: not a graphtool baseline"),
     (b'[]', "b.json: not a graphtool baseline"),
     (b'{"version": 2, "breaks": []}\n\xff\n', "b.json:2: not UTF-8 text (byte 0xff)"),
     (b'{"version": 2, "breaks": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "b.json: not a graphtool baseline: nested too deeply"),
@@ -172,3 +238,35 @@ def test_junit_stays_well_formed_xml_with_control_characters(cli, tmp_path):
     report = tmp_path / "junit.xml"
     rc, _, _ = cli("lint", script, "--format", "junit", "--output", report)
     assert rc == 2 and ET.parse(report).getroot().find(".//testcase/error") is not None
+
+
+def test_a_baseline_from_a_newer_graphtool_is_refused_not_misread(cli, tmp_path):
+    """Future-version files: a baseline one version ahead was read as an older one (exit 1, every
+    break "new"); it is refused naming the file and the version, and left as it is."""
+    from graphtool.analysis.lint import BASELINE_VERSION
+
+    content = json.dumps({"version": BASELINE_VERSION + 1, "breaks": [], "added_later": {}}).encode()
+    baseline = write(tmp_path / "gb.json", content)
+    rc, out, err = cli("lint", example("mlp.py"), "--baseline", baseline)
+    assert rc == 2, err
+    assert f"gb.json: written by a newer graphtool: baseline version {BASELINE_VERSION + 1}" in err
+    assert "hint: upgrade graphtool" in err
+    assert out == "" and baseline.read_bytes() == content
+    assert_clean(err)
+
+
+def test_the_api_does_not_judge_a_plain_callable_by_its_attribute_names():
+    """graphtool.trace(obj, x) on a callable whose ``parameters`` is a dict (was: TypeError, 'dict' object
+    is not callable, when the trace set the model's state aside)."""
+    import torch
+
+    import graphtool
+
+    class Scale:
+        parameters = {"factor": 2.0}
+
+        def __call__(self, x):
+            return x * self.parameters["factor"]
+
+    result = graphtool.trace(Scale(), torch.randn(2, 4))
+    assert result.to_dict()["graphs"][0]["forward"]["nodes"] > 0
