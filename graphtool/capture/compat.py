@@ -628,20 +628,6 @@ def capture_config():
 
 
 
-def snapshot_graph(gm: Any):
-    """A GraphModule with its own Graph (nodes' meta shared), so later passes cannot change it."""
-    import copy
-
-    fx = importlib.import_module("torch.fx")
-    graph = copy.deepcopy(gm.graph)
-    boxed = getattr(importlib.import_module("torch.fx.graph"), "_BoxedCodeGen", None)
-    if boxed is not None and isinstance(graph._codegen, boxed):
-        graph.set_codegen(fx.graph.CodeGen())
-    new = fx.GraphModule(gm, graph, class_name=type(gm).__name__)
-    new.meta = dict(getattr(gm, "meta", {}))
-    return new
-
-
 def copy_fw_metadata():
     """The ViewAndMutationMeta being compiled, copied: AOT later empties some of its fields."""
     import copy
@@ -655,10 +641,10 @@ def run_aot_stage(backend: str, gm: Any, example_inputs: list, *, keep: Any, sta
     input-mutation handling and config), the final code generation replaced by ``keep``.
 
     ``keep(kind, aot_gm, aot_inputs)`` is called with kind ``forward``, ``backward`` or
-    ``inference`` and the graph exactly as that backend's ``aot_*_graph`` structured-trace artifact
-    shows it, and returns the boxed callable that runs the graph; kind ``inference_lowered`` (inductor)
-    is the graph that really runs after an inference graph was kept, to run, not to record. ``standin``: the graphs run on the
-    meta device, where inductor's constant folding would fold whole graphs away."""
+    ``inference`` and the graph exactly as that backend's final compiler receives it (inductor's
+    ``inner_compile``; for the others, as its ``aot_*_graph`` structured-trace artifact shows it), and
+    returns the boxed callable that runs the graph. ``standin``: the graphs run on the meta device,
+    where inductor's constant folding would fold whole graphs away."""
     if backend == "inductor":
         return _inductor_stage(gm, example_inputs, keep, standin)
     aot_autograd = _require("torch._dynamo.backends.common", "aot_autograd")
@@ -674,36 +660,19 @@ def run_aot_stage(backend: str, gm: Any, example_inputs: list, *, keep: Any, sta
 
 
 def _inductor_stage(gm: Any, example_inputs: list, keep: Any, standin: bool):
-    """``compile_fx`` with ``inner_compile`` (inductor's lowering) replaced by ``keep``.
-
-    Training graphs reach inner_compile as the artifacts show them. An inference graph reaches it
-    only after inductor's inference-time joint passes, so it is taken earlier, where
-    ``compile_fx_forward`` receives it."""
-    from unittest import mock
-
-    cfx = importlib.import_module("torch._inductor.compile_fx")
+    """``compile_fx`` with ``inner_compile`` (inductor's lowering) replaced by ``keep``: every graph is
+    kept as inductor lowers it. An inference graph reaches inner_compile after the joint-graph passes
+    that ``compile_fx_forward`` runs on it (a training graph gets them inside inductor's partitioner),
+    so it is kept there too, not as the earlier ``aot_inference_graph`` artifact prints it."""
     compile_fx = _require("torch._inductor.compile_fx", "compile_fx")
-    forward_stage = getattr(cfx, "compile_fx_forward", None)
-    taken: dict[str, bool] = {}
 
     def inner_compile(aot_gm, aot_inputs, **kw):
         if kw.get("is_backward"):
             return keep("backward", aot_gm, aot_inputs)
-        if kw.get("is_inference") and taken.get("inference"):
-            return keep("inference_lowered", aot_gm, aot_inputs)  # runs it; the artifact's graph was kept
         return keep("inference" if kw.get("is_inference") else "forward", aot_gm, aot_inputs)
 
-    def forward_stage_taking_inference(aot_gm, aot_inputs, *a, **kw):
-        if kw.get("is_inference"):
-            keep("inference", snapshot_graph(aot_gm), aot_inputs)
-            taken["inference"] = True
-        return forward_stage(aot_gm, aot_inputs, *a, **kw)
-
     patches = {"joint_graph_constant_folding": False} if standin else None
-    if forward_stage is None:  # a torch without the split: inference graphs are taken after the joint passes
-        return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
-    with mock.patch.object(cfx, "compile_fx_forward", forward_stage_taking_inference):
-        return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
+    return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches)
 
 
 def meta_constants_as_fake():

@@ -36,7 +36,8 @@ _REAL_MAPPING = functools.partial(__import__("torch._dynamo.backends.cudagraphs"
 NO_PARTITION = {"graph_partition": False}
 CASES = [  # fixture, backend, --set, the catalogue codes of skips and splits, in order
     ("cpu_node", "inductor", NO_PARTITION, ["CG002"]),
-    # torch.tensor(2.0) (a 0-d CPU constant) is inlined where it is read: one split, at the .cpu() round trip
+    # one split, at the .cpu() round trip: torch.tensor(2.0) (a 0-d CPU constant) is inlined where it is read, and
+    # inductor lowers this inference graph after its joint-graph passes (no float32->float32 convert between them)
     ("cpu_node", "inductor", {}, ["CG020"]),
     ("cpu_node", "cudagraphs", {}, ["CG002"]),
     ("cpu_node", "inductor", {"cudagraph_min_partition_size": 100}, ["CG028", "CG020", "CG028"]),

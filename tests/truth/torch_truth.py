@@ -6,7 +6,10 @@ training, a backward, while a :class:`TraceListener` sits on torch's structured-
 (``torch.__trace``, what ``TORCH_TRACE`` and tlparse read). Nothing of torch is replaced: the
 listener only keeps what torch logs, plus what torch's own compile state holds at the moment it logs:
 
-- ``aot_forward_graph`` / ``aot_backward_graph`` / ``aot_inference_graph`` payloads (the printed graphs);
+- ``aot_forward_graph`` / ``aot_backward_graph`` / ``aot_inference_graph`` payloads (the printed graphs),
+  and inductor's ``after_joint_graph`` artifact: an inference graph after the joint-graph passes
+  ``compile_fx_forward`` runs on it, as inductor's inner compiler receives it (training graphs get
+  those passes in inductor's partitioner, before their ``aot_*_graph`` artifacts are printed);
 - ``dynamo_graph_break_reason`` payloads and ``compilation_metrics`` events (fail_type, fail_reason);
 - the ``aot_forward_graph_fw_metadata`` payload (AOT's ViewAndMutationMeta printed, training only);
 - AOT's live ViewAndMutationMeta (``TracingContext.fw_metadata``: per-input mutation flags and
@@ -172,6 +175,7 @@ class DynamoInput:
 class TorchRegion:
     compile_id: str
     graphs: dict[str, str] = field(default_factory=dict)  # aot_*_graph -> payload
+    after_joint_graph: str | None = None  # inductor, inference: the graph its inner compiler lowers
     fw_metadata_text: str | None = None
     meta: MetaFacts | None = None
     inputs: list[DynamoInput] | None = None
@@ -263,6 +267,8 @@ class TraceListener(TraceLogListener):
             name = meta["artifact"].get("name")
             if name == "dynamo_graph_break_reason":
                 self._break(payload or "", cid)
+            elif name == "after_joint_graph":
+                self._region(cid).after_joint_graph = payload
             elif name == "aot_forward_graph_fw_metadata":
                 self._region(cid).fw_metadata_text = payload
         self._read_fw_metadata(cid)
