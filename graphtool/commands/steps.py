@@ -55,7 +55,7 @@ def load(target: Optional[str], entry: Optional[str], device: Optional[str], pro
 
 
 def trace_own_device(target, entry, device, inference: bool, *, backend: str = "inductor", record_breaks: bool = True,
-                     debug: bool = False, progress: Progress = SILENT):
+                     debug: bool = False, progress: Progress = SILENT, wrapper=None):
     """Load the script and trace it on its own device with ``backend``'s AOT stage: a
     :class:`~graphtool.capture.tracer.Capture`."""
     spec = load(target, entry, device, progress)
@@ -65,7 +65,7 @@ def trace_own_device(target, entry, device, inference: bool, *, backend: str = "
     with quiet_stdout():
         return trace_model(
             spec, inference=inference, backend=backend, record_breaks=record_breaks, quiet=not debug,
-            on_region=lambda i: progress.phase(f"tracing region {i}..."),
+            on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
         )
 
 
