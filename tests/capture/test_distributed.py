@@ -43,13 +43,17 @@ def test_split_graphs_are_regions_of_the_trace_with_their_parameters_named(cli):
     names = [[p["name"] for p in g["forward"]["placeholders"] if p["kind"] == "parameter"] for g in doc["graphs"]]
     assert names == [[f"used.{i}.weight", f"used.{i}.bias"] for i in range(4)]
     assert doc["graphs"][0]["forward"]["placeholders"][0]["kind"] == "user_input"
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    jsonschema.validate(doc, json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text()))
 
 
 def test_table_shows_each_split_and_the_other_caps(cli):
     rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--bucket-cap-mb", "1")
     assert rc == 0, err
-    assert "DDP(torch.compile(model)), bucket_cap_mb=1, world size 2: 4 graphs (1 dynamo graph)" in out
-    assert "region 3: bucket 3, 2 params, 1.0 MB, from module used.3" in out
+    assert "under DDP (2 ranks, bucket_cap_mb=1): 4 graphs from 1 dynamo graph" in out
+    assert "region 3: bucket 3, 2 params, 1.0 MB, module used.3 at " in out
     assert "graphs at bucket_cap_mb 1: 4, 5: 2, 10: 2, 25: 2, 50: 2, 100: 2" in out
 
 
