@@ -53,7 +53,8 @@ def test_table_shows_each_split_and_the_other_caps(cli):
     rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--bucket-cap-mb", "1")
     assert rc == 0, err
     assert "under DDP (2 ranks, bucket_cap_mb=1): 4 graphs from 1 dynamo graph" in out
-    assert "region 3: bucket 3, 2 params, 1.0 MB, module used.3 at " in out
+    assert "region 3: bucket 3, 2 params, 1.0 MB, module used.3" in out
+    assert "unused.py:13" in out  # the line of the user's code where the split falls
     assert "graphs at bucket_cap_mb 1: 4, 5: 2, 10: 2, 25: 2, 50: 2, 100: 2" in out
 
 
