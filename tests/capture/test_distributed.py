@@ -82,3 +82,33 @@ def test_a_script_starting_its_own_process_group_exits_2_with_a_hint(cli):
     assert "own_group.py:6" in err and "trying to initialize the default process group twice" in err
     assert "with --ddp graphtool starts the process group itself" in err
     assert not dist.is_initialized()  # graphtool's own group is gone too
+
+
+def test_lint_ddp_counts_the_split_graphs_and_the_break(cli):
+    rc, out, err = cli("lint", DDP_FIXTURES / "break_mid.py", "--ddp", "--bucket-cap-mb", "1", "--format", "json")
+    assert rc == 0, err
+    model = json.loads(out)["models"][0]
+    assert model["graph_count"] == 6 and model["graph_break_count"] == 1
+    assert model["breaks"][0]["line"] == 14
+
+
+def test_lint_ddp_refuses_an_already_wrapped_model(cli):
+    rc, out, err = cli("lint", DDP_FIXTURES / "wrapped.py", "--ddp", "--format", "json")
+    assert rc == 2
+    assert "wrapped.py:7: --ddp: the script's model is already a DistributedDataParallel" in json.loads(out)["models"][0]["error"]
+
+
+@pytest.mark.slow
+def test_a_stuck_rank_under_lint_ddp_times_out_and_is_killed(cli, tmp_path, monkeypatch):
+    import os
+    import time
+
+    pidfile = tmp_path / "pid"
+    monkeypatch.setenv("GRAPHTOOL_TEST_PIDFILE", str(pidfile))
+    rc, out, err = cli("lint", DDP_FIXTURES / "stuck_rank.py", "--ddp", "--timeout", "20", "--format", "json")
+    assert rc == 2
+    assert "timed out after 20 s" in json.loads(out)["models"][0]["error"]
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
