@@ -24,6 +24,9 @@ _MB = 1024 * 1024
 #: what every DDP report says about gradients' allreduce (it is not in any graph)
 ALLREDUCE_NOTE = ("DDP's gradient allreduce runs in its reducer's autograd hooks, one per bucket, outside "
                   "every compiled graph; the graphs hold no collective")
+COMPILED_DDP_NOTE = ("the script's get_distributed_model returned DDP(model): traced as {wrapper}, which compiled "
+                     "{graphs} graph(s) and split none (DDPOptimizer splits only DDP(torch.compile(model))); "
+                     "the graph breaks say where dynamo stopped")
 WORLD_SIZE_NOTE = ("the splits do not depend on the world size (DDPOptimizer counts parameter bytes against "
                    "bucket_cap_mb), and every rank compiles the same graphs from the same code and shapes")
 
@@ -63,6 +66,7 @@ class Collective:
 
 @dataclass(frozen=True)
 class DdpReport:
+    wrapper: str
     world_size: int
     bucket_cap_mb: float
     first_bucket_mb: float
@@ -78,7 +82,7 @@ class DdpReport:
 
     def to_dict(self) -> dict:
         return {
-            "wrapper": "DDP(torch.compile(model))",
+            "wrapper": self.wrapper,
             "world_size": self.world_size,
             "bucket_cap_mb": self.bucket_cap_mb,
             "first_bucket_mb": self.first_bucket_mb,
@@ -106,7 +110,9 @@ def build_ddp_report(capture: Any, run: Any) -> DdpReport:
     notes = [WORLD_SIZE_NOTE]
     if not collectives:
         notes.insert(0, ALLREDUCE_NOTE)
-    return DdpReport(run.world_size, run.bucket_cap_mb, run.first_bucket_bytes / _MB, tuple(graphs),
+    if run.wrapper != "DDP(torch.compile(model))":
+        notes.insert(0, COMPILED_DDP_NOTE.format(wrapper=run.wrapper, graphs=len(capture.regions)))
+    return DdpReport(run.wrapper, run.world_size, run.bucket_cap_mb, run.first_bucket_bytes / _MB, tuple(graphs),
                      tuple(sorted(totals.items())), len(run.frames), collectives, tuple(notes))
 
 

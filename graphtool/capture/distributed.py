@@ -58,8 +58,16 @@ class SplitFrame:
     graphs_at: tuple[tuple[float, int], ...]
 
 
+#: the factory a script may give for ``--ddp``: ``get_distributed_model(world_size)`` returning
+#: ``(model, example_inputs[, example_kwargs])``, the model bare or ``DDP(model)``
+DISTRIBUTED_FACTORY = "get_distributed_model"
+PLAIN = "DDP(torch.compile(model))"
+COMPILED_DDP = "torch.compile(DDP(model))"
+
+
 @dataclass(frozen=True)
 class DdpRun:
+    wrapper: str  # PLAIN, or COMPILED_DDP when the script's factory returned DDP(model)
     world_size: int
     bucket_cap_mb: float
     first_bucket_bytes: int
@@ -100,6 +108,19 @@ class DdpSession:
         self.input_names: dict[str, tuple[str, str]] = {}
         self._names: dict[int, tuple[str, str]] = {}
         self._stack: Any = None
+        self.from_factory = False  # the model came from the script's get_distributed_model(world_size)
+        self.wrapper = PLAIN
+
+    def entry(self, target: str, entry: str | None) -> tuple[str | None, tuple]:
+        """The factory to call and its arguments: the script's ``get_distributed_model(world_size)``
+        when it defines one and no other entry was asked for (found without importing the script)."""
+        from graphtool.capture.script import split_target
+
+        path, inline = split_target(target)
+        if entry or inline or not _defines(path, DISTRIBUTED_FACTORY):
+            return entry, ()
+        self.from_factory = True
+        return DISTRIBUTED_FACTORY, (self.world_size,)
 
     def __enter__(self) -> DdpSession:
         import contextlib
@@ -126,12 +147,20 @@ class DdpSession:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         inner = getattr(compiled, "_orig_mod", compiled)
+        if isinstance(inner, DDP) and self.from_factory and not hasattr(inner.module, "_orig_mod"):
+            # the script's own wrapping, compiled as such a script compiles it
+            from graphtool.capture.tracer import tensor_names
+
+            self._names = tensor_names(spec) if spec is not None else {}
+            self.wrapper = COMPILED_DDP
+            self.bucket_cap_mb = inner.bucket_bytes_cap / _MB  # the script's own DDP's cap
+            return compiled
         if isinstance(inner, DDP):
             where = f"{spec.location}: " if spec is not None else ""
             raise UsageError(
                 f"{where}--ddp: the script's model is already a DistributedDataParallel",
-                hint="return the bare model (graphtool wraps it as DDP(torch.compile(model))), or drop --ddp "
-                     "to see what the script's own wrapping does",
+                hint="return the bare model (graphtool wraps it as DDP(torch.compile(model))), or give "
+                     f"{DISTRIBUTED_FACTORY}(world_size) returning DDP(model) (traced as torch.compile(DDP(model)))",
             )
         from graphtool.capture.tracer import tensor_names
 
@@ -155,7 +184,18 @@ class DdpSession:
             graphs_at = tuple((cap, _graphs_at(gm, example_inputs, cap, len(buckets), self.bucket_cap_mb)) for cap in caps)
             frames.append(SplitFrame(buckets, region, graphs_at))
             region += len(buckets)
-        return DdpRun(self.world_size, self.bucket_cap_mb, compat.ddp_first_bucket_bytes(), tuple(frames))
+        return DdpRun(self.wrapper, self.world_size, self.bucket_cap_mb, compat.ddp_first_bucket_bytes(), tuple(frames))
+
+
+def _defines(path: str, name: str) -> bool:
+    """Whether the script defines a top-level function ``name`` (read, not imported)."""
+    import ast
+
+    try:
+        tree = ast.parse(open(path, "rb").read())
+    except (OSError, SyntaxError, ValueError):
+        return False  # importing it later reports the problem with the script's own line
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body)
 
 
 def _destroy_group() -> None:

@@ -95,7 +95,8 @@ def lint_one(job: LintJob) -> LintResult:
             seen, called_at = _run_script(torch, job.path, list(job.args), backend), None
         else:
             with _ddp_session(job) as ddp:
-                spec = load_model(job.path, entry=job.entry)
+                entry, factory_args = ddp.entry(job.path, job.entry) if ddp is not None else (job.entry, ())
+                spec = load_model(job.path, entry=entry, factory_args=factory_args)
                 compiled = torch.compile(spec.model, backend=backend)
                 runner = ddp.wrap(compiled, spec) if ddp is not None else compiled
                 _run_model(spec, runner, compiled, job)

@@ -39,7 +39,8 @@ def quiet_stdout():
     return contextlib.redirect_stdout(sys.stderr)
 
 
-def load(target: Optional[str], entry: Optional[str], device: Optional[str], progress: Progress = SILENT):
+def load(target: Optional[str], entry: Optional[str], device: Optional[str], progress: Progress = SILENT,
+         factory_args: tuple = ()):
     """Import torch (checking its version) and load the script: its :class:`ModelSpec`."""
     target = target or str(bundled_example())
     progress.phase("importing torch...")
@@ -51,14 +52,14 @@ def load(target: Optional[str], entry: Optional[str], device: Optional[str], pro
         from graphtool.capture.script import load_model
 
         progress.phase(f"loading {Path(target.split(':')[0]).name}...")
-        return load_model(target, entry=entry, device=device)
+        return load_model(target, entry=entry, device=device, factory_args=factory_args)
 
 
 def trace_own_device(target, entry, device, inference: bool, *, backend: str = "inductor", record_breaks: bool = True,
-                     debug: bool = False, progress: Progress = SILENT, wrapper=None):
+                     debug: bool = False, progress: Progress = SILENT, wrapper=None, factory_args: tuple = ()):
     """Load the script and trace it on its own device with ``backend``'s AOT stage: a
     :class:`~graphtool.capture.tracer.Capture`."""
-    spec = load(target, entry, device, progress)
+    spec = load(target, entry, device, progress, factory_args)
     from graphtool.capture.tracer import trace_model
 
     progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")

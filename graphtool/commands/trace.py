@@ -91,8 +91,9 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
 
     with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"]) as session:
         try:
+            entry, factory_args = session.entry(target, entry)
             capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
-                                             progress=progress, wrapper=session)
+                                             progress=progress, wrapper=session, factory_args=factory_args)
         except UserScriptError as exc:
             if "process group" in exc.message and not exc.hint:
                 raise exc.with_hint(OWN_GROUP_HINT) from None

@@ -25,7 +25,7 @@ def ddp_view(report, width: int = 78) -> Group:
     """One line per split graph (its user line apart when the line would pass ``width``), the graph
     count at other caps, then the notes wrapped at ``width``."""
     lines = [Text(
-        f"under DDP ({report.world_size} rank{'s' if report.world_size != 1 else ''}, "
+        f"{'under DDP' if report.wrapper.startswith('DDP') else report.wrapper} ({report.world_size} rank{'s' if report.world_size != 1 else ''}, "
         f"bucket_cap_mb={report.bucket_cap_mb:g}): {report.graph_count} graph{'s' if report.graph_count != 1 else ''} "
         f"from {report.dynamo_graphs} dynamo graph{'s' if report.dynamo_graphs != 1 else ''}",
         style="bold",

@@ -112,3 +112,27 @@ def test_a_stuck_rank_under_lint_ddp_times_out_and_is_killed(cli, tmp_path, monk
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_get_distributed_model_gets_the_world_size(cli):
+    ddp = _ddp(cli, "factory.py", "--world-size", "3", "--bucket-cap-mb", "1")
+    assert ddp["wrapper"] == "DDP(torch.compile(model))"
+    assert [g["params"] for g in ddp["graphs"]] == [[f"{i}.weight", f"{i}.bias"] for i in range(3)]
+
+
+def test_a_factory_returning_ddp_is_traced_as_torch_compile_of_ddp(cli):
+    rc, out, err = cli("trace", DDP_FIXTURES / "compiled_ddp.py", "--ddp", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    # dynamo skips DDP's forward (seen on torch 2.13; tests/truth/test_ddp_truth.py checks a real run)
+    assert doc["ddp"]["wrapper"] == "torch.compile(DDP(model))" and doc["ddp"]["bucket_cap_mb"] == 1
+    assert doc["ddp"]["graph_count"] == len(doc["graphs"]) == 0
+    assert doc["graph_breaks"] and doc["no_graph"]
+    assert "traced as torch.compile(DDP(model))" in doc["ddp"]["notes"][0]
+
+
+def test_lint_ddp_calls_get_distributed_model_with_the_world_size(cli):
+    rc, out, err = cli("lint", DDP_FIXTURES / "factory.py", "--ddp", "--world-size", "3", "--bucket-cap-mb", "1",
+                       "--format", "json")
+    assert rc == 0, err
+    assert json.loads(out)["models"][0]["graph_count"] == 3

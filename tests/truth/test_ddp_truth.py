@@ -68,6 +68,8 @@ CASES = [
     ("break_mid.py", 1.0, False, 2),
     ("unused.py", 25.0, True, 2),
     ("mlp8.py", 5.0, False, 4),
+    ("factory.py", 1.0, False, 2),
+    ("compiled_ddp.py", 25.0, False, 2),
 ]
 
 
@@ -75,7 +77,10 @@ CASES = [
 @pytest.mark.parametrize("script, cap_mb, unused, world", CASES, ids=[f"{s[:-3]}-{c:g}MB-ws{w}" for s, c, _, w in CASES])
 def test_predicted_splits_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, script, cap_mb, unused, world):
     ranks = run_ranks(DDP_FIXTURES / script, world, cap_mb, unused, tmp_path)
-    doc = predict(cli, DDP_FIXTURES / script, cap_mb, 8)  # the world size does not enter the prediction
+    # the world size does not enter DDP's split: predict at 8; a factory given the world size builds
+    # the model for it, so it is predicted at the real run's
+    factory = "get_distributed_model" in (DDP_FIXTURES / script).read_text()
+    doc = predict(cli, DDP_FIXTURES / script, cap_mb, world if factory else 8)
     ddp = doc["ddp"]
     split_frames = {g["dynamo_graph"] for g in ddp["graphs"] if g["bucket"] > 0}
     for real in ranks:
@@ -84,7 +89,10 @@ def test_predicted_splits_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, scr
         assert [sorted(g["params"]) for g in ddp["graphs"]] == real["buckets"]
         assert sum(1 for g in ddp["graphs"] if g["dynamo_graph"] in split_frames) == len(real["split_children"])
         assert len(split_frames) == real["split_graphs"]
-        assert sum(b.get("occurrences", 1) for b in doc["graph_breaks"]) == real["graph_breaks"]
+        # trace lists each break site once; torch counts every time dynamo hits one (torch.compile(DDP)
+        # hits the skipped _inside_ddp_forward twice): the sites are its distinct reasons
+        assert len(doc["graph_breaks"]) == real["graph_break_reasons"]
+        assert real["graph_breaks"] >= real["graph_break_reasons"]
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """One rank of a real gloo DDP run: ``python ddp_rank.py SCRIPT RANK WORLD STORE CAP_MB UNUSED OUT.json``.
 
-Runs ``DDP(torch.compile(model), bucket_cap_mb=CAP_MB)`` one step (forward and backward) in a gloo
+Runs ``DDP(torch.compile(model), bucket_cap_mb=CAP_MB)`` (or ``torch.compile(DDP(model))`` when the
+script's ``get_distributed_model(world_size)`` returns a DDP) one step (forward and backward) in a gloo
 group of WORLD processes on this machine (a FileStore at STORE), and writes what torch itself
 reports: the graphs its backend was handed (placeholders that are parameters, by name), the
 ``optimize_ddp_split_child`` artifacts on the structured-trace logger and ``counters["graph_break"]``.
@@ -33,7 +34,10 @@ def main(script, rank, world, store_path, cap_mb, unused, out):
     rank, world, cap_mb, unused = int(rank), int(world), float(cap_mb), unused == "1"
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
     ns = runpy.run_path(script)
-    model, inputs = ns["model"], ns["example_inputs"]
+    if "get_distributed_model" in ns:
+        model, inputs = ns["get_distributed_model"](world)
+    else:
+        model, inputs = ns["model"], ns["example_inputs"]
     names = {id(p): n for n, p in model.named_parameters()}
     graphs = []
 
@@ -63,13 +67,17 @@ def main(script, rank, world, store_path, cap_mb, unused, out):
     trace.addHandler(listener)
     from torch._dynamo.utils import counters
 
-    wrapped = DDP(torch.compile(model, backend=backend), bucket_cap_mb=cap_mb, find_unused_parameters=unused)
+    if isinstance(model, DDP):  # the script's own wrapping, compiled as the script would
+        wrapped = torch.compile(model, backend=backend)
+    else:
+        wrapped = DDP(torch.compile(model, backend=backend), bucket_cap_mb=cap_mb, find_unused_parameters=unused)
     wrapped(*inputs).sum().backward()
     dist.barrier()
     with open(out, "w") as f:
         json.dump({"graphs": len(graphs), "buckets": buckets, "split_children": listener.children,
                    "split_graphs": listener.split_graphs,
-                   "graph_breaks": sum(counters["graph_break"].values())}, f)
+                   "graph_breaks": sum(counters["graph_break"].values()),
+                   "graph_break_reasons": len(counters["graph_break"])}, f)
     dist.destroy_process_group()
 
 
