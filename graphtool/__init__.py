@@ -1,11 +1,60 @@
 """graphtool: see what torch.compile, AOT autograd and CUDA graphs will do to a model.
 
-The package is layered in one direction: ``cli -> render -> analysis -> capture``.
+The package is layered in one direction: ``cli -> api -> commands -> render -> analysis -> capture``.
 Only ``capture`` touches torch internals (through ``capture.compat``); importing
-``graphtool`` itself imports nothing heavy, so ``graphtool --help`` stays fast.
+``graphtool`` itself imports nothing heavy (no torch, no rich), so ``graphtool --help`` stays fast.
+
+The public API works on model objects (see :mod:`graphtool.api`), and is loaded on first use::
+
+    graphtool.trace(model, x)        graphtool.mutations(model, x)   graphtool.devices(model, x)
+    graphtool.cudagraphs(model, x)   graphtool.memory(model, x)      graphtool.lint(model, x)
+    graphtool.render(model, x)       graphtool.report(model, x)
+
+with test assertions in :mod:`graphtool.testing` and a pytest plugin in :mod:`graphtool.pytest_plugin`.
+``graphtool.render`` is also the presentation package (``graphtool.render.dot``...): calling it calls
+:func:`graphtool.api.render`.
 """
+
+import types as _types
 
 __version__ = "0.1.0"
 
 #: (oldest torch graphtool runs on, newest torch it is tested on). Older: exit 2; newer: runs, warns once.
 SUPPORTED_TORCH = ((2, 11), (2, 15))
+
+_API = frozenset({"trace", "mutations", "devices", "cudagraphs", "memory", "lint", "report", "Result"})
+__all__ = sorted(_API | {"render", "testing", "__version__"})
+
+
+def _load(module: str):
+    # imported by name on first use: the layers below read only __version__ from this package, and a
+    # static import here would make each of them (for import-linter) a client of the API above them
+    import importlib
+
+    return importlib.import_module(module)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(_load("graphtool.api"), name)
+    if name == "testing":
+        return _load("graphtool.testing")
+    raise AttributeError(f"module 'graphtool' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _API | {"testing"})
+
+
+class _RenderPackage(_types.ModuleType):
+    """``graphtool.render``: the presentation package, and callable as :func:`graphtool.api.render`."""
+
+    def __call__(self, model, *args, **kwargs):
+        return _load("graphtool.api").render(model, *args, **kwargs)
+
+
+def _callable_render_package() -> None:
+    _load("graphtool.render").__class__ = _RenderPackage  # a docstring only: its modules load on use
+
+
+_callable_render_package()

@@ -7,6 +7,9 @@ import pytest
 # model scripts for the tests to load, several broken on purpose: never collected (--doctest-modules imports modules)
 collect_ignore = ["fixtures"]
 
+# pytest's own plugin tester, for tests/plugin (pytest accepts pytest_plugins only in a top-level conftest)
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture
 def cli(capsys):

@@ -23,8 +23,13 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from graphtool.analysis.graph_summary import op_name, placeholder_roles, user_source
+from graphtool.analysis.module_names import module_stack
 
-COLLAPSE_THRESHOLD = 500
+#: above this many nodes (output markers not counted) a picture of a model with modules opens folded
+#: by module: a person reads a few dozen boxes at a glance, not a transformer's few hundred ops
+COLLAPSE_THRESHOLD = 120
+#: the most boxes and loose nodes a picture opens with when it is folded (see :func:`auto_depth`)
+OPEN_LIMIT = 60
 _BACKWARD = re.compile(r"Backward\d*$")
 
 
@@ -45,6 +50,7 @@ class DrawNode:
     count: int = 1  # nodes folded into this one
     mark: str | None = None  # one of MARKS: how the picture marks it (colour, shape, legend)
     roles: tuple[tuple[str, str], ...] = ()  # output markers: (role, detail), role in output|saved|gradient|update
+    call: str | None = None  # the helper a forward called to make it: "create_causal_mask()\nmodeling_phi.py:358"
 
 
 @dataclass(frozen=True)
@@ -225,24 +231,46 @@ def autograd_drawing(graph, title: str = "autograd graph") -> Drawing:
 
 # -- FX graphs ---------------------------------------------------------------------------------
 
-_SOURCE_PREFIX = re.compile(r"^L\['[^']+'\]\.?")
-_MODULES_KEY = re.compile(r"\._modules\['([^']+)'\]|\[(\d+)\]")
-
-
-def _clean_fqn(fqn: str) -> str:
-    fqn = _SOURCE_PREFIX.sub("", fqn)
-    return _MODULES_KEY.sub(lambda m: "." + (m.group(1) or m.group(2)), fqn).lstrip(".")
-
-
 def _fx_module(node, classes: dict) -> tuple[tuple[str, str], ...]:
     """The innermost module dynamo recorded, as a path by FQN (its depth is its FQN's depth)."""
-    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
-    known = {}
-    for fqn, cls in stack.values():
-        clean = _clean_fqn(str(fqn))
-        if clean:
-            known[clean] = getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
+    known = dict(module_stack(node))
     return module_path(list(known)[-1], classes, known) if known else ()
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
+_CALLEE = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+
+
+def call_site(stack_trace: str | None) -> str | None:
+    r"""The helper function a forward called to make this op, and where: ops a module's forward makes
+    through one call (transformers' ``create_causal_mask(...)``, ``self.loss_function(...)``) fold
+    into one box named after that call. None for an op written in the forward itself.
+
+    >>> call_site('  File "/m/model.py", line 9, in forward\n    mask = make_mask(x)\n'
+    ...           '  File "/m/masks.py", line 3, in make_mask\n    return x > 0\n')
+    'make_mask()\nmodel.py:9'
+    >>> call_site('  File "/m/model.py", line 9, in forward\n    y = x + 1\n') is None
+    True
+    """
+    if not stack_trace:
+        return None
+    lines = stack_trace.splitlines()
+    frames = []
+    for i, text in enumerate(lines):
+        m = _FRAME.match(text)
+        if m:
+            frames.append((m.group("file"), m.group("line"), m.group("func"), lines[i + 1].strip() if i + 1 < len(lines) else ""))
+    forwards = [i for i, f in enumerate(frames) if f[2] == "forward"]
+    anchor = forwards[-1] if forwards else 0  # a function model: its own frame
+    if anchor >= len(frames) - 1:
+        return None
+    file, line, _, code = frames[anchor]
+    head, eq, tail = code.partition("=")
+    callee = _CALLEE.search(tail if eq and "(" not in head else code)
+    if callee is None:
+        return None
+    name = callee.group(1).removeprefix("self.")
+    return f"{name}()\n{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
 
 
 def _owner(fqn: str | None, classes: dict) -> tuple[tuple[str, str], ...]:
@@ -315,7 +343,8 @@ def fx_drawing(gm, graph_kind: str, region, *, highlights: dict | None = None, c
                 mark = "recomputed"
             tip = f"{node.name}: {op}" + "".join(f"\n{t}" for t in (src, reason, recomputed) if t)
             short = op.split(".")[1] if op.startswith(("aten.", "prims.")) and op.count(".") == 2 else op
-            nodes.append(DrawNode(nid, short, "op", family_of(op), _fx_module(node, classes), tip, reason, cluster, mark=mark))
+            nodes.append(DrawNode(nid, short, "op", family_of(op), _fx_module(node, classes), tip, reason, cluster, mark=mark,
+                                  call=call_site(node.meta.get("stack_trace"))))
         else:
             continue
         for arg in node.all_input_nodes:
@@ -417,6 +446,7 @@ def collapse_with_members(graph: Drawing, depth: int) -> tuple[Drawing, dict[str
         b.setdefault("module", n.module[:b["level"] - 1])
         b.setdefault("cluster", n.cluster)
         group_of[n.id] = key
+    _fold_calls(graph, group_of, boxes)
     box_id = {k: re.sub(r"[^A-Za-z0-9_]", "_", k) for k in boxes}
     ids = {nid: box_id[key] for nid, key in group_of.items()}
     by_id = {n.id: n for n in graph.nodes}
@@ -453,6 +483,28 @@ def collapse_with_members(graph: Drawing, depth: int) -> tuple[Drawing, dict[str
         if d in folded_markers and s_ in ids:
             members.setdefault(d, f"{ids[s_]}__out")
     return Drawing(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note), members
+
+
+CALL_MIN = 3  # ops one helper call must make to fold into a box of its own
+
+
+def _fold_calls(graph: Drawing, group_of: dict, boxes: dict) -> None:
+    """Ops still loose after the fold by module (written in a module's own forward, not in a child),
+    grouped by the helper call that made them: the causal mask, the loss, a rotary embedding written
+    as a function read as one box each, named after the call, instead of dozens of loose ops."""
+    calls: dict[str, list[DrawNode]] = {}
+    for n in graph.nodes:
+        if n.id in group_of or n.kind != "op" or not n.call:
+            continue
+        calls.setdefault(f"call:{n.cluster or ''}:{n.module[-1][0] if n.module else ''}:{n.call}", []).append(n)
+    for key, members in calls.items():
+        if len(members) < CALL_MIN:
+            continue
+        name, _, where = members[0].call.partition("\n")
+        boxes[key] = {"fqn": where, "cls": name, "level": len(members[0].module) + 1, "members": members,
+                      "module": members[0].module, "cluster": members[0].cluster}
+        for n in members:
+            group_of[n.id] = key
 
 
 def _box(bid: str, b: dict) -> DrawNode:
@@ -519,7 +571,16 @@ def _identical_runs(subtree: dict, classes: dict) -> dict[tuple[str, str], list[
     return runs
 
 
-def auto_depth(graph: Drawing, limit: int = 40) -> int:
+def opening_depth(graph: Drawing, limit: int = OPEN_LIMIT) -> int | None:
+    """The fold depth a picture opens at: None (every node) when it is small enough to read whole
+    or has no modules to fold by, else :func:`auto_depth`."""
+    size = sum(1 for n in graph.nodes if n.kind != "output")
+    if size <= COLLAPSE_THRESHOLD or not any(n.module for n in graph.nodes):
+        return None
+    return auto_depth(graph, limit)
+
+
+def auto_depth(graph: Drawing, limit: int = OPEN_LIMIT) -> int:
     """The deepest module level whose collapsed picture keeps at most ``limit`` boxes and nodes
     (output markers not counted)."""
     deepest = max((len(n.module) for n in graph.nodes), default=1)

@@ -35,6 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from graphtool.analysis.graph_summary import Source, op_name, placeholder_roles, user_source
+from graphtool.analysis.module_names import module_fqn
 from graphtool.capture import compat
 
 SCHEMA_VERSION = 1
@@ -240,30 +241,6 @@ def format_bytes(n) -> str:
 
 
 # ---------------------------------------------------------------- module names
-
-
-_GETATTR = re.compile(r"getattr\((?P<obj>[^()]*?), '(?P<attr>[^']*)'\)")
-
-
-def module_fqn(path: str | None) -> str | None:
-    """A module's FQN from dynamo's ``nn_module_stack`` path ("" is the model itself).
-
-    >>> module_fqn("L['self'].model.layers[0].self_attn"), module_fqn("getattr(L['self'].layers, '1').fc"), module_fqn("L['self']")
-    ('model.layers.0.self_attn', 'layers.1.fc', '')
-    """
-    if path is None:
-        return None
-    text = path
-    while True:
-        new = _GETATTR.sub(lambda m: f"{m.group('obj')}.{m.group('attr')}", text)
-        if new == text:
-            break
-        text = new
-    text = re.sub(r"\._modules\['([^']*)'\]", r".\1", text)
-    text = re.sub(r"^L\['self'\]", "", text)
-    text = re.sub(r"\[(\d+)\]", r".\1", text)
-    text = re.sub(r"\['([^']*)'\]", r".\1", text)
-    return text.lstrip(".")
 
 
 def module_at_depth(fqn: str | None, depth: int | None) -> str | None:

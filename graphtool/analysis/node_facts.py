@@ -20,22 +20,22 @@ import linecache
 
 from graphtool.analysis.drawing import Drawing, collapse_with_members
 from graphtool.analysis.graph_summary import op_name, output_roles, placeholder_roles, tensor_meta, user_source
+from graphtool.analysis.module_names import module_stack
 
 
 def _module_path(node) -> str | None:
-    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
-    for fqn, cls in reversed(list(stack.values())):
-        name = getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>"))
-        text = str(fqn)
-        if text.startswith("L['"):
-            text = text.split("]", 1)[-1].lstrip(".")
-        text = text.replace("._modules['", ".").replace("']", "").lstrip(".")
-        return f"{text} ({name})" if text else name
-    return None
+    stack = module_stack(node)
+    if not stack:
+        return None
+    fqn, name = stack[-1]
+    return f"{fqn} ({name})"
 
 
-def graph_facts(gm, graph_kind: str, region) -> dict[str, dict]:
-    """Node name -> its facts, for one AOT graph (forward or backward) of ``region``."""
+def graph_facts(gm, graph_kind: str, region, show_device=None) -> dict[str, dict]:
+    """Node name -> its facts, for one AOT graph (forward or backward) of ``region``.
+
+    ``show_device`` names a device as the user reads it (``DeviceReport.show``: the meta stand-in
+    reads ``cuda:0 (predicted)``, as every other view says)."""
     roles = {p.graph_name: p for p in placeholder_roles(gm, region, graph_kind)}
     saved_out: set[str] = set()
     if graph_kind == "forward":
@@ -54,7 +54,7 @@ def graph_facts(gm, graph_kind: str, region) -> dict[str, dict]:
             "graph_name": node.name,
             "shape": list(shape) if shape is not None else None,
             "dtype": dtype,
-            "device": device,
+            "device": show_device(device) if show_device and device else device,
             "source": str(src) if src else None,
             "module": _module_path(node),
             "inputs": [a.name for a in node.all_input_nodes],

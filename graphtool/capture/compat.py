@@ -179,6 +179,13 @@ OPTIONAL: dict[tuple[str, str], str] = {
         "2.12/2.13: the same, under its old name; 2.11 accepts no such input (non-Tensor inputs skip)",
     ("torch.fx.experimental._config", "meta_nonzero_assume_all_nonzero"):
         "lets the stand-in trace run nonzero on meta; without it boolean masking stops the trace there",
+    ("torch._C", "_cuda_endAllocateToPool"):
+        "bench: after a failed CUDA-graph capture, stops the caching allocator routing to the graph's pool "
+        "(torch's capture_end raises before it does); without it that cleanup step is skipped",
+    ("torch._C", "_cuda_releasePool"):
+        "bench: frees the failed capture's private memory pool; without it the pool stays until exit",
+    ("torch._inductor.cudagraph_trees", "reset_cudagraph_trees"):
+        "bench: forgets cudagraph trees' recorded graphs between modes (dynamo's reset does it too on 2.13+)",
 }
 
 
@@ -455,6 +462,41 @@ def using_cudagraph_partition() -> bool:
 def dispatch_mode_base():
     """``TorchDispatchMode``, the base of the stand-in's data-faking mode."""
     return _require("torch.utils._python_dispatch", "TorchDispatchMode")
+
+
+def higher_order_operator_type():
+    """``torch._ops.HigherOrderOperator``: ``torch.cond``, ``while_loop``, ``map``, ``invoke_subgraph``,
+    flex attention... A dispatch mode sees them only with ``supports_higher_order_operators`` set."""
+    return _require("torch._ops", "HigherOrderOperator")
+
+
+def op_arguments(op: Any) -> list:
+    """An ATen op overload's schema arguments (``.name``, ``.default_value``): ``op._schema.arguments``."""
+    return list(op._schema.arguments)
+
+
+def modes_can_take_higher_order_ops() -> bool:
+    """Whether a ``TorchDispatchMode`` can declare ``supports_higher_order_operators`` (else a
+    higher-order op under any mode raises NotImplementedError)."""
+    return hasattr(dispatch_mode_base(), "supports_higher_order_operators")
+
+
+def end_capture_pool(device: int, pool: Any) -> None:
+    """After a failed CUDA-graph capture: stop the caching allocator routing allocations to the
+    capture's private pool, and release that pool. torch's ``CUDAGraph.capture_end`` raises on an
+    invalidated capture before it does either (aten/src/ATen/cuda/CUDAGraph.cpp), so the allocator
+    would go on treating a capture as underway."""
+    for name in ("_cuda_endAllocateToPool", "_cuda_releasePool"):
+        fn = _optional("torch._C", name)
+        if fn is not None:
+            fn(device, pool)
+
+
+def reset_cudagraph_trees() -> None:
+    """Forget every graph cudagraph trees recorded (``mode="reduce-overhead"``), where torch has it."""
+    fn = _optional("torch._inductor.cudagraph_trees", "reset_cudagraph_trees")
+    if fn is not None:
+        fn()
 
 
 def saved_values(grad_fn: Any) -> list[tuple[str, Any]]:

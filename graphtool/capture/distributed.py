@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -116,7 +117,9 @@ class DdpSession:
         when it defines one and no other entry was asked for (found without importing the script)."""
         from graphtool.capture.script import split_target
 
-        path, inline = split_target(target)
+        if not isinstance(target, (str, os.PathLike)):  # a model object (graphtool.api): no script to read
+            return entry, ()
+        path, inline = split_target(os.fspath(target))
         if entry or inline or not _defines(path, DISTRIBUTED_FACTORY):
             return entry, ()
         self.from_factory = True

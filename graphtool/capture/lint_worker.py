@@ -127,6 +127,38 @@ def _run_model(spec, runner, compiled, job: LintJob) -> None:
         raise explain_failure(spec, exc) from None
 
 
+def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: bool = False) -> LintResult:
+    """Lint a model in this process (``graphtool.lint(model, x)``): torch's compiled frames are reset
+    first, then the model runs under the recording backend once, or once per ``calls`` entry (each a
+    tuple of positional arguments: a training loop's steps, whose recompiles are what it counts).
+
+    >>> import torch
+    >>> from graphtool.capture.model_object import object_spec
+    >>> lint_spec(object_spec(torch.nn.Linear(2, 2), (torch.ones(1, 2),))).graph_count
+    1
+    """
+    torch = compat.import_torch()
+    graphs: list[int] = []
+    started = time.perf_counter()
+    compat.dynamo_reset()
+    original = torch.compile
+    with quiet_torch_logs(not debug), BreakRecorder() as rec, contextlib.redirect_stdout(sys.stderr):
+        compiled = torch.compile(spec.model, backend=_recording_backend(graphs))
+        try:
+            for args in calls if calls is not None else [spec.args]:
+                compiled(*args, **spec.kwargs)
+            if dynamic:
+                run_variant(spec, compiled)
+        except Exception as exc:
+            raise explain_failure(spec, exc) from None
+        called_at = StackFrame(str(Path(spec.path).resolve()), spec.line, spec.entry) if spec.line else None
+        result = _result(rec, graphs, time.perf_counter() - started, called_at)
+        if not graphs:
+            result = replace(result, no_graph=no_graph_cause(rec, CompileSeen(expected=original, found=torch.compile)))
+    compat.dynamo_reset()  # the recording backend's frames are not the caller's
+    return result
+
+
 def _run_script(torch, script: str, args: list[str], backend) -> CompileSeen:
     path = Path(script)
     if not path.is_file():

@@ -274,3 +274,76 @@ def standin_mode():
             return func(*args, **kwargs)
 
     return _StandinMode()
+
+
+def copy_to_meta(spec: ModelSpec) -> ModelSpec:
+    """A stand-in copy of a model the caller handed over as an object: nothing of theirs changes.
+
+    The model and its inputs are deep-copied with every tensor :class:`MetaMover` reaches already
+    mapped to its meta stand-in, so no tensor's data is copied and the originals are untouched
+    (parameters, buffers, caches, gradients); tied weights stay tied and ``mark_static_address``
+    marks move along, as :func:`to_meta` does. A tensor the walk does not reach is copied by
+    ``deepcopy`` and then moved on the copy, which is graphtool's own.
+
+    >>> import torch
+    >>> from pathlib import Path
+    >>> lin = torch.nn.Linear(2, 2)
+    >>> spec = ModelSpec(Path("m.py"), "m", lin, (torch.ones(1, 2),), borrowed=True)
+    >>> copy = copy_to_meta(spec)
+    >>> copy.model.weight.device, lin.weight.device, copy.model is lin
+    (device(type='meta'), device(type='cpu'), False)
+    """
+    import copy
+
+    from graphtool.errors import BadModelSpec
+
+    found: dict[int, Any] = {}
+    _reachable_tensors((spec.model, spec.args, spec.kwargs), found, set(), 0)
+    mover = MetaMover()
+    memo: dict[int, Any] = {tid: mover._tensor(t) for tid, t in found.items()}
+    memo[id(memo)] = list(found.values())  # deepcopy's keep-alive list: the originals' ids stay theirs
+    try:
+        model, args, kwargs = copy.deepcopy((spec.model, spec.args, spec.kwargs), memo)
+    except Exception as exc:  # a lock, a file, a process group: objects Python cannot copy
+        raise BadModelSpec(
+            f"{spec.location}: graphtool needs a copy of the model for the accelerator stand-in, and Python could not "
+            f"copy it: {type(exc).__name__}: {exc}",
+            hint="pass a model built on the meta device (device='meta'), or run graphtool on a script",
+        ) from None
+    rest = MetaMover()
+    return replace(spec, model=rest.move(model), args=rest.move(args), kwargs=rest.move(kwargs), borrowed=False)
+
+
+def _reachable_tensors(obj: Any, found: dict, seen: set, depth: int) -> None:
+    """Every tensor :class:`MetaMover` would move from ``obj``, by id, without changing anything."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        if id(obj) not in found:
+            found[id(obj)] = obj
+            for value in vars(obj).values():  # dynamo's marks, and whatever else rides on the tensor
+                _reachable_tensors(value, found, seen, MAX_DEPTH)
+        return
+    if depth > MAX_DEPTH or _is_leaf(obj) or id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, torch.nn.Module):
+        for t in _registered_tensors(obj).values():
+            _reachable_tensors(t, found, seen, depth + 1)
+        for sub in obj.modules():
+            seen.add(id(sub))
+            for name, value in list(vars(sub).items()):
+                if name not in _MODULE_REGISTRIES:
+                    _reachable_tensors(value, found, seen, depth + 1)
+        return
+    if isinstance(obj, (list, tuple)):
+        for value in obj:
+            _reachable_tensors(value, found, seen, depth + 1)
+    elif isinstance(obj, dict):
+        for value in list(obj.values()):
+            _reachable_tensors(value, found, seen, depth + 1)
+    if isinstance(obj, types.MethodType):
+        _reachable_tensors(obj.__self__, found, seen, depth + 1)
+    elif not isinstance(obj, tuple):
+        for _, value in _fields(obj):
+            _reachable_tensors(value, found, seen, depth + 1)

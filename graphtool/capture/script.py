@@ -49,6 +49,9 @@ class ModelSpec:
     kwargs: dict = field(default_factory=dict)
     line: int | None = None
     module_name: str | None = None
+    #: the caller's own object (``graphtool.trace(model, x)``), not a script graphtool loaded: a trace
+    #: that needs the model elsewhere copies it (:func:`~graphtool.capture.meta_standin.copy_to_meta`), never moves it
+    borrowed: bool = False
 
     @property
     def location(self) -> str:

@@ -23,7 +23,9 @@ def register(app: typer.Typer) -> None:
             "graphtool bench model.py --compile aot_eager --iters 50 --format json",
         ) + (
             "\n\nA spread above 5% between repeats is flagged: the medians cannot be trusted;\n"
-            "raise --iters or --repeat, or run on a quieter machine."
+            "raise --iters or --repeat, or run on a quieter machine.\n\n"
+            "A model that draws random numbers (dropout in training) is checked against eager\n"
+            "with dropout off, then timed as written."
         ),
     )(bench)
 

@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
         help=(
             "Draw the autograd graph, or the forward, backward or joint AOT graph, with Graphviz.\n\n"
             "Large graphs fold into one box per module, and identical repeated blocks into one\n"
-            "(\"12 x TransformerEncoderLayer\"), above 500 nodes unless --collapse none.\n\n"
+            "(\"12 x TransformerEncoderLayer\"), above 120 nodes unless --collapse none.\n\n"
         ) + options.examples(
             "graphtool render model.py                      # model-autograd.svg",
             "graphtool render model.py --graph joint -o joint.png",
@@ -32,10 +32,10 @@ def render(
     graph: str = typer.Option("autograd", "--graph", "-g", help="autograd, forward, backward or joint."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output file (default: MODEL-GRAPH.svg here)."),
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="svg, png, pdf or dot (default: from the file name, else svg)."),
-    collapse: str = typer.Option("auto", "--collapse", help="auto (fold by module above 500 nodes), module, or none."),
+    collapse: str = typer.Option("auto", "--collapse", help="auto (fold by module above 120 nodes), module, or none."),
     depth: Optional[int] = typer.Option(None, "--depth", help=(
         "Fold at module depth N, counted by FQN: 1 = the model's children (layers), 2 = theirs (layers.0), "
-        "containers included; default: the deepest that keeps about 40 boxes.")),
+        "containers included; default: the deepest that keeps about 60 boxes.")),
     saved: bool = typer.Option(False, "--saved", help="Autograd graph: show each node's saved tensors' shapes."),
     region: int = typer.Option(0, "--region", help="Which compiled region (after graph breaks) to draw."),
     backend: str = options.BackendOpt,

@@ -28,7 +28,7 @@ def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, devic
         capture = steps.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
                                          debug=debug, progress=progress)
         report = analyze_mutations(capture)
-        accepted = allowed_for(target, allow)
+        accepted = allowed_for(target, allow) if isinstance(target, str) else tuple(allow)  # an object: no config
         unexpected = [m for m in report.mutated if not is_allowed(m, accepted)]
         found = bool(unexpected or report.aliased_outputs or report.input_aliases or capture.no_graph)
         results.append(steps.ModelResult(steps.model_header(capture), report, found, key=""))

@@ -51,7 +51,7 @@ def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device:
             graph: str = "autograd", saved: bool = False, region: int = 0, collapse: str = "auto",
             depth: Optional[int] = None, backend: str = "inductor", debug: bool = False, progress: Progress = SILENT):
     """The first model's graph as a Drawing, folded by module when ``collapse`` says so."""
-    from graphtool.analysis.drawing import COLLAPSE_THRESHOLD, auto_depth
+    from graphtool.analysis.drawing import OPEN_LIMIT, auto_depth, opening_depth
     from graphtool.analysis.drawing import collapse as fold
 
     check_options(graph, collapse, depth)
@@ -61,9 +61,9 @@ def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device:
     picture = _build(target, ent, device, graph, saved, region, modules=True, backend=backend,
                      debug=debug, progress=progress)
     size = sum(1 for n in picture.nodes if n.kind != "output")
-    if collapse == "module" or (collapse == "auto" and size > COLLAPSE_THRESHOLD):
-        halves = len({n.cluster for n in picture.nodes if n.cluster}) or 1  # joint: forward and backward
-        level = depth or auto_depth(picture, limit=40 * halves)
+    halves = len({n.cluster for n in picture.nodes if n.cluster}) or 1  # joint: forward and backward
+    if collapse == "module" or (collapse == "auto" and opening_depth(picture, OPEN_LIMIT * halves) is not None):
+        level = depth or auto_depth(picture, limit=OPEN_LIMIT * halves)
         picture = fold(picture, level)
         shown = sum(1 for n in picture.nodes if n.kind != "output")  # output markers are not boxes
         note = f"{size} nodes folded by module at depth {level} into {shown} boxes (--collapse none draws all)"

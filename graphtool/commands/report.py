@@ -139,7 +139,7 @@ def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, p
     standin, accel = steps.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
     verdict = cudagraph_verdict(standin, backend=backend if backend != "aot_eager" else "inductor", predicted=accel == "meta")
     devices = device_report(standin, main_device=accel, stand_in="meta stands for cuda:0" if accel == "meta" else None)
-    pictures, marks = _pictures(standin, accel, lay_out, progress)
+    pictures, marks = _pictures(standin, accel, lay_out, progress, devices.show)
     index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
     findings = build_findings(trace, capture.breaks, verdict, devices, index, marks)
     notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
@@ -177,7 +177,7 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
     return capture, memory, note
 
 
-def _pictures(capture, accel, lay_out, progress) -> tuple[list[Picture], dict]:
+def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list[Picture], dict]:
     from graphtool.analysis.drawing import fx_drawing, fx_highlights
     from graphtool.analysis.node_facts import graph_facts
 
@@ -195,13 +195,13 @@ def _pictures(capture, accel, lay_out, progress) -> tuple[list[Picture], dict]:
             if not levels:
                 continue
             pictures.append(Picture(region.index, kind, len(drawing.nodes), len(drawing.edges), tuple(levels), default,
-                                    graph_facts(gm, kind, region)))
+                                    graph_facts(gm, kind, region, show_device)))
     return pictures, marks
 
 
 def _levels(drawing, what: str, lay_out, progress) -> tuple[list[Level], int]:
     """Every distinct fold level, shallowest first, then every node (when small enough)."""
-    from graphtool.analysis.drawing import COLLAPSE_THRESHOLD, auto_depth
+    from graphtool.analysis.drawing import opening_depth
     from graphtool.analysis.node_facts import fold_level
 
     deepest = max((len(n.module) for n in drawing.nodes), default=0)
@@ -226,9 +226,10 @@ def _levels(drawing, what: str, lay_out, progress) -> tuple[list[Level], int]:
         lay_out.notes.append(f"{what}: {len(drawing.nodes)} nodes and no fold by module: too large to draw")
     if not levels:
         return levels, 0
-    if len(drawing.nodes) <= COLLAPSE_THRESHOLD and levels[-1].depth is None:
+    best = opening_depth(drawing)
+    if best is None and levels[-1].depth is None:  # small enough to read whole
         return levels, len(levels) - 1
-    best = auto_depth(drawing)
+    best = best or 1
     shallower = [i for i, lv in enumerate(levels) if lv.depth is not None and lv.depth <= best]
     return levels, shallower[-1] if shallower else 0
 

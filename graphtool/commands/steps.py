@@ -41,7 +41,12 @@ def quiet_stdout():
 
 def load(target: Optional[str], entry: Optional[str], device: Optional[str], progress: Progress = SILENT,
          factory_args: tuple = ()):
-    """Import torch (checking its version) and load the script: its :class:`ModelSpec`."""
+    """Import torch (checking its version) and load the script: its :class:`ModelSpec`. A model
+    object (:class:`~graphtool.capture.model_object.ModelObject`, from :mod:`graphtool.api`) is not
+    imported: its spec comes back with the caller's state put back. ``factory_args`` go to the
+    script's factory (``get_distributed_model(world_size)`` under ``--ddp``)."""
+    if hasattr(target, "load") and not isinstance(target, (str, Path)):
+        return _load_object(target, device)
     target = target or str(bundled_example())
     progress.phase("importing torch...")
     with quiet_stdout():
@@ -53,6 +58,23 @@ def load(target: Optional[str], entry: Optional[str], device: Optional[str], pro
 
         progress.phase(f"loading {Path(target.split(':')[0]).name}...")
         return load_model(target, entry=entry, device=device, factory_args=factory_args)
+
+
+def _load_object(obj, device: Optional[str]):
+    from graphtool.capture import compat
+
+    compat.check_installed_torch()
+    spec = obj.load()
+    if device is None:
+        return spec
+    if device == "meta":
+        from graphtool.capture.meta_standin import copy_to_meta
+
+        return copy_to_meta(spec)
+    from graphtool.errors import UsageError
+
+    raise UsageError(f"device={device!r}: a model object is traced where it is; move it first (model.to({device!r}))",
+                     hint="device='meta' traces a copy on the meta device")
 
 
 def trace_own_device(target, entry, device, inference: bool, *, backend: str = "inductor", record_breaks: bool = True,
@@ -91,13 +113,13 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
 
 
 def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None):
-    from graphtool.capture.meta_standin import to_meta
+    from graphtool.capture.meta_standin import copy_to_meta, to_meta
     from graphtool.capture.tracer import trace_model
 
     with quiet_stdout():
         if accel == "meta":
             progress.phase("moving the model to the meta device (the accelerator stand-in)...")
-            spec = to_meta(spec)
+            spec = to_meta(spec) if not spec.borrowed else copy_to_meta(spec)  # the caller's object: a copy
         progress.phase("tracing on the accelerator stand-in..." if accel == "meta" else "tracing on the GPU...")
         return trace_model(
             spec, inference=inference, backend=backend, standin=accel == "meta", dynamic=dynamic, quiet=not debug,

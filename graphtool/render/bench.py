@@ -19,7 +19,8 @@ def _mib(n) -> str:
 
 
 def _status(status: str) -> Text:
-    style = "status.ok" if status == "ok" else "status.bad" if status in ("mismatch", "error") else "status.skipped"
+    style = ("status.ok" if status == "ok" else "status.bad" if status in ("mismatch", "error")
+             else "warning" if status == "unchecked" else "status.skipped")
     return Text(status, style=style)
 
 
@@ -57,9 +58,14 @@ def bench_view(report) -> Group:
     parts = [header, FitTable(None, cols, rows)]
     for w in report.warnings():
         parts.append(Text(f"warning: {w}", style="warning"))
+    note = report.random_ops_note()
+    if note:
+        parts.append(Text(f"random ops: {note}", style="note"))
     for m in report.modes:
         if m.reason:
-            parts.append(Text(f"{m.name}: {m.reason}", style="finding" if m.status in ("mismatch", "error") else "note"))
+            parts.append(Text(f"{m.name}: {m.reason}", style="finding" if m.status in ("mismatch", "error", "unchecked") else "note"))
+    for insight in report.insights():
+        parts.append(Text(f"insight: {insight['text']}", style="note"))
     if report.verdict and report.verdict.get("reasons"):
         from graphtool.analysis.cudagraphs import EAGER_CAPTURE_BLOCKERS
 

@@ -305,3 +305,40 @@ def _regions_section(t) -> str:
 
 def python_version() -> str:
     return ".".join(map(str, sys.version_info[:3]))
+
+
+# -- one report on its own (a notebook cell) ----------------------------------------------------
+
+#: the page's section(s) for each report kind ``graphtool.api`` returns
+_VIEWS = {
+    "trace": lambda r: [_regions_section(r), _mutations_section(r.mutations)],
+    "mutations": lambda r: [_mutations_section(r)],
+    "devices": lambda r: [_devices_section(r)],
+    "cudagraphs": lambda r: [_cudagraphs_section(r)],
+    "memory": lambda r: [_memory_section(r, None)],
+}
+
+
+def format_view(kind: str, report, *, title: str, summary: str, text: str = "") -> str:
+    """The report page's view of one report (``graphtool.cudagraphs(model, x)`` shown in a notebook): the
+    page's own section for it and, when given, the terminal's findings (``text``), as a page of its own.
+
+    >>> page = format_view("lint", None, title="Net", summary="lint passed", text="no graph break")
+    >>> "<h2>Findings" in page and "no graph break" in page
+    True
+    """
+    sections = list(_VIEWS.get(kind, lambda r: [])(report))
+    if text.strip():
+        sections.append(_section("findings", "Findings", f'<pre class="diagnostics">{escape(text)}</pre>'))
+    return format_page({"title": title, "summary": summary, "sections": sections, "pictures": [], "svgs": []})
+
+
+def inline_frame(page: str, *, height: int) -> str:
+    """``page`` in an ``<iframe srcdoc>`` for a notebook's output cell: its style and script stay inside,
+    nothing is fetched, the notebook's own page is untouched.
+
+    >>> inline_frame("<p>a & b</p>", height=100).split(" style=")[0]
+    '<iframe class="graphtool" srcdoc="&lt;p&gt;a &amp; b&lt;/p&gt;"'
+    """
+    return (f'<iframe class="graphtool" srcdoc="{escape(page, quote=True)}" style="width: 100%; height: {height}px; '
+            'border: 1px solid #ddd" sandbox="allow-scripts"></iframe>')

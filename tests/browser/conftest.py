@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import example
+from tests.helpers import FIXTURES, example
 
 SCREENSHOTS = Path(os.environ.get("GRAPHTOOL_ARTIFACTS", "")) if os.environ.get("GRAPHTOOL_ARTIFACTS") else None
 
@@ -59,6 +59,18 @@ def report_files(tmp_path_factory):
         assert rc == 0, f"graphtool report {name} exited {rc}"
         made[name] = out
     return made
+
+
+@pytest.fixture(scope="session")
+def phi_report(tmp_path_factory):
+    """The report of a tiny transformers Phi trained on labels (tests/fixtures/pictures/phi_train.py)."""
+    pytest.importorskip("transformers")
+    from graphtool.cli.main import run
+
+    out = tmp_path_factory.mktemp("phi") / "phi_train.html"
+    rc = run(["report", str(FIXTURES / "pictures" / "phi_train.py"), "-o", str(out)])
+    assert rc == 0, f"graphtool report phi_train exited {rc}"
+    return out
 
 
 class Page:

@@ -125,3 +125,60 @@ def test_a_saved_tensor_leads_from_the_backward_to_the_forward_node(open_report,
     assert forward["kind"] == "op" and forward["saved"]  # the forward node whose value the backward reads
     assert page.eval("() => document.getElementById('details').dataset.node") == saved
     assert page.errors == []
+
+
+def test_a_large_picture_opens_folded_readable_and_fit_shows_it_whole(open_report, report_files):
+    """Issue 24: a 258-node forward opens folded by module; its every-node level, too tall to fit at a
+    readable size, opens on its first node; "fit" then shows the whole picture."""
+    page = open_report(report_files["transformer"])
+    pic = page.data()["pictures"][page.state()["pic"]]
+    opened = pic["levels"][page.state()["level"]]
+    assert opened["depth"] is not None and opened["boxes"] <= 60, opened
+    page.page.select_option("#level", str(len(pic["levels"]) - 1))
+    page.settle()
+    assert pic["levels"][page.state()["level"]]["depth"] is None
+    view = lambda: page.eval("() => [window.graphtoolViewer.state.view, window.graphtoolViewer.state.full]")  # noqa: E731
+    v, full = view()
+    assert v["h"] < full["h"] / 2  # not shrunk to a smear: opened at a readable size...
+    on_screen = page.eval("""() => {
+        const c = document.getElementById('canvas').getBoundingClientRect();
+        const top = Array.from(document.querySelectorAll('#canvas g.node')).map(g => g.getBoundingClientRect())
+            .sort((a, b) => a.top - b.top)[0];
+        return top.left >= c.left && top.right <= c.right && top.top >= c.top && top.bottom <= c.bottom;
+    }""")
+    assert on_screen  # ...on the graph's first node, not on empty space
+    page.page.click("#fit")
+    page.settle()
+    v, full = view()
+    eps = 1e-6
+    assert v["x"] <= full["x"] + eps and v["y"] <= full["y"] + eps
+    assert v["x"] + v["w"] >= full["x"] + full["w"] - eps and v["y"] + v["h"] >= full["y"] + full["h"] - eps
+    assert page.errors == []
+
+
+def test_phi_report_reads_as_its_modules(open_report, phi_report, tmp_path):
+    """Issue 24: a transformers decoder's report opens folded, its boxes named as the model names its
+    modules, the helper calls named after themselves; a clicked node says the device the other views
+    say. GRAPHTOOL_UPDATE_SCREENSHOT=1 refreshes docs/report-phi.png for the README."""
+    page = open_report(phi_report)
+    page.page.set_viewport_size({"width": 1400, "height": 1000})
+    page.settle()
+    pic = page.data()["pictures"][page.state()["pic"]]
+    assert pic["graph"] == "forward" and pic["levels"][page.state()["level"]]["depth"] is not None
+    text = page.eval("() => Array.from(document.querySelectorAll('#canvas g.node text')).map(t => t.textContent)")
+    assert {"model.layers.0.self_attn", "model.layers.1.mlp", "lm_head", "create_causal_mask()", "loss_function()"} <= set(text)
+    assert not [t for t in text if t.startswith(("0.", "L.", "args."))]
+    view = page.eval("() => window.graphtoolViewer.state.view")
+    node = next(n for n, f in pic["facts"].items() if f["kind"] == "op" and (f["module"] or "").startswith("model.layers.0")
+                and page.eval("(id) => !!Array.from(document.querySelectorAll('#canvas g.node title')).find(t => t.textContent === id)", n))
+    page.page.locator("#canvas g.node", has=page.page.locator(f"title:text-is('{node}')")).click()
+    page.settle()
+    details = page.page.inner_text("#details")
+    assert "cuda:0 (predicted)" in details and "meta" not in details
+    assert page.eval("() => window.graphtoolViewer.state.view") == view  # a click does not move the picture
+    assert page.errors == []
+    page.page.evaluate("() => document.getElementById('graphs').scrollIntoView()")
+    shot = tmp_path / "report-phi.png"
+    page.page.screenshot(path=str(shot))
+    if os.environ.get("GRAPHTOOL_UPDATE_SCREENSHOT") == "1":
+        (ROOT / "docs" / "report-phi.png").write_bytes(shot.read_bytes())

@@ -113,12 +113,25 @@ PRIVATE = [
     ("torch._dynamo", "config"),
     ("torch.multiprocessing.reductions", "StorageWeakRef"),
     ("torch.utils._python_dispatch", "TorchDispatchMode"),
+    ("torch._ops", "HigherOrderOperator"),
 ]
 
 
 @pytest.mark.parametrize("module, attr", PRIVATE)
 def test_private_symbol_exists(module, attr):
     assert compat._require(module, attr) is not None
+
+
+def test_dispatch_modes_can_take_higher_order_ops_on_this_torch():
+    """bench's random-op mode relies on it to let torch.cond and friends through."""
+    assert compat.modes_can_take_higher_order_ops()
+    assert isinstance(torch.ops.higher_order.cond, compat.higher_order_operator_type())
+
+
+def test_op_arguments_names_the_schema():
+    args = compat.op_arguments(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
+    dropout = next(a for a in args if a.name == "dropout_p")
+    assert dropout.default_value == 0.0
 
 
 def test_missing_symbol_names_version_and_symbol():

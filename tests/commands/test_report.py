@@ -187,3 +187,16 @@ def test_aliasing_findings_are_aots_output_aliases(reports):
         if o.alias_of["kind"] == "input":  # linked to the input's placeholder in the forward picture
             facts = next(p.facts for p in r.pictures if (p.region, p.graph) == (f.node.region, "forward"))
             assert facts[f.node.node]["name"] == o.alias_of["name"]
+
+
+def test_node_facts_name_the_device_as_every_other_view_does(reports):
+    """The node panel says ``cuda:0 (predicted)`` where the devices view does, not the stand-in's ``meta``;
+    a node torch puts on the CPU still says ``cpu``."""
+    r = reports("cpu_roundtrip.py")
+    assert r.stand_in == "meta" and r.devices.shown_device == "cuda:0 (predicted)"
+    shown = {f["device"] for p in r.pictures for f in p.facts.values() if f["device"]}
+    capture = standin_traced("cpu_roundtrip.py")
+    traced = {str(n.meta["val"].device) for reg in capture.regions for gm in (reg.forward, reg.backward) if gm is not None
+              for n in gm.graph.nodes if hasattr(n.meta.get("val"), "device")}
+    assert traced == {"meta", "cpu"}
+    assert shown == {"cuda:0 (predicted)", "cpu"}

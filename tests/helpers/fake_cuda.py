@@ -11,7 +11,13 @@ tensors, so that logic can be tested where it runs:
   the tensor captured as that op's output, so results appear in the capture-time buffers, as with
   a real graph (fixed addresses); Python between the ops is frozen at capture, as on a GPU;
 - ops that synchronise with the host (``.item()``, ``nonzero``) raise during capture with CUDA's
-  own message, as a real capture does.
+  own message, as a real capture does, and invalidate it;
+- the state a capture changes is kept as torch keeps it (aten/src/ATen/cuda/CUDAGraph.cpp): the
+  current stream (``torch.cuda.stream`` contexts), whether a capture is under way, and the caching
+  allocator's pools that captures allocate into. ``capture_end()`` on an invalidated capture ends the
+  capture and raises *before* it ends allocation to the pool, as torch's does; ``torch.cuda.graph`` is
+  torch's own class, so its ``__exit__`` (capture_end, then the stream context) behaves as on a GPU.
+  :meth:`FakeCuda.leftovers` lists whatever a capture left behind.
 
 It is a test double, not a GPU: it says nothing about speed, streams or memory pools.
 """
@@ -34,10 +40,12 @@ class _Recorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.ops = []
+        self.invalidated = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in _HOST_SYNC:
+            self.invalidated = True
             raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
         out = func(*args, **kwargs)
         self.ops.append((func, args, kwargs, out))
@@ -49,9 +57,51 @@ def _storage(t):
 
 
 class FakeGraph:
-    def __init__(self):
+    def __init__(self, cuda=None):
         self.ops = None
         self.replays = 0
+        self._cuda = cuda
+        self._recorder = None
+        self._stream = None
+        self._pool = None
+        self._capture_ended = False
+
+    def capture_begin(self, pool=None, capture_error_mode="global", **kwargs):
+        cuda = self._cuda
+        stream = cuda.current_stream()
+        if stream is cuda.default_stream:
+            raise RuntimeError("CUDA graphs must be captured on a non-default stream.")
+        if cuda.capturing is not None:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        self._stream, self._pool = stream, pool if pool is not None else ("graph", id(self))
+        cuda.pools_allocating.add(self._pool)  # beginAllocateToPool comes before cudaStreamBeginCapture
+        cuda.capturing = self
+        self._recorder = _Recorder()
+        self._recorder.__enter__()
+
+    def capture_end(self):
+        cuda = self._cuda
+        if cuda.current_stream() is not self._stream:
+            raise RuntimeError("Capture must end on the same stream it began on.")
+        if cuda.capturing is not self:
+            raise RuntimeError("CUDA error: operation not permitted when stream is not capturing")
+        recorder, self._recorder = self._recorder, None
+        recorder.__exit__(None, None, None)
+        cuda.capturing = None  # cudaStreamEndCapture ends the capture, valid or not
+        if recorder.invalidated:  # ... and fails on an invalidated one: torch's AT_CUDA_CHECK raises here,
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")  # pool kept
+        cuda.pools_allocating.discard(self._pool)
+        self.ops = recorder.ops
+        self._capture_ended = True
+
+    def reset(self):
+        if self._capture_ended:  # torch's reset() releases the pool only of a capture that ended
+            self._cuda.released_pools.append(self._pool)
+            self._capture_ended = False
+        self.ops = None
+
+    def pool(self):
+        return self._pool
 
     def replay(self):
         if self.ops is None:
@@ -68,6 +118,9 @@ class FakeGraph:
 
 class FakeStream:
     def wait_stream(self, other):
+        pass
+
+    def synchronize(self):
         pass
 
 
@@ -95,36 +148,73 @@ class FakeCuda:
     def __init__(self):
         self.graphs: list[FakeGraph] = []
         self.synchronized = 0
+        self.default_stream = FakeStream()
+        self.streams = [self.default_stream]  # the current stream is the last
+        self.capturing: FakeGraph | None = None
+        self.pools_allocating: set = set()  # pools the caching allocator routes captures' allocations to
+        self.released_pools: list = []
+        self._pool_ids = 0
+
+    def current_stream(self, device=None):
+        return self.streams[-1]
+
+    def leftovers(self) -> list[str]:
+        """What a capture left behind: [] when the process is as it was before it."""
+        left = []
+        if self.capturing is not None:
+            left.append("a capture is under way")
+        if self.current_stream() is not self.default_stream:
+            left.append("the current stream is still a capture's side stream")
+        if self.pools_allocating:
+            left.append(f"the allocator still routes to {len(self.pools_allocating)} capture pool(s)")
+        return left
 
     def install(self, monkeypatch):
         fake = self
 
         @contextlib.contextmanager
-        def graph(g, pool=None, stream=None):
-            recorder = _Recorder()
-            with recorder:
+        def stream(s):
+            fake.streams.append(s)
+            try:
                 yield
-            g.ops = recorder.ops
+            finally:
+                fake.streams.pop()
 
-        def make_graph():
-            g = FakeGraph()
+        def make_graph(*args, **kwargs):
+            g = FakeGraph(fake)
             fake.graphs.append(g)
             return g
 
         def synchronize(device=None):
+            if fake.capturing is not None:
+                fake.capturing._recorder.invalidated = True
+                raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
             fake.synchronized += 1
+
+        def pool_handle():
+            fake._pool_ids += 1
+            return (0, fake._pool_ids)
 
         for name, value in {
             "CUDAGraph": make_graph,
-            "graph": graph,
-            "Stream": FakeStream,
-            "current_stream": lambda device=None: FakeStream(),
-            "stream": lambda s: contextlib.nullcontext(),
+            "Stream": lambda *a, **k: FakeStream(),
+            "current_stream": fake.current_stream,
+            "stream": stream,
             "synchronize": synchronize,
             "Event": FakeEvent,
+            "current_device": lambda: 0,
+            "graph_pool_handle": pool_handle,
+            "empty_cache": lambda: None,
             "memory_reserved": lambda device=None: 1 << 20 if fake.graphs and fake.graphs[-1].ops else 0,
             "reset_peak_memory_stats": lambda device=None: None,
             "max_memory_allocated": lambda device=None: 4096,
         }.items():
             monkeypatch.setattr(torch.cuda, name, value)
+        # torch.cuda.graph stays torch's own class: its __enter__/__exit__ run against the fakes above
+        monkeypatch.setattr(torch.cuda.graph, "default_capture_stream", None)
+        monkeypatch.setattr(torch._C, "_host_emptyCache", lambda: None, raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool", lambda device, pool: fake.pools_allocating.discard(pool),
+                            raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_releasePool", lambda device, pool: fake.released_pools.append(pool),
+                            raising=False)
         return self

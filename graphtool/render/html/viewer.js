@@ -52,7 +52,7 @@
     svg.removeAttribute("width"); svg.removeAttribute("height");
     const vb = svg.viewBox.baseVal;
     state.full = { x: vb.x, y: vb.y, w: vb.width, h: vb.height };
-    fit();
+    openView();
     canvas.dataset.picture = p.id; canvas.dataset.level = String(lvl);
     if (switched) { $("search-results").innerHTML = ""; $("search-status").textContent = ""; }
     if (state.selected && !switched) mark(state.selected, "selected");
@@ -70,15 +70,34 @@
     state.view = v;
     canvas.querySelector("svg").setAttribute("viewBox", `${v.x} ${v.y} ${v.w} ${v.h}`);
   }
+  // the whole picture in the window, centred (the "fit" button)
   function fit() {
     const f = state.full, r = canvas.getBoundingClientRect();
     const pw = r.width || 800, ph = r.height || 600;
-    const scale = Math.min(pw / f.w, ph / f.h);
-    // a huge graph fitted whole is a grey smear: open it at its top, at a readable size
-    const s = scale < 0.3 ? 0.8 : Math.min(scale, 1.2);
+    const s = Math.min(pw / f.w, ph / f.h, 1.2);
     const w = pw / s, h = ph / s;
-    const y = scale < 0.3 ? f.y : f.y - (h - f.h) / 2;
-    setView({ x: f.x - (w - f.w) / 2, y: y, w: w, h: h });
+    setView({ x: f.x - (w - f.w) / 2, y: f.y - (h - f.h) / 2, w: w, h: h });
+  }
+  // how a picture opens: fitted, unless fitting would shrink it past reading; then at a readable
+  // size on its first node (the graph's top), not on the empty middle of a wide picture
+  function openView() {
+    const f = state.full, r = canvas.getBoundingClientRect();
+    const pw = r.width || 800, ph = r.height || 600;
+    if (Math.min(pw / f.w, ph / f.h) >= 0.3) return fit();
+    const s = 0.8, w = pw / s, h = ph / s;
+    let cx = f.x + f.w / 2, top = null;
+    for (const g of nodeGroups()) {
+      const b = g.getBBox();
+      if (top === null || b.y < top.y) top = b;
+    }
+    const svg = canvas.querySelector("svg"), graph = svg.querySelector("g.graph");
+    if (top && graph) {  // getBBox is in the node's own coordinates: map through the graph's transform
+      const m = graph.getCTM(), root = svg.getCTM();
+      const p = svg.createSVGPoint(); p.x = top.x + top.width / 2; p.y = top.y;
+      const q = p.matrixTransform(root.inverse().multiply(m));
+      cx = Math.max(f.x + w / 2, Math.min(q.x, f.x + f.w - w / 2));
+    }
+    setView({ x: cx - w / 2, y: f.y, w: w, h: h });
   }
   function zoom(factor, cx, cy) {
     const v = state.view;

@@ -1,0 +1,205 @@
+"""graphtool's pytest plugin (registered through the ``pytest11`` entry point): inert unless used.
+
+Loading it costs nothing (no torch, nothing traced): it declares a marker, two options and a fixture.
+
+The ``graphtool`` fixture checks the model a test builds, with the marker's settings::
+
+    import pytest, torch
+
+    @pytest.mark.graphtool(max_graph_breaks=0, cudagraphs=True)
+    def test_my_model_compiles_whole(graphtool):
+        model = MyModel()
+        graphtool.check(model, torch.randn(8, 16))
+
+The marker finds the model through that call: a test marked ``graphtool`` must call
+``graphtool.check(model, *args, **kwargs)`` (a marked test that never does fails, so a check cannot
+silently stop checking). ``check`` runs the model under torch.compile in this process, counts its
+graph breaks, recompiles and skipped frames as ``graphtool lint`` does, and fails the test with the
+CLI's diagnostic (file:line, source line, reason, torch's link) when the model is over budget.
+Marker arguments: ``max_graph_breaks`` (default 0; None: no budget), ``max_recompiles``,
+``max_skipped_frames``, ``allowed_breaks`` (reason regexes), ``cudagraphs`` (True: also assert that CUDA
+graphs would be applied, judged on a meta stand-in), ``backend`` (for that verdict). Without the marker
+``check`` uses these defaults. The fixture also carries :mod:`graphtool.testing`'s assertions
+(``graphtool.assert_no_input_mutations(...)``).
+
+``--graphtool-baseline FILE`` ratchets graph breaks per test in ``graphtool lint --baseline``'s
+format (each entry's ``model`` is the test's node id):
+
+- the file does not exist: every check's breaks are recorded (a marker's ``max_graph_breaks`` still
+  applies; without one, any count is accepted) and the file is written;
+- it exists: a break not in it fails the test (the budget then counts new breaks only, as lint's
+  does); when breaks were fixed the file is rewritten without them, so the count only goes down;
+- ``--graphtool-update-baseline`` rewrites it with whatever the checks found.
+
+The file is written whole (temporary file, then rename) and only when every ``graphtool``-marked test
+collected in the run performed its check (a ``-k`` selection, ``-x`` stopping early, a test that
+failed before its check: nothing written) and no check was refused. Entries of tests this run did not
+collect (another folder of the suite) are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+MARKER = "graphtool"
+_OPTIONS = ("max_graph_breaks", "max_recompiles", "max_skipped_frames", "allowed_breaks", "cudagraphs", "backend")
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("graphtool", "graphtool: graph breaks and CUDA graphs of the models tests build")
+    group.addoption("--graphtool-baseline", metavar="FILE", default=None,
+                    help="record (when FILE is missing) and ratchet per-test graph breaks in graphtool lint's baseline format")
+    group.addoption("--graphtool-update-baseline", action="store_true", default=False,
+                    help="rewrite --graphtool-baseline FILE with the breaks found (when every graphtool test ran)")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "graphtool(max_graph_breaks=0, cudagraphs=False, ...): the model the test checks with the graphtool fixture "
+        "must compile within these budgets",
+    )
+    path = config.getoption("--graphtool-baseline")
+    if config.getoption("--graphtool-update-baseline") and path is None:
+        raise pytest.UsageError("--graphtool-update-baseline needs --graphtool-baseline FILE")
+    if path is not None:
+        config.stash[_BASELINE] = _Baseline(Path(os.path.abspath(path)), config.getoption("--graphtool-update-baseline"),
+                                            Path(str(config.rootpath)))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselect: the marked tests of the whole collection
+def pytest_collection_modifyitems(session, config, items) -> None:
+    state = config.stash.get(_BASELINE, None)
+    if state is not None:
+        state.expected = {item.nodeid for item in items if item.get_closest_marker(MARKER) is not None}
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    state = session.config.stash.get(_BASELINE, None)
+    if state is not None:
+        state.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    checker = item.stash.get(_CHECKER, None)
+    if item.get_closest_marker(MARKER) is not None and (checker is None or not checker.checked):
+        pytest.fail(f"{item.nodeid} is marked @pytest.mark.graphtool but never called graphtool.check(model, *args): "
+                    "the marker checks the model the test hands to the graphtool fixture", pytrace=False)
+    return result
+
+
+@pytest.fixture
+def graphtool(request) -> Checker:
+    """Checks the model a test builds: ``graphtool.check(model, *args, **kwargs)``; see :mod:`graphtool.pytest_plugin`."""
+    marker = request.node.get_closest_marker(MARKER)
+    options = dict(marker.kwargs) if marker is not None else {}
+    unknown = set(options) - set(_OPTIONS)
+    if unknown or (marker is not None and marker.args):
+        raise pytest.UsageError(f"@pytest.mark.graphtool takes keyword arguments {', '.join(_OPTIONS)}; "
+                                f"got {', '.join(sorted(unknown)) or 'positional arguments'}")
+    checker = Checker(request.node.nodeid, options, request.config.stash.get(_BASELINE, None), Path(str(request.config.rootpath)))
+    request.node.stash[_CHECKER] = checker
+    return checker
+
+
+class Checker:
+    """The ``graphtool`` fixture: :meth:`check` plus :mod:`graphtool.testing`'s assertions as attributes."""
+
+    def __init__(self, nodeid: str, options: dict, baseline: Optional[_Baseline], root: Path):
+        self.nodeid = nodeid
+        self.options = options
+        self.baseline = baseline
+        self.name = str(root / nodeid)  # the baseline's "model": the test, as an absolute "path"
+        self.checked = False
+        self.results: list = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("assert_"):
+            from graphtool import testing
+
+            return getattr(testing, name)
+        raise AttributeError(name)
+
+    def check(self, model, *args, **kwargs):
+        """Lint the model on ``args`` against the marker's budgets (and the baseline); with
+        ``cudagraphs=True`` also assert that CUDA graphs would be applied. Returns the lint result."""
+        __tracebackhide__ = True
+        from graphtool import api, testing
+
+        opts = self.options
+        budget = opts.get("max_graph_breaks", 0)
+        baseline = self.baseline.data if self.baseline is not None and not self.baseline.recording else None
+        if self.baseline is not None and "max_graph_breaks" not in opts:
+            budget = None  # a baseline alone: any break not in it fails, as `graphtool lint --baseline` does; recording takes all
+        result = api.lint(model, *args, max_graph_breaks=budget, max_recompiles=opts.get("max_recompiles"),
+                          max_skipped_frames=opts.get("max_skipped_frames"), allowed_breaks=tuple(opts.get("allowed_breaks", ())),
+                          baseline=baseline, name=self.name, **kwargs)
+        self.results.append(result)
+        self.checked = True
+        if self.baseline is not None:
+            self.baseline.record(self.nodeid, result)
+        if not result.passed:
+            raise AssertionError(f"{self.nodeid}: {result.summary()}:\n{result.diagnostics().rstrip()}")
+        if opts.get("cudagraphs"):
+            testing.assert_cudagraphable(model, *args, backend=opts.get("backend", "inductor"), **kwargs)
+        return result
+
+
+class _Baseline:
+    """The ``--graphtool-baseline`` file: read once, written at the session's end when safe."""
+
+    def __init__(self, path: Path, update: bool, root: Path):
+        self.path = path
+        self.update = update
+        self.root = root
+        self.recording = not path.exists()
+        self.data = None if self.recording else _read(path)
+        self.expected: set[str] = set()
+        self.models: dict[str, Any] = {}  # nodeid -> ModelLint of its (last) check
+        self.new_breaks = False
+
+    def record(self, nodeid: str, result) -> None:
+        (model,) = result.report.models
+        self.models[nodeid] = model
+        if any(b.new for b in model.breaks):
+            self.new_breaks = True
+
+    def finish(self, *, interrupted: bool) -> None:
+        from graphtool.analysis.lint import LintReport, make_baseline
+
+        missing = self.expected - set(self.models)
+        if interrupted or missing or not self.models:
+            return
+        if self.new_breaks and not self.update:
+            return  # a new break fails its test; the baseline does not learn it unless asked
+        fresh = make_baseline(LintReport(tuple(self.models.values()), None), root=self.path.parent)
+        if self.data is not None:
+            ran = {os.path.relpath(str(self.root / n), self.path.parent).replace(os.sep, "/") for n in self.models}
+            kept = [e for e in self.data.get("breaks", []) if e.get("model") not in ran]
+            fresh = {**fresh, "breaks": kept + fresh["breaks"]}
+            old = {k: v for k, v in self.data.items() if k != "root"}
+            if fresh == old:
+                return
+        from graphtool.render.documents import format_json, write_atomic
+
+        write_atomic(self.path, format_json(fresh))
+
+
+def _read(path: Path) -> dict:
+    from graphtool.analysis.lint import BaselineError, validate_baseline
+
+    try:
+        return validate_baseline(json.loads(path.read_text(encoding="utf-8")), str(path))
+    except (OSError, ValueError, BaselineError) as exc:
+        raise pytest.UsageError(f"--graphtool-baseline {path}: {exc}") from None
+
+
+_BASELINE = pytest.StashKey[_Baseline]()
+_CHECKER = pytest.StashKey[Checker]()
