@@ -57,8 +57,15 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
     results = []
     if ddp is not None:
         from graphtool.capture.distributed import check_world_size
+        from graphtool.errors import UsageError
 
         check_world_size(ddp["world_size"])
+        if device == "meta":
+            raise UsageError("--ddp cannot run on --device meta: DDP's constructor reads the parameters' values "
+                             "(it broadcasts them from rank 0)", hint="drop --device meta; a smaller config of the model splits the same way per layer")
+        if cudagraphs:
+            raise UsageError("--ddp with --cudagraphs: the CUDA-graph verdict of the split graphs is not computed yet",
+                             hint="run `graphtool cudagraphs MODEL` for the unsplit graphs")
     for target, ent in steps.targets(model, entry):
         ddp_report = None
         if ddp is not None:

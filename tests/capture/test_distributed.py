@@ -60,6 +60,8 @@ def test_table_shows_each_split_and_the_other_caps(cli):
 
 @pytest.mark.parametrize("args, expected", [
     (["--world-size", "0"], "--world-size 0: a process group needs at least one rank"),
+    (["--device", "meta"], "--ddp cannot run on --device meta"),
+    (["--cudagraphs", "inductor"], "the CUDA-graph verdict of the split graphs is not computed yet"),
     (["--bucket-cap-mb", "0.5"], "bucket_cap_mb=0.5) fails in torch's DDPOptimizer"),
 ])
 def test_bad_ddp_options_exit_2(cli, args, expected):
