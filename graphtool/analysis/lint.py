@@ -80,6 +80,7 @@ class LintTarget:
     args: tuple[str, ...] = ()
     dynamic: bool = False
     budget: Budget = field(default_factory=Budget)
+    ddp: tuple[int, float] | None = None  # ``--ddp``: (world_size, bucket_cap_mb)
 
     @property
     def name(self) -> str:
@@ -88,7 +89,7 @@ class LintTarget:
     def job(self, debug: bool = False) -> LintJob:
         if self.run:
             return LintJob(path=self.path, run=True, args=self.args, debug=debug)
-        return LintJob(path=self.path, entry=self.entry, dynamic=self.dynamic, debug=debug)
+        return LintJob(path=self.path, entry=self.entry, dynamic=self.dynamic, debug=debug, ddp=self.ddp)
 
 
 @dataclass(frozen=True)

@@ -858,3 +858,80 @@ def cudagraph_annotation(gm: Any) -> tuple[bool | None, bool | None] | None:
     if ann is None:
         return None
     return getattr(ann, "fwd", None), getattr(ann, "bwd", None)
+
+
+# --- DDP under torch.compile (issue 26): dynamo's DDPOptimizer -------------------------------------
+
+class _EnoughBuckets(Exception):
+    """Raised by a stand-in backend once DDPOptimizer has chosen its buckets: nothing is compiled."""
+
+
+def ddp_optimizer_class() -> Any:
+    """``torch._dynamo.backends.distributed.DDPOptimizer``: the pass that splits a dynamo graph at
+    DDP's bucket boundaries (``optimize_ddp="ddp_optimizer"``, the default). graphtool reads its
+    ``compile_fn`` and the ``buckets`` it stashes (``size``, ``params``, ``param_ids``, ``nodes``)."""
+    cls = _require("torch._dynamo.backends.distributed", "DDPOptimizer")
+    if not callable(getattr(cls, "compile_fn", None)):
+        raise _missing("torch._dynamo.backends.distributed.DDPOptimizer.compile_fn")
+    return cls
+
+
+def ddp_first_bucket_bytes() -> int:
+    """``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``: the first bucket's cap dynamo's DDPOptimizer
+    uses whatever DDP's ``bucket_cap_mb`` (convert_frame builds it without ``first_bucket_cap``)."""
+    return int(_require("torch.distributed", "_DEFAULT_FIRST_BUCKET_BYTES"))
+
+
+def optimize_ddp_on():
+    """dynamo's ``optimize_ddp`` set to ``"ddp_optimizer"`` (the default; a script may have changed it)."""
+    return dynamo_config_patch({"optimize_ddp": "ddp_optimizer"})
+
+
+@contextlib.contextmanager
+def recording_ddp_splits(records: list, before: Any = None):
+    """While open, every DDPOptimizer split appends ``(optimizer, gm, example_inputs)`` to ``records``
+    (after torch chose the buckets, whether or not compiling the pieces then succeeded);
+    ``before(gm, example_inputs)`` runs first."""
+    cls = ddp_optimizer_class()
+    original = cls.compile_fn
+
+    def compile_fn(self, gm, example_inputs, **configs):
+        if before is not None:
+            before(gm, example_inputs)
+        try:
+            return original(self, gm, example_inputs, **configs)
+        finally:
+            if getattr(self, "buckets", None) is not None:
+                records.append((self, gm, list(example_inputs)))
+
+    cls.compile_fn = compile_fn
+    cls._graphtool_original_compile_fn = original
+    try:
+        yield records
+    finally:
+        cls.compile_fn = original
+        del cls._graphtool_original_compile_fn
+
+
+def ddp_buckets_at(gm: Any, example_inputs: list, bucket_bytes: int) -> list:
+    """The buckets torch's own DDPOptimizer chooses for ``gm`` at a bucket cap of ``bucket_bytes``,
+    without compiling anything: torch logs the buckets (``pretty_print_buckets``) right after it
+    stashes them, and graphtool stops it there (else at its backend, after the split)."""
+    module = importlib.import_module("torch._dynamo.backends.distributed")
+    cls = ddp_optimizer_class()
+
+    def stop(*_args, **_kw):
+        raise _EnoughBuckets
+
+    opt = cls(bucket_bytes_cap=bucket_bytes, backend_compile_fn=stop)
+    original_log = getattr(module, "pretty_print_buckets", None)
+    if original_log is not None:
+        module.pretty_print_buckets = stop
+    try:
+        cls.__dict__.get("_graphtool_original_compile_fn", cls.compile_fn)(opt, gm, example_inputs)
+    except _EnoughBuckets:
+        pass
+    finally:
+        if original_log is not None:
+            module.pretty_print_buckets = original_log
+    return list(opt.buckets)

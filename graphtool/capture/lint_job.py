@@ -34,16 +34,20 @@ class LintJob:
     dynamic: bool = False
     debug: bool = False
     reset: bool = False  # forget compiled frames first (for in-process callers such as tests)
+    # ``--ddp``: run the model as DDP(torch.compile(model)); (world_size, bucket_cap_mb), or None
+    ddp: Optional[tuple[int, float]] = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["args"] = list(self.args)
+        d["ddp"] = list(self.ddp) if self.ddp is not None else None
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> LintJob:
         return cls(path=d["path"], entry=d.get("entry"), run=bool(d.get("run")), args=tuple(d.get("args", ())),
-                   dynamic=bool(d.get("dynamic")), debug=bool(d.get("debug")), reset=bool(d.get("reset")))
+                   dynamic=bool(d.get("dynamic")), debug=bool(d.get("debug")), reset=bool(d.get("reset")),
+                   ddp=(int(d["ddp"][0]), float(d["ddp"][1])) if d.get("ddp") else None)
 
 
 @dataclass(frozen=True)

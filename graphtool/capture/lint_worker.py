@@ -94,14 +94,12 @@ def lint_one(job: LintJob) -> LintResult:
         if job.run:
             seen, called_at = _run_script(torch, job.path, list(job.args), backend), None
         else:
-            spec = load_model(job.path, entry=job.entry)
-            compiled = torch.compile(spec.model, backend=backend)
-            try:
-                compiled(*spec.args, **spec.kwargs)
-                if job.dynamic:  # a model that does not take the varied sizes is told how to declare them
-                    run_variant(spec, compiled)
-            except Exception as exc:
-                raise explain_failure(spec, exc) from None
+            with _ddp_session(job) as ddp:
+                entry, factory_args = ddp.entry(job.path, job.entry) if ddp is not None else (job.entry, ())
+                spec = load_model(job.path, entry=entry, factory_args=factory_args)
+                compiled = torch.compile(spec.model, backend=backend)
+                runner = ddp.wrap(compiled, spec) if ddp is not None else compiled
+                _run_model(spec, runner, compiled, job)
             seen = CompileSeen(expected=original, found=torch.compile)
             # graphtool makes the call on the user's behalf: the script's example inputs stand for the call site
             called_at = StackFrame(str(Path(spec.path).resolve()), spec.line, spec.entry) if spec.line else None
@@ -109,6 +107,24 @@ def lint_one(job: LintJob) -> LintResult:
         if not graphs:
             result = replace(result, no_graph=no_graph_cause(rec, seen))
     return result
+
+
+def _ddp_session(job: LintJob):
+    """``--ddp``: a one-process gloo group and DDP's optimizer on, before the script is imported."""
+    if job.ddp is None:
+        return contextlib.nullcontext()
+    from graphtool.capture.distributed import DdpSession
+
+    return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1])
+
+
+def _run_model(spec, runner, compiled, job: LintJob) -> None:
+    try:
+        runner(*spec.args, **spec.kwargs)
+        if job.dynamic:  # a model that does not take the varied sizes is told how to declare them
+            run_variant(spec, compiled)
+    except Exception as exc:
+        raise explain_failure(spec, exc) from None
 
 
 def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: bool = False) -> LintResult:

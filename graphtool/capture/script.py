@@ -90,8 +90,10 @@ def check_script_path(target: str | os.PathLike) -> Path:
     return path
 
 
-def load_model(target: str | os.PathLike, entry: str | None = None, device: str | None = None) -> ModelSpec:
+def load_model(target: str | os.PathLike, entry: str | None = None, device: str | None = None,
+               factory_args: tuple = ()) -> ModelSpec:
     """Import ``target`` and return its :class:`ModelSpec`; ``device="meta"`` builds it on meta.
+    ``factory_args`` go to the factory (``get_distributed_model(world_size)`` under ``--ddp``).
 
     The script runs with ``sys.argv`` set to ``[script]`` (its own argument parsing sees no graphtool
     options), and the current folder is restored afterwards should it ``os.chdir()``."""
@@ -103,7 +105,7 @@ def load_model(target: str | os.PathLike, entry: str | None = None, device: str 
     try:
         with device_context(device):
             module = import_script(path)
-            spec = _find_model(module, path, entry)
+            spec = _find_model(module, path, entry, factory_args)
             spec.module_name = module.__name__
             return spec
     finally:
@@ -266,7 +268,7 @@ def _lookup(module: Any, name: str, path: Path) -> Any:
             return _MISSING
 
 
-def _find_model(module: Any, path: Path, entry: str | None) -> ModelSpec:
+def _find_model(module: Any, path: Path, entry: str | None, factory_args: tuple = ()) -> ModelSpec:
     names = [n for n in vars(module) if not n.startswith("_")]
     if entry is not None:
         factory = _lookup(module, entry, path)
@@ -275,7 +277,7 @@ def _find_model(module: Any, path: Path, entry: str | None) -> ModelSpec:
                 f"{path}: no function named {entry!r}",
                 hint=f"the script defines: {', '.join(sorted(names)) or 'nothing'}",
             )
-        return _call_factory(factory, path, entry)
+        return _call_factory(factory, path, entry, factory_args)
     factory = _lookup(module, FACTORY, path)
     if factory is not _MISSING:
         return _call_factory(factory, path, FACTORY)
@@ -296,13 +298,13 @@ def _find_model(module: Any, path: Path, entry: str | None) -> ModelSpec:
     )
 
 
-def _call_factory(factory: Any, path: Path, name: str) -> ModelSpec:
+def _call_factory(factory: Any, path: Path, name: str, args: tuple = ()) -> ModelSpec:
     line = _def_line(factory) or _assignment_line(path, name)
     where = f"{path}:{line}" if line else str(path)
     if not callable(factory):
         raise BadModelSpec(f"{where}: {name} is a {type(factory).__name__}, not a function")
     with running_user_code(f"{name}() raised", where=where):
-        result = factory()
+        result = factory(*args)
     if not isinstance(result, tuple) or len(result) not in (2, 3):
         got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
         raise BadModelSpec(

@@ -104,8 +104,9 @@ class KeepingBackend:
     handling), without its code generation."""
 
     def __init__(self, names: dict, *, backend: str = "inductor", standin: bool,
-                 on_region: Callable[[int], None] | None = None):
+                 on_region: Callable[[int], None] | None = None, placeholder_names: dict | None = None):
         self.names = names
+        self.placeholder_names = placeholder_names if placeholder_names is not None else {}
         self.backend = backend
         self.standin = standin
         self.on_region = on_region
@@ -115,7 +116,7 @@ class KeepingBackend:
     def __call__(self, gm, example_inputs):
         region = Region(
             index=len(self.regions),
-            inputs=[_classify(t, node, self.names) for t, node in zip(example_inputs, _placeholders(gm))],
+            inputs=[_classify(t, node, self.names, self.placeholder_names) for t, node in zip(example_inputs, _placeholders(gm))],
             example_inputs=list(example_inputs),
             cudagraph_annotation=compat.cudagraph_annotation(gm),
             step=self.calls.step,
@@ -166,18 +167,23 @@ def trace_model(
     host_values: HostValues | None = None,
     host_mode: str | None = None,
     steps: int = 1,
+    wrapper: Any = None,
 ) -> Capture:
     """Compile and run ``spec`` once (forward, and backward in training) with ``backend``'s own AOT
     stage (``inductor``, ``aot_eager`` or ``cudagraphs``) and keep every graph it produces.
 
+    ``wrapper`` (``--ddp``'s session) wraps the compiled model before it runs (``wrapper.wrap``:
+    ``DDP(torch.compile(model))``) and names the inputs of the graphs it splits off, which torch
+    hands the backend as fake tensors (``wrapper.input_names``: placeholder name -> parameter).
     ``host_mode`` ``"record"`` keeps every host value eager code reads (``.item()``...) in
     ``host_values``; ``"replay"`` answers the stand-in's host reads with them. ``steps`` runs the step
     that many times, as a loop would (see :mod:`graphtool.capture.steady_state`); ``capture.steps`` logs them."""
     torch = compat.import_torch()
     compat.dynamo_reset()
     training = wants_training(spec, inference)
-    names = _tensor_names(spec)
-    keeping = KeepingBackend(names, backend=backend, standin=standin, on_region=on_region)
+    names = tensor_names(spec)
+    keeping = KeepingBackend(names, backend=backend, standin=standin, on_region=on_region,
+                             placeholder_names=getattr(wrapper, "input_names", None))
     before = _metadata_snapshot(spec)
     recorder = BreakRecorder()  # always: its frame events explain a run that compiled nothing
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
@@ -193,7 +199,8 @@ def trace_model(
     with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config(), host, meta_constants:
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,
-                                steps=steps, frames=recorder.frames)
+                                steps=steps, frames=recorder.frames,
+                                wrap=functools.partial(wrapper.wrap, spec=spec) if wrapper is not None else None)
         except GraphtoolError:
             raise
         except Exception as exc:
@@ -240,12 +247,14 @@ def _no_graph(recorder: BreakRecorder) -> str:
 
 
 def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool, steps: int = 1,
-                  frames: list | None = None):
+                  frames: list | None = None, wrap=None):
     """Compile the model with ``backend`` and run the example inputs (backward too, in training);
-    then steps 2..``steps`` of a loop (:func:`graphtool.capture.steady_state.run_steps`)."""
+    then steps 2..``steps`` of a loop (:func:`graphtool.capture.steady_state.run_steps`). ``wrap``
+    (``--ddp``) wraps the compiled model before it runs."""
     with standin_warnings_silenced() if standin else contextlib.nullcontext():
         compiled = torch.compile(spec.model, backend=backend)
-        out = compiled(*spec.args, **spec.kwargs)
+        runner = wrap(compiled) if wrap is not None else compiled
+        out = runner(*spec.args, **spec.kwargs)
         if training:
             _run_backward(torch, out)
         if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
@@ -253,7 +262,7 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
             if training:
                 _run_backward(torch, more)
         variant = functools.partial(run_variant, spec, compiled, to_device=standin and "meta") if dynamic else None
-        backend.step_log = run_steps(spec, compiled, backend.calls, out, steps=steps, training=training,
+        backend.step_log = run_steps(spec, runner, backend.calls, out, steps=steps, training=training,
                                      backward=functools.partial(_run_backward, torch),
                                      frames=frames if frames is not None else [], regions=backend.regions, variant=variant)
     return out
@@ -281,7 +290,7 @@ def _run_backward(torch, out) -> None:
         torch.autograd.backward(leaves, [torch.ones_like(t) for t in leaves])
 
 
-def _tensor_names(spec: ModelSpec) -> dict[int, tuple[str, str]]:
+def tensor_names(spec: ModelSpec) -> dict[int, tuple[str, str]]:
     """id(tensor) -> (kind, name) for parameters, buffers and user inputs."""
     names: dict[int, tuple[str, str]] = {}
     params, buffers = named_state(spec.model)  # a function's global modules' state by their FQNs
@@ -298,8 +307,10 @@ def _placeholders(gm) -> list:
     return [n for n in gm.graph.nodes if n.op == "placeholder"]
 
 
-def _classify(value, node, names) -> InputRef:
+def _classify(value, node, names, placeholder_names=None) -> InputRef:
     kind, name = names.get(id(value), (None, None))
+    if kind is None and placeholder_names and node.name in placeholder_names:
+        kind, name = placeholder_names[node.name]
     if kind is None:
         return InputRef("other", node.name, None)
     return InputRef(kind, name, name if kind in ("parameter", "buffer") else None)

@@ -56,6 +56,9 @@ def lint(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here; the terminal still gets the summary."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Models linted in parallel, each in its own process (default 1)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each model may take (default: no limit)."),
+    ddp: bool = options.DdpOpt,
+    world_size: int = options.WorldSizeOpt,
+    bucket_cap_mb: float = options.BucketCapOpt,
 ) -> int:
     if fmt not in LINT_FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(LINT_FORMATS)}")
@@ -68,7 +71,7 @@ def lint(
         outcome = run(models, run=run_script, script_args=ctx.args, max_graph_breaks=max_graph_breaks,
                       max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
-                      progress=progress)
+                      progress=progress, ddp=options.ddp_options(ddp, world_size, bucket_cap_mb))
     verdict = None
     if outcome.baseline_written is not None:
         from graphtool.text import count

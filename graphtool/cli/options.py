@@ -64,3 +64,21 @@ def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     return fmt
+
+
+DdpOpt = typer.Option(
+    False, "--ddp",
+    help="Run the model as DDP(torch.compile(model)) in a one-process gloo group (no GPU): the graphs DDP's optimizer splits at gradient buckets.",
+)
+WorldSizeOpt = typer.Option(2, "--world-size", metavar="N", help="With --ddp: the number of ranks the launch will use.")
+BucketCapOpt = typer.Option(25.0, "--bucket-cap-mb", metavar="MB", help="With --ddp: DDP's bucket_cap_mb (DDP's default 25).")
+
+
+def ddp_options(ddp: bool, world_size: int, bucket_cap_mb: float) -> dict | None:
+    """``--ddp``'s settings for the commands, checked before torch is imported; None without ``--ddp``."""
+    if not ddp:
+        return None
+    if world_size < 1:
+        raise UsageError(f"--world-size {world_size}: a process group needs at least one rank",
+                         hint="pass the number of GPUs the launch will use, e.g. --world-size 8")
+    return {"world_size": world_size, "bucket_cap_mb": bucket_cap_mb}

@@ -37,8 +37,12 @@ def trace(
     ),
     with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
     timeout: Optional[float] = options.TimeoutOpt,
+    ddp: bool = options.DdpOpt,
+    world_size: int = options.WorldSizeOpt,
+    bucket_cap_mb: float = options.BucketCapOpt,
 ) -> int:
     options.check_format(fmt)
+    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb)
     if model:  # before torch is imported: a wrong path costs no seconds
         from graphtool.capture.script import check_script_path
 
@@ -50,7 +54,7 @@ def trace(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run_trace(model, entry=entry, device=device, inference=inference, backend=backend, cudagraphs=with_cudagraphs,
                             bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
-                            progress=progress)
+                            progress=progress, ddp=ddp_settings)
     for result in results:
         if out_dir is not None:
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
@@ -63,6 +67,10 @@ def trace(
                 from graphtool.render.cudagraphs import cudagraphs_view
 
                 console.print_view(cudagraphs_view(result.verdict))
+            if result.ddp is not None:
+                from graphtool.render.distributed import ddp_view
+
+                console.print_view(ddp_view(result.ddp))
             # one line at the very end: regions, breaks, skipped frames, mutations, the CUDA-graph verdict
             verdict = result.verdict
             steady = getattr(verdict, "steady", None)

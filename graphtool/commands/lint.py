@@ -45,7 +45,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          max_skipped_frames: Optional[int] = None, dynamic: bool = False,
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
-         progress: Progress = SILENT) -> LintOutcome:
+         progress: Progress = SILENT, ddp: Optional[dict] = None) -> LintOutcome:
     """Lint every target; judge each against its budget and the baseline.
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
@@ -59,6 +59,12 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
     targets = _targets(models, run, script_args, cfg, override, dynamic)
+    if ddp is not None:  # each model runs as DDP(torch.compile(model)) in its child's one-process gloo group
+        if run:
+            raise UsageError("--ddp lints a model script; a script run with --run wraps its model itself")
+        from dataclasses import replace
+
+        targets = [replace(t, ddp=(ddp["world_size"], ddp["bucket_cap_mb"])) for t in targets]
     baseline_path = baseline or (cfg.baseline if cfg else None)
     if update_baseline and baseline_path is None:
         raise UsageError("--update-baseline needs --baseline FILE (or 'baseline' in the config)")

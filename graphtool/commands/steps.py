@@ -39,10 +39,12 @@ def quiet_stdout():
     return contextlib.redirect_stdout(sys.stderr)
 
 
-def load(target: Optional[str], entry: Optional[str], device: Optional[str], progress: Progress = SILENT):
+def load(target: Optional[str], entry: Optional[str], device: Optional[str], progress: Progress = SILENT,
+         factory_args: tuple = ()):
     """Import torch (checking its version) and load the script: its :class:`ModelSpec`. A model
     object (:class:`~graphtool.capture.model_object.ModelObject`, from :mod:`graphtool.api`) is not
-    imported: its spec comes back with the caller's state put back."""
+    imported: its spec comes back with the caller's state put back. ``factory_args`` go to the
+    script's factory (``get_distributed_model(world_size)`` under ``--ddp``)."""
     if hasattr(target, "load") and not isinstance(target, (str, Path)):
         return _load_object(target, device)
     target = target or str(bundled_example())
@@ -55,7 +57,7 @@ def load(target: Optional[str], entry: Optional[str], device: Optional[str], pro
         from graphtool.capture.script import load_model
 
         progress.phase(f"loading {Path(target.split(':')[0]).name}...")
-        return load_model(target, entry=entry, device=device)
+        return load_model(target, entry=entry, device=device, factory_args=factory_args)
 
 
 def _load_object(obj, device: Optional[str]):
@@ -76,17 +78,17 @@ def _load_object(obj, device: Optional[str]):
 
 
 def trace_own_device(target, entry, device, inference: bool, *, backend: str = "inductor", record_breaks: bool = True,
-                     debug: bool = False, progress: Progress = SILENT):
+                     debug: bool = False, progress: Progress = SILENT, wrapper=None, factory_args: tuple = ()):
     """Load the script and trace it on its own device with ``backend``'s AOT stage: a
     :class:`~graphtool.capture.tracer.Capture`."""
-    spec = load(target, entry, device, progress)
+    spec = load(target, entry, device, progress, factory_args)
     from graphtool.capture.tracer import trace_model
 
     progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
     with quiet_stdout():
         return trace_model(
             spec, inference=inference, backend=backend, record_breaks=record_breaks, quiet=not debug,
-            on_region=lambda i: progress.phase(f"tracing region {i}..."),
+            on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
         )
 
 

@@ -392,3 +392,53 @@ def test_fake_tensors_and_the_tracing_context_are_told_apart():
     compat.dynamo_reset()
     torch.compile(lambda x: x + 1, backend=backend)(torch.zeros(2))
     assert seen == [True]
+
+# --- DDP under torch.compile (issue 26) -----------------------------------------------------------
+
+def _ddp_gm():
+    """A dynamo graph of 3 Linear(512, 512) as DDPOptimizer receives it, with its example inputs."""
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append((gm, list(example_inputs)))
+        return gm.forward
+
+    compat.dynamo_reset()
+    model = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(3)])
+    torch.compile(model, backend=backend)(torch.randn(2, 512))
+    compat.dynamo_reset()
+    return seen[0]
+
+
+def test_ddp_optimizer_class_has_compile_fn():
+    assert callable(compat.ddp_optimizer_class().compile_fn)
+
+
+def test_ddp_first_bucket_bytes_is_one_mib():
+    assert compat.ddp_first_bucket_bytes() == 1024 * 1024
+
+
+def test_optimize_ddp_on_sets_and_restores_dynamo_config():
+    before = torch._dynamo.config.optimize_ddp
+    with compat.optimize_ddp_on():
+        assert torch._dynamo.utils.get_optimize_ddp_mode() == "ddp_optimizer"
+    assert torch._dynamo.config.optimize_ddp == before
+
+
+def test_ddp_buckets_at_counts_parameter_bytes_from_the_last_layer_back():
+    gm, example_inputs = _ddp_gm()
+    layer = 512 * 513 * 4
+    assert [b.size for b in compat.ddp_buckets_at(gm, example_inputs, 1024 * 1024)] == [layer] * 3
+    # the last layer fills the first bucket (1 MiB); the other two share the next
+    assert [b.size for b in compat.ddp_buckets_at(gm, example_inputs, 25 * 1024 * 1024)] == [2 * layer, layer]
+
+
+def test_recording_ddp_splits_keeps_each_split_and_restores_compile_fn():
+    gm, example_inputs = _ddp_gm()
+    cls = compat.ddp_optimizer_class()
+    original, records, seen = cls.compile_fn, [], []
+    with compat.recording_ddp_splits(records, before=lambda g, ex: seen.append(g)):
+        opt = cls(bucket_bytes_cap=1024 * 1024, backend_compile_fn=lambda g, ex, **kw: g.forward)
+        opt.compile_fn(gm, example_inputs)
+    assert cls.compile_fn is original and seen == [gm]
+    assert len(records) == 1 and records[0][1] is gm and len(records[0][0].buckets) == 3
