@@ -133,10 +133,15 @@ class Verdict:
         if self.no_graph:
             return f"torch.compile captured no graph, so nothing would be CUDA-graphed: {self.no_graph}"
         compiled = self.regions if self.regions_compiled is None else self.regions_compiled
-        if self.regions < compiled:
+        if self.regions < compiled or self.unjudged:
             verdict = "skipped" if skips else "unknown"
-            return (f"CUDA graphs with backend {self.backend}: {verdict}; only {self.regions} of {compiled} "
-                    f"regions could be judged ({self.unjudged})")
+            if self.regions < compiled:
+                return (f"CUDA graphs with backend {self.backend}: {verdict}; only {self.regions} of {compiled} "
+                        f"regions could be judged ({self.unjudged})")
+            from graphtool.text import count
+
+            return (f"CUDA graphs with backend {self.backend}: {verdict}; {count(self.regions, 'region')} judged before "
+                    f"the stand-in trace stopped, later ones unknown ({self.unjudged})")
         if not skips:
             splits = sum(r.code == "partition-split" for r in self.reasons)
             extra = f", split into more graphs at {splits} place{'s' if splits != 1 else ''}" if splits else ""
@@ -714,9 +719,10 @@ def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = T
             parts += more
     reasons += _break_reasons(dedupe_breaks(capture.breaks))
     compiled = capture.regions_compiled if capture.regions_compiled is not None else len(capture.regions)
-    unjudged = capture.stopped if len(capture.regions) < compiled else None
+    # a stand-in that stopped judged only the regions before the stop, whatever the own-device run counted
+    unjudged = capture.stopped if (len(capture.regions) < compiled or capture.stopped) else None
     # eligible only when every region torch compiles was judged and none skips
-    eligible = bool(capture.regions) and len(capture.regions) >= compiled and not any(r.skips for r in reasons)
+    eligible = bool(capture.regions) and len(capture.regions) >= compiled and not unjudged and not any(r.skips for r in reasons)
     return Verdict(backend, eligible, predicted, len(capture.regions), tuple(reasons), config,
                    regions_compiled=compiled, unjudged=unjudged, no_graph=getattr(capture, "no_graph", None),
                    partitions=tuple(parts))

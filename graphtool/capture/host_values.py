@@ -22,7 +22,7 @@ Example::
     >>> with values.recording():
     ...     n = torch.tensor(3).item()
     >>> with values.replaying():
-    ...     torch.empty(1, device="meta").item()
+    ...     torch.empty(1, dtype=torch.long, device="meta").item()
     3
 """
 
@@ -113,8 +113,10 @@ def as_protocol(name: str, tensor, value: Any, *args) -> Any:
     >>> t = torch.empty((), device="meta")
     >>> as_protocol("__bool__", t, 1.0), as_protocol("__index__", t, 2.0), as_protocol("__float__", t, True)
     (True, 2, 1.0)
-    >>> as_protocol("tolist", torch.empty(2, 1, device="meta"), [3, 4])
+    >>> as_protocol("tolist", torch.empty(2, 1, dtype=torch.long, device="meta"), [3, 4])
     [[3], [4]]
+    >>> as_protocol("item", torch.empty((), device="meta"), 3)  # a float tensor's item() is a float
+    3.0
     """
     if name == "__bool__":
         return bool(value)

@@ -13,8 +13,8 @@ Example::
     >>> from graphtool.capture.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> log = trace_model(load_model("examples/transpose_input.py"), steps=3).steps
-    >>> [r.step for r in log.recompiles], log.region_steps
-    ([2], (1, 2))
+    >>> [r.step for r in log.recompiles], log.region_steps  # step 2: the function and its resume frame
+    ([2, 2], (1, 2))
 """
 
 from __future__ import annotations

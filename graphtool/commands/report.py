@@ -45,11 +45,12 @@ class Level:
 class Picture:
     region: int
     graph: str  # forward | backward
-    nodes: int
+    nodes: int  # the graph's nodes, counted as trace and devices count them (len(graph.nodes))
     edges: int
     levels: tuple[Level, ...]
     default: int  # the level shown first
     facts: dict  # node id -> what a click shows
+    drawn: int = 0  # the picture's nodes: the graph's, less the output node, plus one marker per value returned
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,8 @@ def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list
             levels, default = _levels(drawing, f"region {region.index} {kind}", lay_out, progress)
             if not levels:
                 continue
-            pictures.append(Picture(region.index, kind, len(drawing.nodes), len(drawing.edges), tuple(levels), default,
-                                    graph_facts(gm, kind, region, show_device)))
+            pictures.append(Picture(region.index, kind, len(gm.graph.nodes), len(drawing.edges), tuple(levels), default,
+                                    graph_facts(gm, kind, region, show_device), drawn=len(drawing.nodes)))
     return pictures, marks
 
 

@@ -101,7 +101,7 @@ def format_report(result, *, command: str, versions: dict) -> str:
         # facts and fold membership are most of a large graph's bytes: packed like the pictures
         facts = {"facts": _short_paths(p.facts), "members": [lv.members for lv in p.levels]}
         pictures.append({"id": f"r{p.region}-{p.graph}", "region": p.region, "graph": p.graph, "nodes": p.nodes,
-                         "edges": p.edges, "default": p.default, "levels": levels, "packed": len(svgs)})
+                         "drawn": p.drawn, "edges": p.edges, "default": p.default, "levels": levels, "packed": len(svgs)})
         svgs.append(_packed(json.dumps(facts, separators=(",", ":"), default=str)))
     t = result.trace
     sections = [
@@ -196,7 +196,9 @@ def _graphs_section(result) -> str:
     if not result.pictures:
         return _section("graphs", "Graphs", '<p class="note">torch.compile captured no graph to draw.</p>')
     tabs = "".join(
-        f'<button type="button" class="tab" data-picture="{i}">region {p.region} {p.graph} <small>{p.nodes} nodes</small></button>'
+        f'<button type="button" class="tab" data-picture="{i}" title="{p.nodes} graph nodes, counted as trace and devices count '
+        f'them; the picture draws {p.drawn} (output markers in place of the output node)">region {p.region} {p.graph} '
+        f'<small>{p.nodes} nodes</small></button>'
         for i, p in enumerate(result.pictures)
     )
     body = f"""<div class="tabs" id="picture-tabs">{tabs}</div>

@@ -200,3 +200,18 @@ def test_node_facts_name_the_device_as_every_other_view_does(reports):
               for n in gm.graph.nodes if hasattr(n.meta.get("val"), "device")}
     assert traced == {"meta", "cpu"}
     assert shown == {"cuda:0 (predicted)", "cpu"}
+
+
+def test_a_graph_has_one_node_count_in_the_report_and_in_devices(reports):
+    """Issue 24: the report's tab counted the picture's nodes (output markers included); it now shows the
+    graph's count, the one devices shows for the same stand-in graph, and says what the picture adds."""
+    from graphtool.render.report import format_report
+
+    r = reports("convnet_bn.py")
+    by_graph = {(g.region, g.graph): g.nodes for g in r.devices.graphs}
+    for p in r.pictures:
+        assert p.nodes == by_graph[(p.region, p.graph)]
+        assert p.drawn and p.drawn != p.nodes
+    page = format_report(r, command="graphtool report", versions={})
+    first = r.pictures[0]
+    assert f"<small>{first.nodes} nodes</small>" in page and f"the picture draws {first.drawn}" in page

@@ -99,6 +99,26 @@ def test_devices_check_does_not_vouch_for_regions_it_never_judged(cli):
         assert rc == 0 and verdict.startswith("every node runs")
 
 
+@pytest.mark.slow
+def test_cudagraphs_check_does_not_vouch_for_regions_it_never_judged(cli):
+    rc, out, _ = cli("cudagraphs", COND, "--check", "--format", "json")
+    doc = json.loads(out)
+    header, verdict = doc["model"], doc["cudagraphs"]
+    if header["stopped"]:
+        assert rc == 1 and not verdict["eligible"] and "would be applied" not in verdict["summary"]
+        assert "unknown" in verdict["summary"] or "skipped" in verdict["summary"]
+
+
+def test_cudagraphs_verdict_after_a_stopped_standin_claims_nothing_beyond_the_stop():
+    from graphtool.analysis.cudagraphs import Verdict
+
+    stopped = Verdict("inductor", False, True, 3, (), {}, regions_compiled=1, unjudged="the stand-in stopped at m.py:9")
+    assert stopped.summary() == ("CUDA graphs with backend inductor: unknown; 3 regions judged before the stand-in trace "
+                                 "stopped, later ones unknown (the stand-in stopped at m.py:9)")
+    whole = Verdict("inductor", True, True, 3, (), {}, regions_compiled=3)
+    assert whole.summary() == "CUDA graphs would be applied to all 3 regions with backend inductor"
+
+
 def test_devices_verdict_counts_what_was_judged():
     from graphtool.analysis.devices import DeviceReport, GraphDevices
 
