@@ -250,6 +250,23 @@ def _abandon_capture(torch, graph, device, pool) -> None:
             compat.end_capture_pool(device, pool)
     with contextlib.suppress(Exception):
         graph.reset()
+    with contextlib.suppress(Exception):
+        _end_generator_capture(torch, device)
+
+
+def _end_generator_capture(torch, device) -> None:
+    """Take the device's default CUDA generator out of capture mode after a failed capture.
+
+    ``capture_begin`` puts the generator's state in capture mode (``capture_prologue``); only a
+    ``capture_end`` that gets past ``cudaStreamEndCapture`` takes it out (``capture_epilogue``), and
+    ``reset()`` does not (torch 2.11: aten/src/ATen/cuda/CUDAGraph.cpp). Until then every random op
+    outside a capture raises "Offset increment outside graph capture encountered unexpectedly": on an
+    H200 (2026-11-26, torch 2.11) each mode after a failed capture of a model with dropout failed so.
+    A clone of the state is out of capture mode, with the same seed and offset; the generator takes
+    it through the public graph-safe state API."""
+    gen = torch.cuda.default_generators[device]
+    if hasattr(gen, "clone_state") and hasattr(gen, "graphsafe_set_state"):
+        gen.graphsafe_set_state(gen.clone_state())
 
 
 def cuda_device_of(spec: ModelSpec):

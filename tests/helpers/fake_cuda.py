@@ -13,8 +13,11 @@ tensors, so that logic can be tested where it runs:
 - ops that synchronise with the host (``.item()``, ``nonzero``) raise during capture with CUDA's
   own message, as a real capture does, and invalidate it;
 - the state a capture changes is kept as torch keeps it (aten/src/ATen/cuda/CUDAGraph.cpp): the
-  current stream (``torch.cuda.stream`` contexts), whether a capture is under way, and the caching
-  allocator's pools that captures allocate into. ``capture_end()`` on an invalidated capture ends the
+  current stream (``torch.cuda.stream`` contexts), whether a capture is under way, the caching
+  allocator's pools that captures allocate into, and the default CUDA generator's capture mode
+  (``capture_begin`` sets it through ``capture_prologue``; only a ``capture_end`` that succeeds clears it
+  through ``capture_epilogue``: on torch 2.11 an H200 showed every random op after a failed capture
+  raising "Offset increment outside graph capture encountered unexpectedly"). ``capture_end()`` on an invalidated capture ends the
   capture and raises *before* it ends allocation to the pool, as torch's does; ``torch.cuda.graph`` is
   torch's own class, so its ``__exit__`` (capture_end, then the stream context) behaves as on a GPU.
   :meth:`FakeCuda.leftovers` lists whatever a capture left behind.
@@ -76,6 +79,8 @@ class FakeGraph:
         self._stream, self._pool = stream, pool if pool is not None else ("graph", id(self))
         cuda.pools_allocating.add(self._pool)  # beginAllocateToPool comes before cudaStreamBeginCapture
         cuda.capturing = self
+        self._generator_state = cuda.generator.state
+        self._generator_state.capturing = True  # the default generator's capture_prologue
         self._recorder = _Recorder()
         self._recorder.__enter__()
 
@@ -91,6 +96,7 @@ class FakeGraph:
         if recorder.invalidated:  # ... and fails on an invalidated one: torch's AT_CUDA_CHECK raises here,
             raise RuntimeError("CUDA error: operation failed due to a previous error during capture")  # pool kept
         cuda.pools_allocating.discard(self._pool)
+        self._generator_state.capturing = False  # capture_epilogue, reached only by a capture that ended
         self.ops = recorder.ops
         self._capture_ended = True
 
@@ -114,6 +120,25 @@ class FakeGraph:
                     if isinstance(old, torch.Tensor) and _storage(old) != _storage(fresh):
                         old.copy_(fresh)
         self.replays += 1
+
+
+class FakeGeneratorState:
+    def __init__(self):
+        self.capturing = False
+
+
+class FakeGenerator:
+    """The default CUDA generator's graph-safe state API (``clone_state``, ``graphsafe_set_state``):
+    a cloned state starts out of capture mode, as torch's ``CUDAGeneratorState::clone`` does."""
+
+    def __init__(self):
+        self.state = FakeGeneratorState()
+
+    def clone_state(self):
+        return FakeGeneratorState()
+
+    def graphsafe_set_state(self, state):
+        self.state = state
 
 
 class FakeStream:
@@ -154,6 +179,7 @@ class FakeCuda:
         self.pools_allocating: set = set()  # pools the caching allocator routes captures' allocations to
         self.released_pools: list = []
         self._pool_ids = 0
+        self.generator = FakeGenerator()
 
     def current_stream(self, device=None):
         return self.streams[-1]
@@ -167,6 +193,8 @@ class FakeCuda:
             left.append("the current stream is still a capture's side stream")
         if self.pools_allocating:
             left.append(f"the allocator still routes to {len(self.pools_allocating)} capture pool(s)")
+        if self.generator.state.capturing:
+            left.append("the default CUDA generator is still in capture mode")
         return left
 
     def install(self, monkeypatch):
@@ -208,6 +236,7 @@ class FakeCuda:
             "memory_reserved": lambda device=None: 1 << 20 if fake.graphs and fake.graphs[-1].ops else 0,
             "reset_peak_memory_stats": lambda device=None: None,
             "max_memory_allocated": lambda device=None: 4096,
+            "default_generators": (fake.generator,),
         }.items():
             monkeypatch.setattr(torch.cuda, name, value)
         # torch.cuda.graph stays torch's own class: its __enter__/__exit__ run against the fakes above
