@@ -340,13 +340,14 @@ def copy_to_meta(spec: ModelSpec) -> ModelSpec:
 
     from graphtool.errors import BadModelSpec
 
+    free = _free_state(spec.model)  # a function's module-level modules and tensors, and its closure's
     found: dict[int, Any] = {}
-    _reachable_tensors((spec.model, spec.args, spec.kwargs), found, set(), 0)
+    _reachable_tensors((spec.model, spec.args, spec.kwargs, free), found, set(), 0)
     mover = MetaMover()
     memo: dict[int, Any] = {tid: mover._tensor(t) for tid, t in found.items()}
     memo[id(memo)] = list(found.values())  # deepcopy's keep-alive list: the originals' ids stay theirs
     try:
-        model, args, kwargs = copy.deepcopy((spec.model, spec.args, spec.kwargs), memo)
+        model, args, kwargs, free = copy.deepcopy((spec.model, spec.args, spec.kwargs, free), memo)
     except Exception as exc:  # a lock, a file, a process group: objects Python cannot copy
         raise BadModelSpec(
             f"{spec.location}: graphtool needs a copy of the model for the accelerator stand-in, and Python could not "
@@ -354,7 +355,90 @@ def copy_to_meta(spec: ModelSpec) -> ModelSpec:
             hint="pass a model built on the meta device (device='meta'), or run graphtool on a script",
         ) from None
     rest = MetaMover()
-    return replace(spec, model=rest.move(model), args=rest.move(args), kwargs=rest.move(kwargs), borrowed=False)
+    model = _rebind(model, rest.move(free)) if free else rest.move(model)
+    return replace(spec, model=model, args=rest.move(args), kwargs=rest.move(kwargs), borrowed=False)
+
+
+def _stateful(value: Any) -> bool:
+    """Whether a function's free value holds state the stand-in must move: a module, or tensors."""
+    import torch
+
+    if isinstance(value, (torch.nn.Module, torch.Tensor)):
+        return True
+    if isinstance(value, (list, tuple, dict)) and not isinstance(value, type):
+        found: dict = {}
+        _reachable_tensors(value, found, set(), MAX_DEPTH - 2)
+        return bool(found)
+    return False
+
+
+def _functions_sharing(fn: types.FunctionType) -> list[types.FunctionType]:
+    """``fn`` and every function it reaches by a global name in its own module (a helper that reads
+    the same globals), so that all of them are rebound to the stand-in's globals."""
+    todo, out, seen = [fn], [], set()
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        out.append(f)
+        for name in _global_names(f.__code__):
+            value = f.__globals__.get(name)
+            if isinstance(value, types.FunctionType) and value.__globals__ is fn.__globals__:
+                todo.append(value)
+    return out
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):  # a nested function, lambda or comprehension
+            names |= _global_names(const)
+    return names
+
+
+def _free_state(model: Any) -> dict:
+    """A plain function's state outside its arguments: ``{("global", name) | ("cell", fn index, i): value}``
+    for each module-level module or tensor it (or a helper in its module) reads, and each closure cell
+    holding one. ``deepcopy`` leaves functions as they are, so without this the stand-in copy of a
+    function would still read the caller's modules on their own device."""
+    if not isinstance(model, types.FunctionType):
+        return {}
+    free: dict = {}
+    for index, f in enumerate(_functions_sharing(model)):
+        for name in _global_names(f.__code__):
+            if name in f.__globals__ and _stateful(f.__globals__[name]):
+                free[("global", name)] = f.__globals__[name]
+        for i, cell in enumerate(f.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if _stateful(value):
+                free[("cell", index, i)] = value
+    return free
+
+
+def _rebind(model: types.FunctionType, free: dict) -> types.FunctionType:
+    """``model`` (and the helpers it calls in its module) as new functions over a copy of its module's
+    globals in which the stateful names are ``free``'s copies; the caller's module is untouched."""
+    functions = _functions_sharing(model)
+    scope = dict(model.__globals__)
+    scope.update({key[1]: value for key, value in free.items() if key[0] == "global"})
+    rebound = []
+    for index, f in enumerate(functions):
+        cells = f.__closure__
+        if cells:
+            cells = tuple(types.CellType(free[("cell", index, i)]) if ("cell", index, i) in free else cell
+                          for i, cell in enumerate(cells))
+        new = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__, cells)
+        new.__kwdefaults__, new.__qualname__, new.__module__ = f.__kwdefaults__, f.__qualname__, f.__module__
+        new.__dict__.update(f.__dict__)
+        rebound.append(new)
+    for f, new in zip(functions, rebound):
+        if scope.get(f.__name__) is f:
+            scope[f.__name__] = new  # a helper called by name reaches the rebound copy
+    return rebound[0]
 
 
 def _reachable_tensors(obj: Any, found: dict, seen: set, depth: int) -> None:

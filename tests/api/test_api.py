@@ -221,3 +221,24 @@ def test_trace_with_bench_and_graph_code_carries_both_into_the_document():
     jsonschema.validate(doc, schema)
     assert doc["bench"]["modes"] and doc["cudagraphs"]["eligible"] is True
     assert any(name.startswith("forward") for name in r.extra["graph_code"])
+
+
+def test_a_function_over_module_globals_and_closures_runs_on_the_stand_in_and_leaves_them_alone():
+    """A model passed as a function that reads a module-level Linear and tensor (through a helper) and a
+    closure's Linear: the stand-in copies each to meta and rebinds the functions to the copies, so the
+    CUDA-graph verdict runs, and the caller's module, functions and closure keep their CPU tensors."""
+    import importlib.util
+
+    from tests.helpers import FIXTURES
+
+    spec = importlib.util.spec_from_file_location("global_function", FIXTURES / "issue24" / "global_function.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    weight = mod.net.weight
+    r = graphtool.cudagraphs(mod.step, torch.randn(2, 4))
+    assert r.eligible
+    t = graphtool.trace(mod.step, torch.randn(2, 4), device="meta")
+    assert t.summary().startswith("1 compiled region")
+    assert mod.net.weight is weight and weight.device.type == "cpu" and mod.scale.device.type == "cpu"
+    assert mod.helper.__globals__ is vars(mod) and mod.step.__globals__["net"] is mod.net
+    assert mod.head_fn.__closure__[0].cell_contents.weight.device.type == "cpu"
