@@ -76,10 +76,18 @@ class MetaMover:
     (device(type='meta'), device(type='meta'), True)
     """
 
-    def __init__(self, max_depth: int = MAX_DEPTH):
+    def __init__(self, max_depth: int = MAX_DEPTH, *, collect: bool = False):
         self.max_depth = max_depth
+        #: walk only: every tensor the move would reach is found (:meth:`found`), nothing changes
+        self.collect = collect
         # id(original) -> (original, its stand-in); holding the original keeps its id from being reused
         self._done: dict[int, tuple[Any, Any]] = {}
+
+    def found(self) -> dict[int, Any]:
+        """Every tensor reached so far, by id (what a ``collect`` walk is for)."""
+        import torch
+
+        return {key: old for key, (old, _) in self._done.items() if isinstance(old, torch.Tensor)}
 
     def move(self, obj: Any, depth: int = 0) -> Any:
         """``obj`` with its tensors on meta: a new tensor or tuple, else ``obj`` itself, changed in place."""
@@ -135,6 +143,11 @@ class MetaMover:
 
         if id(t) in self._done:
             return self._done[id(t)][1]
+        if self.collect:
+            self._done[id(t)] = (t, t)
+            for value in list(vars(t).values()):  # dynamo's marks, and whatever else rides on the tensor
+                self.move(value, self.max_depth)
+            return t
         if t.device.type == "meta":
             moved = t
         elif t._base is not None:  # a view of another tensor: view the moved base the same way
@@ -160,11 +173,15 @@ class MetaMover:
 
     def _module(self, module, depth: int):
         before = _registered_tensors(module)
-        module.to("meta")
-        after = _registered_tensors(module)
-        for name, old in before.items():
-            self._done[id(old)] = (old, after[name])
-            self._copy_marks(old, after[name])
+        if self.collect:
+            for t in before.values():
+                self._tensor(t)
+        else:
+            module.to("meta")
+            after = _registered_tensors(module)
+            for name, old in before.items():
+                self._done[id(old)] = (old, after[name])
+                self._copy_marks(old, after[name])
         subs = list(module.modules())
         for sub in subs:
             self._done[id(sub)] = (sub, sub)
@@ -341,8 +358,7 @@ def copy_to_meta(spec: ModelSpec) -> ModelSpec:
     from graphtool.errors import BadModelSpec
 
     free = _free_state(spec.model)  # a function's module-level modules and tensors, and its closure's
-    found: dict[int, Any] = {}
-    _reachable_tensors((spec.model, spec.args, spec.kwargs, free), found, set(), 0)
+    found = reachable_tensors((spec.model, spec.args, spec.kwargs, free))
     mover = MetaMover()
     memo: dict[int, Any] = {tid: mover._tensor(t) for tid, t in found.items()}
     memo[id(memo)] = list(found.values())  # deepcopy's keep-alive list: the originals' ids stay theirs
@@ -365,10 +381,8 @@ def _stateful(value: Any) -> bool:
 
     if isinstance(value, (torch.nn.Module, torch.Tensor)):
         return True
-    if isinstance(value, (list, tuple, dict)) and not isinstance(value, type):
-        found: dict = {}
-        _reachable_tensors(value, found, set(), MAX_DEPTH - 2)
-        return bool(found)
+    if isinstance(value, (list, tuple, dict)):
+        return bool(reachable_tensors(value, depth=MAX_DEPTH - 2))
     return False
 
 
@@ -441,36 +455,16 @@ def _rebind(model: types.FunctionType, free: dict) -> types.FunctionType:
     return rebound[0]
 
 
-def _reachable_tensors(obj: Any, found: dict, seen: set, depth: int) -> None:
-    """Every tensor :class:`MetaMover` would move from ``obj``, by id, without changing anything."""
-    import torch
+def reachable_tensors(obj: Any, depth: int = 0) -> dict[int, Any]:
+    """Every tensor :class:`MetaMover` would move from ``obj``, by id, found by the same walk without
+    changing anything.
 
-    if isinstance(obj, torch.Tensor):
-        if id(obj) not in found:
-            found[id(obj)] = obj
-            for value in vars(obj).values():  # dynamo's marks, and whatever else rides on the tensor
-                _reachable_tensors(value, found, seen, MAX_DEPTH)
-        return
-    if depth > MAX_DEPTH or _is_leaf(obj) or id(obj) in seen:
-        return
-    seen.add(id(obj))
-    if isinstance(obj, torch.nn.Module):
-        for t in _registered_tensors(obj).values():
-            _reachable_tensors(t, found, seen, depth + 1)
-        for sub in obj.modules():
-            seen.add(id(sub))
-            for name, value in list(vars(sub).items()):
-                if name not in _MODULE_REGISTRIES:
-                    _reachable_tensors(value, found, seen, depth + 1)
-        return
-    if isinstance(obj, (list, tuple)):
-        for value in obj:
-            _reachable_tensors(value, found, seen, depth + 1)
-    elif isinstance(obj, dict):
-        for value in list(obj.values()):
-            _reachable_tensors(value, found, seen, depth + 1)
-    if isinstance(obj, types.MethodType):
-        _reachable_tensors(obj.__self__, found, seen, depth + 1)
-    elif not isinstance(obj, tuple):
-        for _, value in _fields(obj):
-            _reachable_tensors(value, found, seen, depth + 1)
+    >>> import torch
+    >>> lin = torch.nn.Linear(2, 2)
+    >>> found = reachable_tensors(([lin], {"x": torch.ones(1)}))
+    >>> len(found), lin.weight.device.type
+    (3, 'cpu')
+    """
+    walk = MetaMover(collect=True)
+    walk.move(obj, depth)
+    return walk.found()

@@ -127,7 +127,7 @@ class _State:
     def __init__(self, spec: ModelSpec):
         import torch
 
-        from graphtool.capture.meta_standin import _reachable_tensors
+        from graphtool.capture.meta_standin import reachable_tensors
 
         self.torch = torch
         model = spec.model
@@ -136,8 +136,7 @@ class _State:
         self.grad_enabled = torch.is_grad_enabled()
         params = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
         self.params = {id(p): p for p in params}
-        found: dict[int, Any] = {}
-        _reachable_tensors((model, spec.args, spec.kwargs), found, set(), 0)
+        found = reachable_tensors((model, spec.args, spec.kwargs))
         # every leaf the trace's backward reaches (parameters, inputs that require grad) keeps its .grad
         leaves = {**self.params, **{i: t for i, t in found.items() if t.is_leaf and t.requires_grad}}
         self.grads = [(t, t.grad) for t in leaves.values()]
