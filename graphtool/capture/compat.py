@@ -964,7 +964,7 @@ def fsdp_param_group(module: Any) -> Any:
 def fsdp_param_sizes(group: Any) -> list[tuple[str, tuple, tuple, tuple, Any]]:
     """Each parameter of an ``FSDPParamGroup`` as ``(fqn, full shape, local shard shape on this
     rank, padded shard shape, dtype)``: FSDP2 pads dim 0 to a multiple of the world size and keeps the
-    padded shard (``padded_sharded_param_size``)."""
+    padded shard (``padded_sharded_param_size``). The names are set at the root's lazy init (its first forward)."""
     out = []
     for fp in group.fsdp_params:
         for attr in ("_param_fqn", "_orig_size", "sharded_size", "padded_sharded_param_size"):

@@ -72,7 +72,8 @@ def fsdp2_view(report, width: int = 78) -> Group:
     ranks = count(report.world_size, "rank")
     lines = [Text(f"under FSDP2 ({ranks}): {count(report.graph_count, 'compiled graph')}, "
                   f"{count(len(report.breaks), 'graph break')}", style="bold")]
-    lines.append(Text(_clip(f"  applied: {report.wrapper}", width)))
+    lines.extend(Text(w) for w in textwrap.wrap(f"applied: {report.wrapper}", width=width, initial_indent="  ",
+                                                subsequent_indent="    "))
     lines.append(Text(f"  {'FSDP unit':<16} {'params':>6} {'full':>11} {'shard/rank':>11} {'all-gather':>11}"))
     for u in report.units:
         name = u.module or "(root)"
