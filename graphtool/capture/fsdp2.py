@@ -99,6 +99,13 @@ class Fsdp2Session:
         self._path: Optional[str] = None
         self._units: dict[int, str] = {}
         self._stack: Any = None
+        self._backend: Any = None
+        #: modules the script compiled itself (``block.compile()``), recompiled with graphtool's backend
+        self.recompiled: list[str] = []
+
+    def use_backend(self, backend: Any) -> None:
+        """The backend that records graphs: a module the script compiled itself compiles with it instead."""
+        self._backend = backend
 
     def entry(self, target: Any, entry: str | None) -> tuple[str | None, tuple]:
         """As ``--ddp``: the script's ``get_distributed_model(world_size)`` when it defines one and
@@ -157,10 +164,23 @@ class Fsdp2Session:
                 fully_shard(block)
             fully_shard(inner)
         names = {id(m): name for name, m in inner.named_modules()}
+        self._recompile(inner, names)
         self._units = {id(m): names.get(id(m), "?") for m in inner.modules() if isinstance(m, FSDPModule)}
         self.model = inner
         self.optimizer = self._optimizer(inner, spec)
         return compiled
+
+    def _recompile(self, model: Any, names: dict[int, str]) -> None:
+        """``module.compile()`` keeps ``torch.compile(module._call_impl, **kwargs)`` in
+        ``_compiled_call_impl``: the same call with graphtool's backend, so its graphs are recorded."""
+        if self._backend is None:
+            return
+        import torch
+
+        for m in model.modules():
+            if getattr(m, "_compiled_call_impl", None) is not None:
+                m._compiled_call_impl = torch.compile(m._call_impl, backend=self._backend)
+                self.recompiled.append(names.get(id(m), "?"))
 
     def _optimizer(self, model: Any, spec: Any) -> Any:
         """The script's ``get_optimizer(model)``, called on the sharded model (its state is sharded too)."""

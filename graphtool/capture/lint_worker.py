@@ -98,6 +98,8 @@ def lint_one(job: LintJob) -> LintResult:
                 entry, factory_args = ddp.entry(job.path, job.entry) if ddp is not None else (job.entry, ())
                 spec = load_model(job.path, entry=entry, factory_args=factory_args)
                 compiled = torch.compile(spec.model, backend=backend)
+                if hasattr(ddp, "use_backend"):
+                    ddp.use_backend(backend)
                 runner = ddp.wrap(compiled, spec) if ddp is not None else compiled
                 _run_model(spec, runner, compiled, job)
             seen = CompileSeen(expected=original, found=torch.compile)

@@ -67,18 +67,21 @@ def predict(cli, script: Path, world: int) -> dict:
     return doc[0] if isinstance(doc, list) else doc
 
 
+CASES = [("blocks.py", 2), ("blocks.py", 4), ("per_block.py", 2)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("world", [2, 4])
-def test_predicted_fsdp2_facts_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, world):
-    ranks = run_ranks(BLOCKS, world, tmp_path)
-    doc = predict(cli, BLOCKS, world)
+@pytest.mark.parametrize("script, world", CASES, ids=[f"{s[:-3]}-ws{w}" for s, w in CASES])
+def test_predicted_fsdp2_facts_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, script, world):
+    ranks = run_ranks(FIXTURES / "fsdp2" / script, world, tmp_path)
+    doc = predict(cli, FIXTURES / "fsdp2" / script, world)
     fsdp = doc["fsdp2"]
     assert fsdp["world_size"] == world
     for rank, real in enumerate(ranks):
         # graphs: as many as every rank compiled, and the same ones on every rank
         assert real["graphs"] == ranks[0]["graphs"]
         assert fsdp["same_graphs_on_every_rank"] is True
-        assert fsdp["graph_count"] == len(real["graphs"]) == len(doc["graphs"])
+        assert fsdp["graph_count"] == len(real["graphs"]) == real["unique_graphs"] == len(doc["graphs"])
         assert len(fsdp["graph_breaks"]) == len(real["break_reasons"])
         # memory on this rank
         mem = fsdp["memory"][rank]

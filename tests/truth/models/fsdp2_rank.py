@@ -61,26 +61,38 @@ def local(t):
 def main(script, rank, world, store_path, out):
     rank, world = int(rank), int(world)
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
-    ns = runpy.run_path(script)
-    model, inputs = ns["get_model_and_inputs"]()
-    for m in list(model.modules()):
-        if isinstance(m, nn.ModuleList):
-            for block in m:
-                fully_shard(block)
-    fully_shard(model)
-    optimizer = ns["get_optimizer"](model) if "get_optimizer" in ns else None
     graphs = []
 
     def backend(gm, example_inputs):
         graphs.append(len(gm.graph.nodes))
         return gm.forward
 
+    # a script that compiles its blocks itself (``block.compile()``) compiles them here with the
+    # recording backend: the graphs dynamo makes do not depend on the backend
+    original_compile = torch.compile
+
+    def compile_here(model=None, **kwargs):
+        return original_compile(model, **{**kwargs, "backend": backend})
+
+    torch.compile = compile_here
+    ns = runpy.run_path(script)
+    if "get_distributed_model" in ns:
+        model, inputs = ns["get_distributed_model"](world)
+    else:
+        model, inputs = ns["get_model_and_inputs"]()
+        for m in list(model.modules()):
+            if isinstance(m, nn.ModuleList):
+                for block in m:
+                    fully_shard(block)
+        fully_shard(model)
+    optimizer = ns["get_optimizer"](model) if "get_optimizer" in ns else None
+
     listener = BreakReasons()
     trace = logging.getLogger("torch.__trace")
     trace.setLevel(logging.DEBUG)
     trace.propagate = False
     trace.addHandler(listener)
-    compiled = torch.compile(model, backend=backend)
+    compiled = original_compile(model, backend=backend)
     out_t = compiled(*inputs)
     torch.autograd.backward([out_t], [torch.ones_like(out_t)])
     grads = sum(local(p.grad) for p in model.parameters() if p.grad is not None)
@@ -99,7 +111,10 @@ def main(script, rank, world, store_path, out):
         torch.autograd.backward([out2], [torch.ones_like(out2)])
     dist.barrier()
     with open(out, "w") as f:
-        json.dump({"graphs": graphs, "break_reasons": sorted(listener.reasons),
+        from torch._dynamo.utils import counters
+
+        json.dump({"graphs": graphs, "unique_graphs": counters["stats"]["unique_graphs"],
+                   "break_reasons": sorted(listener.reasons),
                    "params_unpadded": sum(local(p) for p in model.parameters()), "params_padded": padded,
                    "grads": grads, "optimizer": state if optimizer is not None else None,
                    "comm_counts": {str(k): v for k, v in sizes.get_comm_counts().items()},
