@@ -164,11 +164,35 @@ class Fsdp2Session:
                 fully_shard(block)
             fully_shard(inner)
         names = {id(m): name for name, m in inner.named_modules()}
-        self._recompile(inner, names)
         self._units = {id(m): names.get(id(m), "?") for m in inner.modules() if isinstance(m, FSDPModule)}
+        self._recompile(inner, names)
+        self._name_inputs(inner, names)
         self.model = inner
         self.optimizer = self._optimizer(inner, spec)
         return compiled
+
+    def _name_inputs(self, model: Any, names: dict[int, str]) -> None:
+        """Name the graphs' parameter inputs. FSDP2 swaps in unsharded parameters (new tensors) while
+        a unit runs, so they are found by dynamo's placeholder name instead, relative to the unit's
+        ``self`` (``l_self_modules_l1_parameters_weight_``); a graph that serves several blocks names
+        them with ``*`` (``layers.*.l1.weight``)."""
+        found: dict[str, set[str]] = {}
+        for m in model.modules():
+            if id(m) not in self._units:
+                continue
+            prefix = names.get(id(m), "")
+            for rel, _p in m.named_parameters():
+                *mods, leaf = rel.split(".")
+                node = "l_self" + "".join(f"_modules_{part}" for part in mods) + f"_parameters_{leaf}_"
+                found.setdefault(node, set()).add(f"{prefix}.{rel}" if prefix else rel)
+        for node, full in found.items():
+            self.input_names.setdefault(node, ("parameter", _common(sorted(full))))
+        # the tracer named the parameters by id before fully_shard replaced them: those tensors are
+        # gone, and a new tensor (an unsharded parameter) may reuse an id
+        by_id = getattr(self._backend, "names", None)
+        if isinstance(by_id, dict):
+            for key in [k for k, (kind, _n) in by_id.items() if kind == "parameter"]:
+                del by_id[key]
 
     def _recompile(self, model: Any, names: dict[int, str]) -> None:
         """``module.compile()`` keeps ``torch.compile(module._call_impl, **kwargs)`` in
@@ -218,6 +242,18 @@ class Fsdp2Session:
             state = tuple(_optimizer_state(self.model, self.optimizer))
         return Fsdp2Run(self.wrapper, self.world_size, tuple(units), collectives, compat.skip_fsdp_hooks(),
                         type(self.optimizer).__name__ if self.optimizer is not None else None, state)
+
+
+def _common(names: list[str]) -> str:
+    """One name for parameters that one graph serves: the parts they share, ``*`` where they differ.
+
+    >>> _common(["layers.0.l1.weight", "layers.3.l1.weight"])
+    'layers.*.l1.weight'
+    """
+    parts = [n.split(".") for n in names]
+    if len(names) == 1 or len({len(p) for p in parts}) != 1:
+        return names[0] if len(names) == 1 else " | ".join(names)
+    return ".".join(col[0] if len(set(col)) == 1 else "*" for col in zip(*parts))
 
 
 def _module_by_id(model: Any, module_id: int) -> Any:

@@ -86,3 +86,12 @@ def test_blocks_the_script_compiled_itself_are_recorded_by_trace_and_lint(cli):
     rc, out, err = cli("lint", FSDP2 / "per_block.py", "--fsdp2", "--format", "json")
     assert rc == 0, err
     assert json.loads(out)["models"][0]["graph_count"] == 2
+
+
+def test_graph_inputs_are_the_blocks_parameters_never_a_stale_name(cli):
+    """FSDP2 replaces the parameters (fully_shard) and swaps in unsharded ones while a block runs:
+    a name kept by id from before could land on a new tensor that reuses the id."""
+    doc = _trace(cli, FSDP2 / "blocks.py")
+    for graph in doc["graphs"]:
+        params = [p["name"] for p in graph["forward"]["placeholders"] if p["kind"] == "parameter"]
+        assert params == ["layers.*.l1.weight", "layers.*.l1.bias", "layers.*.l2.weight", "layers.*.l2.bias"]
