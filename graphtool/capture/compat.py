@@ -975,6 +975,21 @@ def fsdp_param_sizes(group: Any) -> list[tuple[str, tuple, tuple, tuple, Any]]:
     return out
 
 
+def recompile_module(module: Any, backend: Any) -> bool:
+    """A module the user compiled with ``module.compile()`` (``nn.Module._compiled_call_impl``, its
+    ``_call_impl`` under ``torch.compile``) compiled again the same way with ``backend``; False for
+    a module not compiled so."""
+    import torch
+
+    if getattr(module, "_compiled_call_impl", None) is None:
+        return False
+    call_impl = getattr(module, "_call_impl", None)
+    if call_impl is None:
+        raise _missing("torch.nn.Module._call_impl")
+    module._compiled_call_impl = torch.compile(call_impl, backend=backend)
+    return True
+
+
 def skip_fsdp_hooks() -> bool:
     """dynamo's ``skip_fsdp_hooks`` (True by default): FSDP2's hooks, and their collectives, run eagerly."""
     return bool(getattr(_require("torch._dynamo", "config"), "skip_fsdp_hooks", True))

@@ -19,10 +19,10 @@ Example::
     >>> from graphtool.capture.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> with Fsdp2Session(world_size=8) as fsdp:
-    ...     cap = trace_model(load_model("tests/fixtures/fsdp2/blocks.py"), wrapper=fsdp)
+    ...     cap = trace_model(load_model("tests/fixtures/fsdp2/blocks.py"), wrapper=fsdp, backend="aot_eager")
     ...     run = fsdp.result(cap)
-    >>> [u.module for u in run.units]
-    ['layers.0', 'layers.1', 'layers.2', 'layers.3', '']
+    >>> [u.module for u in run.units], len(cap.regions)
+    (['', 'layers.0', 'layers.1', 'layers.2', 'layers.3'], 2)
 """
 
 from __future__ import annotations
@@ -199,11 +199,8 @@ class Fsdp2Session:
         ``_compiled_call_impl``: the same call with graphtool's backend, so its graphs are recorded."""
         if self._backend is None:
             return
-        import torch
-
         for m in model.modules():
-            if getattr(m, "_compiled_call_impl", None) is not None:
-                m._compiled_call_impl = torch.compile(m._call_impl, backend=self._backend)
+            if compat.recompile_module(m, self._backend):
                 self.recompiled.append(names.get(id(m), "?"))
 
     def _optimizer(self, model: Any, spec: Any) -> Any:

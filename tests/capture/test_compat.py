@@ -501,3 +501,24 @@ def test_recording_fsdp_collectives_names_each_unit_and_restores_torch(fake_grou
     gather = next(r for r in records if r[0] == "all_gather_single" and r[3] == "0")
     assert gather[1] == 4 * gather[2]  # receives every rank's padded shard, sends its own
     assert (dist.all_gather_single, FSDPParamGroup.unshard, FSDPParamGroup.post_backward) == before
+
+
+def test_recompile_module_swaps_the_backend_of_module_compile():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    class Double(torch.nn.Module):  # a user's module: dynamo skips torch's own modules' frames
+        def forward(self, x):
+            return x * 2
+
+    compat.dynamo_reset()
+    plain, compiled = Double(), Double()
+    compiled.compile(backend="eager")
+    assert compat.recompile_module(plain, backend) is False
+    assert compat.recompile_module(compiled, backend) is True
+    compiled(torch.randn(1, 2))
+    assert len(seen) == 1
+    compat.dynamo_reset()
