@@ -145,15 +145,15 @@ PREDICTED_ONLY = (
     "next one's prefetched): FSDP2's prefetch order, never measured on CPU",
     "the CUDA-graph consequence: CUDA graphs need a GPU",
 )
-EAGER_NOTE = ("FSDP2's all-gathers and reduce-scatters run in its hooks, eagerly, between the compiled graphs "
-              "(torch._dynamo.config.skip_fsdp_hooks is True); the graphs hold none")
-TRACEABLE_NOTE = ("torch._dynamo.config.skip_fsdp_hooks is False: FSDP2's hooks are traced, so collectives can sit "
-                  "inside graphs (a graph that holds a collective cannot be a CUDA graph on its own ranks alone)")
+EAGER_NOTE = ("FSDP2's all-gathers and reduce-scatters run in its hooks, eagerly, between the compiled graphs; "
+              "the graphs hold none")
+TRACEABLE_NOTE = ("torch._dynamo.config.skip_fsdp_hooks is False: FSDP2's hooks are traced, so its collectives can "
+                  "sit inside the graphs (listed per graph above)")
 NO_COLLECTIVE_GRAPHS = ("no compiled graph holds a collective: as far as FSDP2 goes, each may become a CUDA graph; "
                         "the eager collectives between them stay outside")
 HAS_COLLECTIVE_GRAPHS = ("{n} compiled graph(s) hold a collective: captured in a CUDA graph, the collective replays "
-                         "with the recorded buffers on every rank in lockstep; inductor's cudagraph trees skip a "
-                         "graph with a collective unless torch._inductor.config.triton.cudagraph_trees allows it")
+                         "with the buffers recorded at capture, so every rank must replay the same graphs in the "
+                         "same order")
 UNEVEN_NOTE = ("{n} parameter(s) do not split evenly over {ws} ranks (first: {first}): FSDP2 pads their dim 0, so "
                "ranks hold shards of different sizes but allocate the same padded bytes")
 SKIPPED_ROOT_NOTE = ("FSDP2's hooks are torch._dynamo.disable'd: dynamo skips the frame that calls a fully_shard'ed "

@@ -991,7 +991,9 @@ def recompile_module(module: Any, backend: Any) -> bool:
 
 
 def skip_fsdp_hooks() -> bool:
-    """dynamo's ``skip_fsdp_hooks`` (True by default): FSDP2's hooks, and their collectives, run eagerly."""
+    """Whether FSDP2's hooks, and their collectives, run eagerly outside the graphs: dynamo's
+    ``skip_fsdp_hooks`` where a release has it (True by default; False traced them, "traceable
+    FSDP2"); torch 2.13 and 2.14 have no such flag and always run them eagerly (True)."""
     return bool(getattr(_require("torch._dynamo", "config"), "skip_fsdp_hooks", True))
 
 
