@@ -291,10 +291,11 @@ def local_bytes(param: Any, rank: int) -> int:
     return rows * _numel(param.shape[1:]) * param.element_size
 
 
-def rank_memory(run: Any) -> tuple[RankMemory, ...]:
+def rank_memory(run: Any, *, training: bool = True) -> tuple[RankMemory, ...]:
     """Each rank's :class:`RankMemory` from rank 0's run (a :class:`~graphtool.capture.fsdp2.Fsdp2Run`):
     the other ranks' shards follow FSDP2's row split; an optimizer state tensor shaped like rank 0's
-    shard scales with the rank's rows, any other (Adam's ``step``) is the same on every rank."""
+    shard scales with the rank's rows, any other (Adam's ``step``) is the same on every rank. Without
+    ``training`` (``--inference``) there are no gradients and no optimizer step."""
     params = [p for u in run.units for p in u.params]
     by_name = {p.name: p for p in params}
     padded = sum(_numel(p.padded_shard) * p.element_size for p in params)
@@ -307,7 +308,7 @@ def rank_memory(run: Any) -> tuple[RankMemory, ...]:
     for rank in range(run.world_size):
         local = sum(local_bytes(p, rank) for p in params)
         opt = None
-        if run.optimizer is not None:
+        if run.optimizer is not None and training:
             opt = 0
             for name, _key, shape, nbytes in run.optimizer_state:
                 p = by_name.get(name)
@@ -316,7 +317,7 @@ def rank_memory(run: Any) -> tuple[RankMemory, ...]:
                     opt += local_bytes(p, rank) * nbytes // max(1, local_bytes(p, 0))
                 else:
                     opt += nbytes
-        out.append(RankMemory(rank, padded, local, local, opt, peak))
+        out.append(RankMemory(rank, padded, local, local if training else 0, opt, peak))
     return tuple(out)
 
 
@@ -362,4 +363,5 @@ def build_fsdp2_report(capture: Any, run: Any) -> Fsdp2Report:
     if not same:
         predicted.append("whether every rank compiles the same graphs (collectives with uneven shards in them)")
     return Fsdp2Report(run.wrapper, run.world_size, tuple(units), len(capture.regions), tuple(breaks), in_graphs,
-                       eager_collectives(run), same, run.optimizer, rank_memory(run), tuple(predicted), tuple(notes))
+                       eager_collectives(run), same, run.optimizer, rank_memory(run, training=capture.training),
+                       tuple(predicted), tuple(notes))

@@ -97,7 +97,8 @@ class Fsdp2Session:
         self.model: Any = None
         self.optimizer: Any = None
         self._path: Optional[str] = None
-        self._units: dict[int, str] = {}
+        self._units: dict[int, str] = {}  # id(module) -> its name, for each fully_shard'ed module
+        self._groups: dict[int, str] = {}  # id(FSDPParamGroup) -> its module's name
         self._stack: Any = None
         self._backend: Any = None
         #: modules the script compiled itself (``block.compile()``), recompiled with graphtool's backend
@@ -165,6 +166,8 @@ class Fsdp2Session:
             fully_shard(inner)
         names = {id(m): name for name, m in inner.named_modules()}
         self._units = {id(m): names.get(id(m), "?") for m in inner.modules() if isinstance(m, FSDPModule)}
+        self._groups = {id(g): self._units[id(m)] for m in inner.modules() if id(m) in self._units
+                        for g in [compat.fsdp_param_group(m)] if g is not None}
         self._recompile(inner, names)
         self._name_inputs(inner, names)
         self.model = inner
@@ -217,10 +220,7 @@ class Fsdp2Session:
             return factory(model)
 
     def _unit_of(self, group: Any) -> Optional[str]:
-        for module_id, name in self._units.items():
-            if compat.fsdp_param_group(_module_by_id(self.model, module_id)) is group:
-                return name
-        return None
+        return self._groups.get(id(group))
 
     def result(self, capture: Any = None) -> Fsdp2Run:
         """The units, the collectives of the step and the optimizer's state, as plain values."""
@@ -234,7 +234,8 @@ class Fsdp2Session:
             units.append(Unit(self._units[id(m)], params))
         collectives = tuple(EagerCollective(op, unit, out_b, in_b) for op, out_b, in_b, unit in self.records)
         state = ()
-        if self.optimizer is not None:  # after the traced backward: its gradients are the step's
+        if self.optimizer is not None and any(p.grad is not None for p in self.model.parameters()):
+            # after the traced backward: its gradients are the step's (none in --inference)
             self.optimizer.step()
             state = tuple(_optimizer_state(self.model, self.optimizer))
         return Fsdp2Run(self.wrapper, self.world_size, tuple(units), collectives, compat.skip_fsdp_hooks(),
@@ -251,10 +252,6 @@ def _common(names: list[str]) -> str:
     if len(names) == 1 or len({len(p) for p in parts}) != 1:
         return names[0] if len(names) == 1 else " | ".join(names)
     return ".".join(col[0] if len(set(col)) == 1 else "*" for col in zip(*parts))
-
-
-def _module_by_id(model: Any, module_id: int) -> Any:
-    return next(m for m in model.modules() if id(m) == module_id)
 
 
 def _element_size(dtype: Any) -> int:

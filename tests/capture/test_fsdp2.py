@@ -95,3 +95,9 @@ def test_graph_inputs_are_the_blocks_parameters_never_a_stale_name(cli):
     for graph in doc["graphs"]:
         params = [p["name"] for p in graph["forward"]["placeholders"] if p["kind"] == "parameter"]
         assert params == ["layers.*.l1.weight", "layers.*.l1.bias", "layers.*.l2.weight", "layers.*.l2.bias"]
+
+
+def test_inference_holds_no_gradients_and_no_optimizer_state(cli):
+    fsdp = _trace(cli, FSDP2 / "blocks.py", "--inference")["fsdp2"]
+    assert {(m["grads"], m["optimizer"]) for m in fsdp["memory"]} == {(0, None)}
+    assert {e["op"] for e in fsdp["eager_collectives"]} == {"all_gather"}  # no backward: no reduce-scatter
