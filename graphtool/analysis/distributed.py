@@ -141,8 +141,8 @@ def _bytes(val: Any) -> Optional[int]:
 
 #: facts graphtool cannot compare with a real run on CPU, named in every FSDP2 report
 PREDICTED_ONLY = (
-    "all-gather buffers held at once (the root's unsharded parameters, one block's while it runs and the "
-    "next one's prefetched): FSDP2's prefetch order, never measured on CPU",
+    "the all-gather peak: the unsharded parameters held at once (checked) plus the next block's all-gather "
+    "output in flight while one runs (FSDP2's prefetch; its buffer is never measured on CPU)",
     "the CUDA-graph consequence: CUDA graphs need a GPU",
 )
 EAGER_NOTE = ("FSDP2's all-gathers and reduce-scatters run in its hooks, eagerly, between the compiled graphs; "
@@ -198,9 +198,13 @@ class RankMemory:
     """What one rank holds under FSDP2, in bytes: its parameter shards (``params``: padding
     included, as FSDP2 allocates them; ``params_unpadded``: the rows the rank owns), its gradient
     shards (the unpadded rows, as ``p.grad.to_local()``), the optimizer's state (None without
-    ``get_optimizer``) and the all-gather buffers held at once at the peak (predicted only).
+    ``get_optimizer``), the unsharded parameters FSDP2 holds at once (``unsharded_peak``: the root's,
+    which stay gathered all step, and the largest block's) and, predicted only, the all-gather
+    buffers at the peak (``allgather_peak``: that, plus the next block's all-gather output, in
+    flight while the current block runs).
 
-    >>> m = RankMemory(rank=0, params=1024, params_unpadded=1000, grads=1000, optimizer=2004, allgather_peak=8192)
+    >>> m = RankMemory(rank=0, params=1024, params_unpadded=1000, grads=1000, optimizer=2004,
+    ...                unsharded_peak=4096, allgather_peak=8192)
     >>> m.total
     12220
     """
@@ -210,6 +214,7 @@ class RankMemory:
     params_unpadded: int
     grads: int
     optimizer: Optional[int]
+    unsharded_peak: int
     allgather_peak: int
 
     @property
@@ -218,7 +223,8 @@ class RankMemory:
 
     def to_dict(self) -> dict:
         return {"rank": self.rank, "params": self.params, "params_unpadded": self.params_unpadded, "grads": self.grads,
-                "optimizer": self.optimizer, "allgather_peak": self.allgather_peak, "total": self.total}
+                "optimizer": self.optimizer, "unsharded_peak": self.unsharded_peak,
+                "allgather_peak": self.allgather_peak, "total": self.total}
 
 
 @dataclass(frozen=True)
@@ -303,6 +309,7 @@ def rank_memory(run: Any, *, training: bool = True) -> tuple[RankMemory, ...]:
                for u in run.units]
     root = sum(b for m, b in gathers if m == "")
     blocks = sorted((b for m, b in gathers if m != ""), reverse=True)
+    unsharded = root + sum(blocks[:1])
     peak = root + sum(blocks[:2])
     out = []
     for rank in range(run.world_size):
@@ -317,7 +324,7 @@ def rank_memory(run: Any, *, training: bool = True) -> tuple[RankMemory, ...]:
                     opt += local_bytes(p, rank) * nbytes // max(1, local_bytes(p, 0))
                 else:
                     opt += nbytes
-        out.append(RankMemory(rank, padded, local, local if training else 0, opt, peak))
+        out.append(RankMemory(rank, padded, local, local if training else 0, opt, unsharded, peak))
     return tuple(out)
 
 

@@ -101,11 +101,15 @@ def fsdp2_view(report, width: int = 78) -> Group:
                                     f"receives {_size(e.received_bytes)}", width)))
     opt = f" (optimizer: {report.optimizer})" if report.optimizer else ""
     lines.append(Text(f"  memory per rank{opt}:"))
-    lines.append(Text(f"    {'rank':>4} {'params':>10} {'grads':>10} {'optimizer':>10} {'all-gather*':>11} {'total':>10}"))
+    lines.append(Text(f"    {'rank':>4} {'params':>10} {'grads':>10} {'optimizer':>10} {'unsharded':>10} "
+                      f"{'all-gather*':>11} {'total':>10}"))
     for m in report.memory:
         lines.append(Text(f"    {m.rank:>4} {_size(m.params):>10} {_size(m.grads):>10} {_size(m.optimizer):>10} "
-                          f"{_size(m.allgather_peak):>11} {_size(m.total):>10}"))
-    lines.append(Text("    params include FSDP2's padding; * predicted only", style="dim"))
+                          f"{_size(m.unsharded_peak):>10} {_size(m.allgather_peak):>11} {_size(m.total):>10}"))
+    lines.extend(Text(w, style="dim") for w in textwrap.wrap(
+        "params include FSDP2's padding; unsharded: the root's and the largest block's parameters gathered at "
+        "once; all-gather*: that and the next block's all-gather buffer (predicted only); total counts "
+        "all-gather*", width=width, initial_indent="    ", subsequent_indent="    "))
     same = "yes" if report.same_graphs_on_every_rank else "not predicted (see notes)"
     lines.append(Text(f"  same graphs on every rank: {same}"))
     for fact in report.predicted_only:

@@ -53,6 +53,30 @@ class Sizes(CommDebugMode):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
+def watch_unsharded(model, peak):
+    """After each of FSDP2's steps (unshard, wait, reshard...), the bytes of every unsharded
+    parameter's storage (FSDP2 frees it, to size 0, when it reshards): the most is ``peak[0]``."""
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+
+    groups = [g for m in model.modules() if isinstance(m, FSDPModule)
+              for g in [m._get_fsdp_state()._fsdp_param_group] if g is not None]
+
+    def held():
+        return sum(fp._unsharded_param.untyped_storage().nbytes() for g in groups for fp in g.fsdp_params
+                   if getattr(fp, "_unsharded_param", None) is not None)
+
+    for name in ("unshard", "wait_for_unshard", "reshard", "pre_backward", "post_backward", "post_forward"):
+        original = getattr(FSDPParamGroup, name)
+
+        def watched(self, *args, __original=original, **kwargs):
+            out = __original(self, *args, **kwargs)
+            peak[0] = max(peak[0], held())
+            return out
+
+        setattr(FSDPParamGroup, name, watched)
+
+
 def local(t):
     t = t.to_local() if hasattr(t, "to_local") else t
     return int(t.numel() * t.element_size())
@@ -93,6 +117,8 @@ def main(script, rank, world, store_path, out):
     trace.propagate = False
     trace.addHandler(listener)
     compiled = original_compile(model, backend=backend)
+    peak = [0]
+    watch_unsharded(model, peak)
     out_t = compiled(*inputs)
     torch.autograd.backward([out_t], [torch.ones_like(out_t)])
     grads = sum(local(p.grad) for p in model.parameters() if p.grad is not None)
@@ -116,7 +142,7 @@ def main(script, rank, world, store_path, out):
         json.dump({"graphs": graphs, "unique_graphs": counters["stats"]["unique_graphs"],
                    "break_reasons": sorted(listener.reasons),
                    "params_unpadded": sum(local(p) for p in model.parameters()), "params_padded": padded,
-                   "grads": grads, "optimizer": state if optimizer is not None else None,
+                   "grads": grads, "unsharded_peak": peak[0], "optimizer": state if optimizer is not None else None,
                    "comm_counts": {str(k): v for k, v in sizes.get_comm_counts().items()},
                    "calls": sizes.calls}, f)
     dist.destroy_process_group()
