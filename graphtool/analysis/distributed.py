@@ -158,6 +158,8 @@ UNEVEN_NOTE = ("{n} parameter(s) do not split evenly over {ws} ranks (first: {fi
                "ranks hold shards of different sizes but allocate the same padded bytes")
 SKIPPED_ROOT_NOTE = ("FSDP2's hooks are torch._dynamo.disable'd: dynamo skips the frame that calls a fully_shard'ed "
                      "module (the root's forward runs eagerly) and compiles each block's forward as a frame of its own")
+SCRIPT_COMPILED_NOTE = ("the script compiled {n} module(s) itself (module.compile(), first: {first}): their graphs "
+                        "are among those counted, recorded with graphtool's backend instead of the script's")
 SAME_GRAPHS_NOTE = ("every rank compiles the same graphs: they see the unsharded parameters, which FSDP2 all-gathers "
                     "to the same shapes on every rank")
 
@@ -357,6 +359,8 @@ def build_fsdp2_report(capture: Any, run: Any) -> Fsdp2Report:
     uneven = [p.name for u in run.units for p in u.params
               if p.shape and p.shape[0] != p.padded_shard[0] * run.world_size]
     notes = [EAGER_NOTE if run.skip_fsdp_hooks else TRACEABLE_NOTE]
+    if run.compiled_by_script:
+        notes.append(SCRIPT_COMPILED_NOTE.format(n=len(run.compiled_by_script), first=run.compiled_by_script[0] or "(root)"))
     if any(b.torch_source and "/fsdp/" in b.torch_source.file.replace("\\", "/") for b in breaks):
         notes.insert(0, SKIPPED_ROOT_NOTE)
     same = not in_graphs or not uneven

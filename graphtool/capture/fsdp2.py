@@ -79,6 +79,7 @@ class Fsdp2Run:
     skip_fsdp_hooks: bool
     optimizer: Optional[str]  # the optimizer's class name, when the script gave one
     optimizer_state: tuple[tuple[str, str, tuple, int], ...]  # (param, state key, shape, bytes) on rank 0
+    compiled_by_script: tuple[str, ...] = ()  # modules the script compiled itself (``module.compile()``)
 
 
 class Fsdp2Session:
@@ -96,7 +97,6 @@ class Fsdp2Session:
         self.wrapper = CONVENTION
         self.model: Any = None
         self.optimizer: Any = None
-        self._path: Optional[str] = None
         self._units: dict[int, str] = {}  # id(module) -> its name, for each fully_shard'ed module
         self._groups: dict[int, str] = {}  # id(FSDPParamGroup) -> its module's name
         self._stack: Any = None
@@ -116,7 +116,6 @@ class Fsdp2Session:
         if not isinstance(target, (str, os.PathLike)):
             return entry, ()
         path, inline = split_target(os.fspath(target))
-        self._path = path
         if entry or inline or not _defines(path, DISTRIBUTED_FACTORY):
             return entry, ()
         self.from_factory = True
@@ -239,7 +238,8 @@ class Fsdp2Session:
             self.optimizer.step()
             state = tuple(_optimizer_state(self.model, self.optimizer))
         return Fsdp2Run(self.wrapper, self.world_size, tuple(units), collectives, compat.skip_fsdp_hooks(),
-                        type(self.optimizer).__name__ if self.optimizer is not None else None, state)
+                        type(self.optimizer).__name__ if self.optimizer is not None else None, state,
+                        tuple(self.recompiled))
 
 
 def _common(names: list[str]) -> str:

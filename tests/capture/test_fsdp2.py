@@ -83,6 +83,7 @@ def test_lint_fsdp2_budget_fails_on_the_break(cli):
 def test_blocks_the_script_compiled_itself_are_recorded_by_trace_and_lint(cli):
     fsdp = _trace(cli, FSDP2 / "per_block.py", "--world-size", "4")["fsdp2"]
     assert fsdp["graph_count"] == 2  # tests/truth/test_fsdp2_truth.py: what real ranks compile
+    assert any("the script compiled 3 module(s) itself (module.compile(), first: layers.0)" in n for n in fsdp["notes"])
     rc, out, err = cli("lint", FSDP2 / "per_block.py", "--fsdp2", "--format", "json")
     assert rc == 0, err
     assert json.loads(out)["models"][0]["graph_count"] == 2
