@@ -81,6 +81,7 @@ class LintTarget:
     dynamic: bool = False
     budget: Budget = field(default_factory=Budget)
     ddp: tuple[int, float] | None = None  # ``--ddp``: (world_size, bucket_cap_mb)
+    fsdp2: int | None = None  # ``--fsdp2``: the world size
 
     @property
     def name(self) -> str:
@@ -89,7 +90,7 @@ class LintTarget:
     def job(self, debug: bool = False) -> LintJob:
         if self.run:
             return LintJob(path=self.path, run=True, args=self.args, debug=debug)
-        return LintJob(path=self.path, entry=self.entry, dynamic=self.dynamic, debug=debug, ddp=self.ddp)
+        return LintJob(path=self.path, entry=self.entry, dynamic=self.dynamic, debug=debug, ddp=self.ddp, fsdp2=self.fsdp2)
 
 
 @dataclass(frozen=True)

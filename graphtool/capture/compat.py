@@ -935,3 +935,123 @@ def ddp_buckets_at(gm: Any, example_inputs: list, bucket_bytes: int) -> list:
         if original_log is not None:
             module.pretty_print_buckets = original_log
     return list(opt.buckets)
+
+
+# --- FSDP2 under torch.compile (issue 26): fully_shard in a fake process group ----------------------
+
+def fake_store_class() -> Any:
+    """``torch.testing._internal.distributed.fake_pg.FakeStore``: with it, ``init_process_group("fake")``
+    makes a group of any world size in one process whose collectives do nothing (rank 0's view)."""
+    return _require("torch.testing._internal.distributed.fake_pg", "FakeStore")
+
+
+def init_fake_process_group(world_size: int) -> None:
+    """The default process group as rank 0 of ``world_size`` ranks, none of which exists."""
+    import torch.distributed as dist
+
+    dist.init_process_group("fake", store=fake_store_class()(), rank=0, world_size=world_size)
+
+
+def fsdp_param_group(module: Any) -> Any:
+    """The ``FSDPParamGroup`` that ``fully_shard(module)`` made (``None``: the module manages no
+    parameter of its own), via ``FSDPModule._get_fsdp_state()._fsdp_param_group``."""
+    state = getattr(module, "_get_fsdp_state", None)
+    if state is None:
+        raise _missing("FSDPModule._get_fsdp_state")
+    return getattr(state(), "_fsdp_param_group", None)
+
+
+def fsdp_param_sizes(group: Any) -> list[tuple[str, tuple, tuple, tuple, Any]]:
+    """Each parameter of an ``FSDPParamGroup`` as ``(fqn, full shape, local shard shape on this
+    rank, padded shard shape, dtype)``: FSDP2 pads dim 0 to a multiple of the world size and keeps the
+    padded shard (``padded_sharded_param_size``). The names are set at the root's lazy init (its first forward)."""
+    out = []
+    for fp in group.fsdp_params:
+        for attr in ("_param_fqn", "_orig_size", "sharded_size", "padded_sharded_param_size"):
+            if not hasattr(fp, attr):
+                raise _missing(f"FSDPParam.{attr}")
+        out.append((str(fp._param_fqn), tuple(fp._orig_size), tuple(fp.sharded_size),
+                    tuple(fp.padded_sharded_param_size), fp.sharded_param.dtype))
+    return out
+
+
+def recompile_module(module: Any, backend: Any) -> bool:
+    """A module the user compiled with ``module.compile()`` (``nn.Module._compiled_call_impl``, its
+    ``_call_impl`` under ``torch.compile``) compiled again the same way with ``backend``; False for
+    a module not compiled so."""
+    import torch
+
+    if getattr(module, "_compiled_call_impl", None) is None:
+        return False
+    call_impl = getattr(module, "_call_impl", None)
+    if call_impl is None:
+        raise _missing("torch.nn.Module._call_impl")
+    module._compiled_call_impl = torch.compile(call_impl, backend=backend)
+    return True
+
+
+def skip_fsdp_hooks() -> bool:
+    """Whether FSDP2's hooks, and their collectives, run eagerly outside the graphs: dynamo's
+    ``skip_fsdp_hooks`` where a release has it (True by default; False traced them, "traceable
+    FSDP2"); torch 2.13 and 2.14 have no such flag and always run them eagerly (True)."""
+    return bool(getattr(_require("torch._dynamo", "config"), "skip_fsdp_hooks", True))
+
+
+#: the torch.distributed functions FSDP2's hooks call for its collectives (2.13: ``all_gather_single``,
+#: ``reduce_scatter_single``; older releases ``all_gather_into_tensor``, ``reduce_scatter_tensor``;
+#: HSDP adds ``all_reduce``)
+FSDP_COLLECTIVES = ("all_gather_single", "all_gather_into_tensor", "reduce_scatter_single", "reduce_scatter_tensor",
+                    "all_reduce")
+
+
+@contextlib.contextmanager
+def recording_fsdp_collectives(records: list, name_of: Any):
+    """While open, each collective FSDP2 runs eagerly appends ``(op, output bytes, input bytes, unit)``
+    to ``records``: ``unit`` is ``name_of(group)`` for the ``FSDPParamGroup`` whose ``unshard`` or
+    ``post_backward`` issued it (None outside them). The public ``torch.distributed`` functions are
+    wrapped (a dispatch mode would see the c10d ops, but dynamo compiles nothing under one); a call
+    made by another wrapped call is not counted twice."""
+    import torch.distributed as dist
+
+    group_cls = _require("torch.distributed.fsdp._fully_shard._fsdp_param_group", "FSDPParamGroup")
+    current: list = []
+    depth = [0]
+    patched: list = []
+    for method in ("unshard", "post_backward"):
+        original = getattr(group_cls, method, None)
+        if original is None:
+            raise _missing(f"FSDPParamGroup.{method}")
+
+        def in_group(self, *args, __original=original, **kwargs):
+            current.append(self)
+            try:
+                return __original(self, *args, **kwargs)
+            finally:
+                current.pop()
+
+        patched.append((group_cls, method, original))
+        setattr(group_cls, method, in_group)
+    for name in FSDP_COLLECTIVES:
+        original = getattr(dist, name, None)
+        if original is None:
+            continue
+
+        def counted(*args, __original=original, __name=name, **kwargs):
+            if depth[0] == 0 and current:
+                tensors = [a for a in (*args, *kwargs.values()) if hasattr(a, "element_size")]
+                sizes = [int(t.numel() * t.element_size()) for t in tensors]
+                records.append((__name, sizes[0] if sizes else 0, sizes[1] if len(sizes) > 1 else 0,
+                                name_of(current[-1])))
+            depth[0] += 1
+            try:
+                return __original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+
+        patched.append((dist, name, original))
+        setattr(dist, name, counted)
+    try:
+        yield records
+    finally:
+        for owner, name, original in reversed(patched):
+            setattr(owner, name, original)

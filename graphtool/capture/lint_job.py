@@ -36,6 +36,8 @@ class LintJob:
     reset: bool = False  # forget compiled frames first (for in-process callers such as tests)
     # ``--ddp``: run the model as DDP(torch.compile(model)); (world_size, bucket_cap_mb), or None
     ddp: Optional[tuple[int, float]] = None
+    # ``--fsdp2``: run the model under fully_shard as rank 0 of this many ranks (a fake process group), or None
+    fsdp2: Optional[int] = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -47,7 +49,8 @@ class LintJob:
     def from_dict(cls, d: dict) -> LintJob:
         return cls(path=d["path"], entry=d.get("entry"), run=bool(d.get("run")), args=tuple(d.get("args", ())),
                    dynamic=bool(d.get("dynamic")), debug=bool(d.get("debug")), reset=bool(d.get("reset")),
-                   ddp=(int(d["ddp"][0]), float(d["ddp"][1])) if d.get("ddp") else None)
+                   ddp=(int(d["ddp"][0]), float(d["ddp"][1])) if d.get("ddp") else None,
+                   fsdp2=int(d["fsdp2"]) if d.get("fsdp2") else None)
 
 
 @dataclass(frozen=True)

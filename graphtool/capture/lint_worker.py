@@ -98,6 +98,8 @@ def lint_one(job: LintJob) -> LintResult:
                 entry, factory_args = ddp.entry(job.path, job.entry) if ddp is not None else (job.entry, ())
                 spec = load_model(job.path, entry=entry, factory_args=factory_args)
                 compiled = torch.compile(spec.model, backend=backend)
+                if hasattr(ddp, "use_backend"):
+                    ddp.use_backend(backend)
                 runner = ddp.wrap(compiled, spec) if ddp is not None else compiled
                 _run_model(spec, runner, compiled, job)
             seen = CompileSeen(expected=original, found=torch.compile)
@@ -110,7 +112,12 @@ def lint_one(job: LintJob) -> LintResult:
 
 
 def _ddp_session(job: LintJob):
-    """``--ddp``: a one-process gloo group and DDP's optimizer on, before the script is imported."""
+    """``--ddp``: a one-process gloo group and DDP's optimizer on, before the script is imported;
+    ``--fsdp2``: a fake process group of the job's world size (FSDP2 applied by the session's ``wrap``)."""
+    if job.fsdp2 is not None:
+        from graphtool.capture.fsdp2 import Fsdp2Session
+
+        return Fsdp2Session(world_size=job.fsdp2)
     if job.ddp is None:
         return contextlib.nullcontext()
     from graphtool.capture.distributed import DdpSession

@@ -184,6 +184,8 @@ def trace_model(
     names = tensor_names(spec)
     keeping = KeepingBackend(names, backend=backend, standin=standin, on_region=on_region,
                              placeholder_names=getattr(wrapper, "input_names", None))
+    if hasattr(wrapper, "use_backend"):  # --fsdp2: a script's own per-block compile records here too
+        wrapper.use_backend(keeping)
     before = _metadata_snapshot(spec)
     recorder = BreakRecorder()  # always: its frame events explain a run that compiled nothing
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()

@@ -59,6 +59,7 @@ def lint(
     ddp: bool = options.DdpOpt,
     world_size: int = options.WorldSizeOpt,
     bucket_cap_mb: float = options.BucketCapOpt,
+    fsdp2: bool = options.Fsdp2Opt,
 ) -> int:
     if fmt not in LINT_FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(LINT_FORMATS)}")
@@ -71,7 +72,8 @@ def lint(
         outcome = run(models, run=run_script, script_args=ctx.args, max_graph_breaks=max_graph_breaks,
                       max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
-                      progress=progress, ddp=options.ddp_options(ddp, world_size, bucket_cap_mb))
+                      progress=progress, ddp=options.ddp_options(ddp, world_size, bucket_cap_mb),
+                      fsdp2=options.fsdp2_options(fsdp2, ddp, world_size))
     verdict = None
     if outcome.baseline_written is not None:
         from graphtool.text import count

@@ -70,8 +70,28 @@ DdpOpt = typer.Option(
     False, "--ddp",
     help="Run the model as DDP(torch.compile(model)) in a one-process gloo group (no GPU): the graphs DDP's optimizer splits at gradient buckets.",
 )
-WorldSizeOpt = typer.Option(2, "--world-size", metavar="N", help="With --ddp: the number of ranks the launch will use.")
+WorldSizeOpt = typer.Option(2, "--world-size", metavar="N", help="With --ddp or --fsdp2: the number of ranks the launch will use.")
+Fsdp2Opt = typer.Option(
+    False, "--fsdp2",
+    help="Run the model under FSDP2 as rank 0 of a fake process group of --world-size ranks (no GPU): graphtool calls "
+         "fully_shard on every module of each nn.ModuleList, then on the model, then torch.compile(model); a script's "
+         "get_distributed_model(world_size) may return a model it sharded itself, and get_optimizer(model) the optimizer "
+         "whose state is counted.",
+)
 BucketCapOpt = typer.Option(25.0, "--bucket-cap-mb", metavar="MB", help="With --ddp: DDP's bucket_cap_mb (DDP's default 25).")
+
+
+def fsdp2_options(fsdp2: bool, ddp: bool, world_size: int) -> dict | None:
+    """``--fsdp2``'s settings, checked before torch is imported; None without ``--fsdp2``."""
+    if not fsdp2:
+        return None
+    if ddp:
+        raise UsageError("--fsdp2 with --ddp: a model runs under one of them, not both",
+                         hint="pick the wrapper the launch will use")
+    if world_size < 1:
+        raise UsageError(f"--world-size {world_size}: a process group needs at least one rank",
+                         hint="pass the number of GPUs the launch will use, e.g. --world-size 8")
+    return {"world_size": world_size}
 
 
 def ddp_options(ddp: bool, world_size: int, bucket_cap_mb: float) -> dict | None:

@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
             "graphtool trace                        # the bundled example",
             "graphtool trace model.py --format json > report.json",
             "graphtool trace model.py:build --device meta --out traced/",
+            "graphtool trace model.py --fsdp2 --world-size 8   # FSDP2 as 8 ranks see it",
         ),
     )(trace)
 
@@ -40,8 +41,10 @@ def trace(
     ddp: bool = options.DdpOpt,
     world_size: int = options.WorldSizeOpt,
     bucket_cap_mb: float = options.BucketCapOpt,
+    fsdp2: bool = options.Fsdp2Opt,
 ) -> int:
     options.check_format(fmt)
+    fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
     ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb)
     if model:  # before torch is imported: a wrong path costs no seconds
         from graphtool.capture.script import check_script_path
@@ -54,7 +57,7 @@ def trace(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run_trace(model, entry=entry, device=device, inference=inference, backend=backend, cudagraphs=with_cudagraphs,
                             bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
-                            progress=progress, ddp=ddp_settings)
+                            progress=progress, ddp=ddp_settings, fsdp2=fsdp2_settings)
     for result in results:
         if out_dir is not None:
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
@@ -71,6 +74,10 @@ def trace(
                 from graphtool.render.distributed import ddp_view
 
                 console.print_view(ddp_view(result.ddp))
+            if result.fsdp2 is not None:
+                from graphtool.render.distributed import fsdp2_view
+
+                console.print_view(fsdp2_view(result.fsdp2))
             # one line at the very end: regions, breaks, skipped frames, mutations, the CUDA-graph verdict
             verdict = result.verdict
             steady = getattr(verdict, "steady", None)

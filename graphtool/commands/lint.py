@@ -45,7 +45,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          max_skipped_frames: Optional[int] = None, dynamic: bool = False,
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
-         progress: Progress = SILENT, ddp: Optional[dict] = None) -> LintOutcome:
+         progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> LintOutcome:
     """Lint every target; judge each against its budget and the baseline.
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
@@ -65,6 +65,14 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
         from dataclasses import replace
 
         targets = [replace(t, ddp=(ddp["world_size"], ddp["bucket_cap_mb"])) for t in targets]
+    if fsdp2 is not None:  # each model runs under fully_shard in its child's fake process group
+        if run:
+            raise UsageError("--fsdp2 lints a model script; a script run with --run shards its model itself")
+        if ddp is not None:
+            raise UsageError("--fsdp2 with --ddp: a model runs under one of them, not both")
+        from dataclasses import replace
+
+        targets = [replace(t, fsdp2=fsdp2["world_size"]) for t in targets]
     baseline_path = baseline or (cfg.baseline if cfg else None)
     if update_baseline and baseline_path is None:
         raise UsageError("--update-baseline needs --baseline FILE (or 'baseline' in the config)")

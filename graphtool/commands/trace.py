@@ -27,6 +27,7 @@ class TraceResult:
     bench: Any = None  # BenchReport
     graph_code: Optional[dict] = None  # file name -> Python source of the graph
     ddp: Any = None  # DdpReport: what DDP(torch.compile(model)) does to the graphs (``--ddp``)
+    fsdp2: Any = None  # Fsdp2Report: what fully_shard does to the graphs, per rank (``--fsdp2``)
 
     def to_dict(self) -> dict:
         data = self.report.to_dict()
@@ -36,17 +37,21 @@ class TraceResult:
             data["bench"] = self.bench.to_dict()
         if self.ddp is not None:
             data["ddp"] = self.ddp.to_dict()
+        if self.fsdp2 is not None:
+            data["fsdp2"] = self.fsdp2.to_dict()
         return data
 
 
 def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
           inference: bool = False, backend: str = "inductor", cudagraphs: Optional[str] = None, bench: bool = False,
           graph_code: bool = False, debug: bool = False, progress: Progress = SILENT,
-          ddp: Optional[dict] = None) -> list[TraceResult]:
+          ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[TraceResult]:
     """Trace every model with ``backend``'s AOT stage; ``cudagraphs`` (a backend) adds the verdict,
     ``bench`` the timings, ``graph_code`` each graph's readable source. ``ddp`` (``world_size``,
     ``bucket_cap_mb``) runs the model as ``DDP(torch.compile(model))``: each graph DDP's optimizer
-    splits off is one region, and the result's ``ddp`` says where and why."""
+    splits off is one region, and the result's ``ddp`` says where and why. ``fsdp2`` (``world_size``)
+    runs it under ``fully_shard`` as rank 0 of a fake process group: the result's ``fsdp2`` says what
+    FSDP2 does to the graphs, its collectives and each rank's memory."""
     from graphtool.analysis.trace_report import build_trace_report
 
     steps.check_backend(backend)
@@ -66,9 +71,13 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
         if cudagraphs:
             raise UsageError("--ddp with --cudagraphs: the CUDA-graph verdict of the split graphs is not computed yet",
                              hint="run `graphtool cudagraphs MODEL` for the unsplit graphs")
+    if fsdp2 is not None:
+        _check_fsdp2(fsdp2, ddp, device, cudagraphs)
     for target, ent in steps.targets(model, entry):
-        ddp_report = None
-        if ddp is not None:
+        ddp_report = fsdp2_report = None
+        if fsdp2 is not None:
+            capture, fsdp2_report = _trace_under_fsdp2(target, ent, device, inference, backend, fsdp2, debug, progress)
+        elif ddp is not None:
             capture, ddp_report = _trace_under_ddp(target, ent, device, inference, backend, ddp, debug, progress)
         else:
             capture = steps.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
@@ -90,7 +99,7 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
             from graphtool.render.graph_code import graph_files
 
             code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
-        results.append(TraceResult(target, build_trace_report(capture), verdict, timings, code, ddp_report))
+        results.append(TraceResult(target, build_trace_report(capture), verdict, timings, code, ddp_report, fsdp2_report))
     return results
 
 
@@ -111,6 +120,40 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
                 raise exc.with_hint(OWN_GROUP_HINT) from None
             raise
         return capture, build_ddp_report(capture, session.result(capture))
+
+
+def _check_fsdp2(fsdp2: dict, ddp, device, cudagraphs) -> None:
+    from graphtool.capture.distributed import check_world_size
+    from graphtool.errors import UsageError
+
+    check_world_size(fsdp2["world_size"])
+    if ddp is not None:
+        raise UsageError("--fsdp2 with --ddp: a model runs under one of them, not both",
+                         hint="pick the wrapper the launch will use")
+    if device == "meta":
+        raise UsageError("--fsdp2 cannot run on --device meta: fully_shard copies each parameter's values into "
+                         "its shard", hint="drop --device meta; a smaller config of the model shards the same way per layer")
+    if cudagraphs:
+        raise UsageError("--fsdp2 with --cudagraphs: the CUDA-graph verdict under FSDP2 is not computed yet",
+                         hint="the --fsdp2 view says whether a graph holds a collective")
+
+
+def _trace_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, debug, progress):
+    from graphtool.analysis.distributed import build_fsdp2_report
+    from graphtool.capture.fsdp2 import Fsdp2Session
+    from graphtool.errors import UserScriptError
+
+    progress.phase(f"starting a fake process group of {fsdp2['world_size']} ranks for FSDP2...")
+    with Fsdp2Session(world_size=fsdp2["world_size"]) as session:
+        try:
+            entry, factory_args = session.entry(target, entry)
+            capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
+                                             progress=progress, wrapper=session, factory_args=factory_args)
+        except UserScriptError as exc:
+            if "process group" in exc.message and not exc.hint:
+                raise exc.with_hint(OWN_GROUP_HINT.replace("--ddp", "--fsdp2")) from None
+            raise
+        return capture, build_fsdp2_report(capture, session.result(capture))
 
 
 #: a script that starts its own process group under --ddp

@@ -50,3 +50,76 @@ def ddp_view(report, width: int = 78) -> Group:
         wrapped = textwrap.wrap(note, width=width, initial_indent="  note: ", subsequent_indent="        ")
         lines.extend(Text(w, style="dim") for w in wrapped)
     return Group(*lines)
+
+
+def _size(n) -> str:
+    """Bytes for a person: ``126.7 KiB``; exact below 1 KiB."""
+    if n is None:
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def fsdp2_view(report, width: int = 78) -> Group:
+    """The ``--fsdp2`` view: FSDP units, graphs and breaks, collectives (in graphs, then eager per
+    unit), one row of memory per rank, then which facts are predicted only and the notes.
+
+    Every line fits ``width``; a user line that would not fit goes on its own line."""
+    from graphtool.text import count
+
+    ranks = count(report.world_size, "rank")
+    lines = [Text(f"under FSDP2 ({ranks}): {count(report.graph_count, 'compiled graph')}, "
+                  f"{count(len(report.breaks), 'graph break')}", style="bold")]
+    lines.extend(Text(w) for w in textwrap.wrap(f"applied: {report.wrapper}", width=width, initial_indent="  ",
+                                                subsequent_indent="    "))
+    lines.append(Text(f"  {'FSDP unit':<16} {'params':>6} {'full':>11} {'shard/rank':>11} {'all-gather':>11}"))
+    for u in report.units:
+        name = u.module or "(root)"
+        lines.append(Text(f"  {_clip(name, 16):<16} {u.params:>6} {_size(u.full_bytes):>11} {_size(u.shard_bytes):>11} "
+                          f"{_size(u.allgather_bytes):>11}"))
+    for b in report.breaks:
+        what = "frame skipped" if b.skips_frame else "graph break"
+        lines.extend(Text(w) for w in textwrap.wrap(f"{what}: {b.reason}", width=width, initial_indent="  ",
+                                                    subsequent_indent="    "))
+        for label, src in (("at", b.user_source), ("torch", b.torch_source)):
+            if src is not None:
+                shown = display_path(src.file)
+                shown = shown.split("site-packages/", 1)[-1]
+                lines.append(Text(_clip(f"    {label} {shown}:{src.line}", width)))
+    if report.collectives:
+        for c in report.collectives:
+            size = f", {_size(c.bytes)}" if c.bytes is not None else ""
+            lines.append(Text(_clip(f"  in graph {c.region} {c.graph}: {c.op} (group {c.group}{size})", width)))
+    else:
+        lines.append(Text("  collectives in compiled graphs: none"))
+    if report.eager:
+        lines.append(Text("  eager collectives per step, each rank (FSDP2's hooks):"))
+        for e in report.eager:
+            lines.append(Text(_clip(f"    {e.unit or '(root)':<12} {e.op:<15} x{e.count}  sends {_size(e.sent_bytes)}, "
+                                    f"receives {_size(e.received_bytes)}", width)))
+    opt = f" (optimizer: {report.optimizer})" if report.optimizer else ""
+    lines.append(Text(f"  memory per rank{opt}:"))
+    lines.append(Text(f"    {'rank':>4} {'params':>10} {'grads':>10} {'optimizer':>10} {'unsharded':>10} "
+                      f"{'all-gather*':>11} {'total':>10}"))
+    for m in report.memory:
+        lines.append(Text(f"    {m.rank:>4} {_size(m.params):>10} {_size(m.grads):>10} {_size(m.optimizer):>10} "
+                          f"{_size(m.unsharded_peak):>10} {_size(m.allgather_peak):>11} {_size(m.total):>10}"))
+    lines.extend(Text(w, style="dim") for w in textwrap.wrap(
+        "params include FSDP2's padding; unsharded: the root's and the largest block's parameters gathered at "
+        "once; all-gather*: that and the next block's all-gather buffer (predicted only); total counts "
+        "all-gather*", width=width, initial_indent="    ", subsequent_indent="    "))
+    same = "yes" if report.same_graphs_on_every_rank else "not predicted (see notes)"
+    lines.append(Text(f"  same graphs on every rank: {same}"))
+    for fact in report.predicted_only:
+        lines.extend(Text(w, style="dim") for w in textwrap.wrap(fact, width=width, initial_indent="  predicted only: ",
+                                                                 subsequent_indent="    "))
+    for note in report.notes:
+        lines.extend(Text(w, style="dim") for w in textwrap.wrap(note, width=width, initial_indent="  note: ",
+                                                                 subsequent_indent="        "))
+    return Group(*lines)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -442,3 +442,84 @@ def test_recording_ddp_splits_keeps_each_split_and_restores_compile_fn():
         opt.compile_fn(gm, example_inputs)
     assert cls.compile_fn is original and seen == [gm]
     assert len(records) == 1 and records[0][1] is gm and len(records[0][0].buckets) == 3
+
+
+# --- FSDP2 in a fake process group (issue 26) ------------------------------------------------------
+
+@pytest.fixture
+def fake_group():
+    import torch.distributed as dist
+
+    compat.init_fake_process_group(4)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fake_store_class_makes_a_group_of_any_world_size(fake_group):
+    import torch.distributed as dist
+
+    assert isinstance(compat.fake_store_class()(), dist.Store)
+    assert dist.get_world_size() == 4 and dist.get_rank() == 0
+
+
+def _sharded_blocks():
+    from torch.distributed.fsdp import fully_shard
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 10), torch.nn.Linear(10, 8))
+    fully_shard(model[0])
+    fully_shard(model)
+    return model
+
+
+def test_fsdp_param_group_and_sizes_name_the_padded_shard(fake_group):
+    model = _sharded_blocks()
+    model(torch.randn(2, 8))  # FSDP2 names its parameters at the root's lazy init
+    sizes = compat.fsdp_param_sizes(compat.fsdp_param_group(model[0]))
+    # 10 rows over 4 ranks: 3 rows each, padded; rank 0 owns 3
+    assert sizes[0][:4] == ("0.weight", (10, 8), (3, 8), (3, 8))
+    assert sizes[0][4] == torch.float32
+
+
+def test_skip_fsdp_hooks_is_on_by_default():
+    # 2.13/2.14 dropped the flag (hooks always eager); where a release has it, True is its default
+    assert compat.skip_fsdp_hooks() is True
+
+
+def test_recording_fsdp_collectives_names_each_unit_and_restores_torch(fake_group):
+    import torch.distributed as dist
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+
+    before = (dist.all_gather_single, FSDPParamGroup.unshard, FSDPParamGroup.post_backward)
+    model = _sharded_blocks()
+    records = []
+    names = {id(compat.fsdp_param_group(model[0])): "0", id(compat.fsdp_param_group(model)): ""}
+    with compat.recording_fsdp_collectives(records, lambda g: names.get(id(g))):
+        model(torch.randn(2, 8)).sum().backward()
+    ops = [(op, unit) for op, _out, _in, unit in records]
+    assert ("all_gather_single", "0") in ops and ("reduce_scatter_single", "") in ops
+    gather = next(r for r in records if r[0] == "all_gather_single" and r[3] == "0")
+    assert gather[1] == 4 * gather[2]  # receives every rank's padded shard, sends its own
+    assert (dist.all_gather_single, FSDPParamGroup.unshard, FSDPParamGroup.post_backward) == before
+
+
+def test_recompile_module_swaps_the_backend_of_module_compile():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    class Double(torch.nn.Module):  # a user's module: dynamo skips torch's own modules' frames
+        def forward(self, x):
+            return x * 2
+
+    compat.dynamo_reset()
+    plain, compiled = Double(), Double()
+    compiled.compile(backend="eager")
+    assert compat.recompile_module(plain, backend) is False
+    assert compat.recompile_module(compiled, backend) is True
+    compiled(torch.randn(1, 2))
+    assert len(seen) == 1
+    compat.dynamo_reset()

@@ -1,0 +1,104 @@
+"""``--fsdp2``: what fully_shard does to the compiled graphs, predicted in one process (a fake group)."""
+
+import json
+
+import pytest
+
+from tests.helpers import FIXTURES
+
+FSDP2 = FIXTURES / "fsdp2"
+DDP = FIXTURES / "ddp"
+
+
+def _trace(cli, script, *args):
+    rc, out, err = cli("trace", script, "--fsdp2", "--backend", "aot_eager", "--format", "json", *args)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_units_are_the_blocks_and_the_root_and_the_report_fits_the_schema(cli):
+    doc = _trace(cli, FSDP2 / "blocks.py", "--world-size", "4")
+    fsdp = doc["fsdp2"]
+    assert [u["module"] for u in fsdp["units"]] == ["", "layers.0", "layers.1", "layers.2", "layers.3"]
+    block = fsdp["units"][1]
+    # 250 rows over 4 ranks: 63 rows each (padded), l2's 64 rows: 16
+    assert block["shard_bytes"] == (63 * 64 + 63 + 16 * 250 + 16) * 4
+    assert block["allgather_bytes"] == 4 * block["shard_bytes"]
+    assert fsdp["graph_count"] == len(doc["graphs"]) == 2
+    (brk,) = fsdp["graph_breaks"]
+    assert brk["skips_frame"] and brk["user_source"]["file"].endswith("blocks.py")
+    assert "fsdp" in brk["torch_source"]["file"]
+    assert fsdp["optimizer"] == "Adam"
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    jsonschema.validate(doc, json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text()))
+
+
+def test_a_script_that_shards_its_own_model_is_traced_as_given(cli):
+    fsdp = _trace(cli, FSDP2 / "own_shard.py", "--world-size", "8")["fsdp2"]
+    assert "get_distributed_model" in fsdp["wrapper"]
+    assert [u["module"] for u in fsdp["units"]] == ["", "0"]
+    assert fsdp["optimizer"] is None and fsdp["memory"][0]["optimizer"] is None
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--world-size", "0"], "--world-size 0: a process group needs at least one rank"),
+    (["--device", "meta"], "--fsdp2 cannot run on --device meta"),
+    (["--ddp"], "--fsdp2 with --ddp"),
+])
+def test_bad_fsdp2_options_exit_2(cli, args, expected):
+    rc, out, err = cli("trace", FSDP2 / "blocks.py", "--fsdp2", *args)
+    assert rc == 2 and out == ""
+    assert expected in err
+
+
+def test_a_model_wrapped_in_ddp_exits_2(cli):
+    rc, out, err = cli("trace", DDP / "wrapped.py", "--fsdp2")
+    assert rc == 2 and out == ""
+    assert "wrapped.py:7: --fsdp2: the script's model is a DistributedDataParallel" in err
+
+
+def test_a_script_starting_its_own_process_group_exits_2_with_a_hint(cli):
+    import torch.distributed as dist
+
+    rc, out, err = cli("trace", DDP / "own_group.py", "--fsdp2")
+    assert rc == 2 and out == ""
+    assert "own_group.py:6" in err and "with --fsdp2 graphtool starts the process group itself" in err
+    assert not dist.is_initialized()
+
+
+def test_lint_fsdp2_counts_the_graphs_and_the_skipped_root(cli):
+    rc, out, err = cli("lint", FSDP2 / "blocks.py", "--fsdp2", "--world-size", "4", "--format", "json")
+    assert rc == 0, err
+    model = json.loads(out)["models"][0]
+    assert model["graph_count"] == 2 and model["graph_break_count"] == 1
+
+
+def test_lint_fsdp2_budget_fails_on_the_break(cli):
+    rc, out, err = cli("lint", FSDP2 / "blocks.py", "--fsdp2", "--max-graph-breaks", "0", "--format", "json")
+    assert rc == 1, err
+
+
+def test_blocks_the_script_compiled_itself_are_recorded_by_trace_and_lint(cli):
+    fsdp = _trace(cli, FSDP2 / "per_block.py", "--world-size", "4")["fsdp2"]
+    assert fsdp["graph_count"] == 2  # tests/truth/test_fsdp2_truth.py: what real ranks compile
+    assert any("the script compiled 3 module(s) itself (module.compile(), first: layers.0)" in n for n in fsdp["notes"])
+    rc, out, err = cli("lint", FSDP2 / "per_block.py", "--fsdp2", "--format", "json")
+    assert rc == 0, err
+    assert json.loads(out)["models"][0]["graph_count"] == 2
+
+
+def test_graph_inputs_are_the_blocks_parameters_never_a_stale_name(cli):
+    """FSDP2 replaces the parameters (fully_shard) and swaps in unsharded ones while a block runs:
+    a name kept by id from before could land on a new tensor that reuses the id."""
+    doc = _trace(cli, FSDP2 / "blocks.py")
+    for graph in doc["graphs"]:
+        params = [p["name"] for p in graph["forward"]["placeholders"] if p["kind"] == "parameter"]
+        assert params == ["layers.*.l1.weight", "layers.*.l1.bias", "layers.*.l2.weight", "layers.*.l2.bias"]
+
+
+def test_inference_holds_no_gradients_and_no_optimizer_state(cli):
+    fsdp = _trace(cli, FSDP2 / "blocks.py", "--inference")["fsdp2"]
+    assert {(m["grads"], m["optimizer"]) for m in fsdp["memory"]} == {(0, None)}
+    assert {e["op"] for e in fsdp["eager_collectives"]} == {"all_gather"}  # no backward: no reduce-scatter

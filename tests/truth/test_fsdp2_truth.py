@@ -1,0 +1,122 @@
+"""``trace --fsdp2`` against real FSDP2 runs: gloo process groups of 2 and 4 processes on this CPU.
+
+Each rank (``models/fsdp2_rank.py``) applies ``fully_shard`` as graphtool's convention does, compiles
+the model, runs a step and its optimizer's step, then a second step under torch's ``CommDebugMode``,
+and reports what torch itself says: the graphs the backend was handed, dynamo's graph-break reasons,
+its own shards, gradients and optimizer state in bytes, the most unsharded parameter bytes FSDP2
+held at once, and every c10d collective with its sizes. graphtool predicts all of it from one
+process, rank 0 of a fake process group. The next block's all-gather buffer in flight (part of the
+all-gather peak) and the CUDA-graph consequence are not measured on CPU: the report says so
+(``predicted_only``), and the test checks that it does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import FIXTURES
+
+RANK = Path(__file__).parent / "models" / "fsdp2_rank.py"
+BLOCKS = FIXTURES / "fsdp2" / "blocks.py"
+RANK_DEADLINE = 240
+#: c10d's op -> graphtool's name for it
+OPS = {"c10d::_allgather_base_": "all_gather", "c10d::_reduce_scatter_base_": "reduce_scatter",
+       "c10d::allreduce_": "all_reduce"}
+
+
+def run_ranks(script: Path, world: int, tmp: Path) -> list[dict]:
+    """Run ``world`` real ranks and return each one's report, or fail naming the rank that did not finish."""
+    store = tmp / "store"
+    procs = []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    try:
+        for rank in range(world):
+            procs.append(subprocess.Popen(
+                [sys.executable, str(RANK), str(script), str(rank), str(world), str(store), str(tmp / f"rank{rank}.json")],
+                stdout=subprocess.DEVNULL, stderr=open(tmp / f"rank{rank}.err", "wb"), start_new_session=True, env=env,
+            ))
+        deadline = time.monotonic() + RANK_DEADLINE
+        for rank, proc in enumerate(procs):
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"rank {rank} of {world} did not finish in {RANK_DEADLINE} s")
+            assert proc.returncode == 0, (tmp / f"rank{rank}.err").read_text()[-2000:]
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+    return [json.loads((tmp / f"rank{rank}.json").read_text()) for rank in range(world)]
+
+
+def predict(cli, script: Path, world: int) -> dict:
+    rc, out, err = cli("trace", script, "--fsdp2", "--world-size", world, "--backend", "aot_eager", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    return doc[0] if isinstance(doc, list) else doc
+
+
+CASES = [("blocks.py", 2), ("blocks.py", 4), ("per_block.py", 2)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, world", CASES, ids=[f"{s[:-3]}-ws{w}" for s, w in CASES])
+def test_predicted_fsdp2_facts_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, script, world):
+    ranks = run_ranks(FIXTURES / "fsdp2" / script, world, tmp_path)
+    doc = predict(cli, FIXTURES / "fsdp2" / script, world)
+    fsdp = doc["fsdp2"]
+    assert fsdp["world_size"] == world
+    for rank, real in enumerate(ranks):
+        # graphs: as many as every rank compiled, and the same ones on every rank
+        assert real["graphs"] == ranks[0]["graphs"]
+        assert fsdp["same_graphs_on_every_rank"] is True
+        assert fsdp["graph_count"] == len(real["graphs"]) == real["unique_graphs"] == len(doc["graphs"])
+        assert len(fsdp["graph_breaks"]) == len(real["break_reasons"])
+        # memory on this rank
+        mem = fsdp["memory"][rank]
+        assert mem["rank"] == rank
+        assert mem["params_unpadded"] == real["params_unpadded"]
+        assert mem["params"] == real["params_padded"]
+        assert mem["grads"] == real["grads"]
+        assert mem["optimizer"] == real["optimizer"]
+        assert mem["unsharded_peak"] == real["unsharded_peak"]
+        # collectives per step: torch's CommDebugMode counts, the dispatcher's sizes
+        counted = Counter()
+        for op, n in real["comm_counts"].items():
+            counted[OPS[op.replace(".", "::", 1)]] += n
+        predicted = Counter()
+        for e in fsdp["eager_collectives"]:
+            predicted[e["op"]] += e["count"]
+        assert predicted == counted
+        real_sizes = Counter((OPS[name], sizes[0], sizes[1]) for name, sizes in real["calls"])
+        # c10d's in-place ops take (output, input): what the rank receives, then what it sends
+        predicted_sizes = Counter()
+        for e in fsdp["eager_collectives"]:
+            predicted_sizes[(e["op"], e["received_bytes"], e["sent_bytes"])] += e["count"]
+        assert predicted_sizes == real_sizes
+    assert fsdp["collectives_in_graphs"] == []
+    assert any("all-gather peak" in p for p in fsdp["predicted_only"])
+    assert any("CUDA" in p for p in fsdp["predicted_only"])
+
+
+def test_world_size_8_is_predicted_in_one_process(cli):
+    """No real run here: 8 ranks on a 2-core machine is what the prediction is for."""
+    started = time.monotonic()
+    fsdp = predict(cli, BLOCKS, 8)["fsdp2"]
+    assert [m["rank"] for m in fsdp["memory"]] == list(range(8))
+    # 250 rows over 8 ranks: 32 rows each, the last rank 26; every rank allocates the padded 32
+    assert len({m["params"] for m in fsdp["memory"]}) == 1
+    assert fsdp["memory"][7]["params_unpadded"] < fsdp["memory"][0]["params_unpadded"]
+    assert time.monotonic() - started < 60
