@@ -43,11 +43,13 @@ class SplitGraph:
     bytes: int
     module: Optional[str]
     source: Optional[Source]
+    cudagraphs: Optional[dict] = None  # this graph's CUDA-graph verdict (``--cudagraphs``; analysis.ddp_cudagraphs)
 
     def to_dict(self) -> dict:
         return {"region": self.region, "dynamo_graph": self.dynamo_graph, "bucket": self.bucket,
                 "params": list(self.params), "bytes": self.bytes, "module": self.module,
-                "source": self.source.to_dict() if self.source else None}
+                "source": self.source.to_dict() if self.source else None,
+                **({"cudagraphs": self.cudagraphs} if self.cudagraphs is not None else {})}
 
 
 @dataclass(frozen=True)

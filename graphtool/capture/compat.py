@@ -935,3 +935,41 @@ def ddp_buckets_at(gm: Any, example_inputs: list, bucket_bytes: int) -> list:
         if original_log is not None:
             module.pretty_print_buckets = original_log
     return list(opt.buckets)
+
+
+class _ReducerOnMeta:
+    """DDP's reducer, but ``_rebuild_buckets`` says no: after the first step the C++ reducer
+    copies the gradients into buckets rebuilt in ready order, which meta tensors cannot do. The
+    rebuild moves no split (DDPOptimizer splits at compile time, by parameter bytes), so the
+    stand-in skips it; every other call reaches the real reducer."""
+
+    def __init__(self, reducer: Any):
+        self._reducer = reducer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reducer, name)
+
+    def _rebuild_buckets(self) -> bool:
+        return False
+
+
+def ddp_on_meta(ddp: Any) -> Any:
+    """A ``DistributedDataParallel`` built with ``init_sync=False`` over meta parameters, made to run
+    its steps on meta: a comm hook that hands each bucket back as its allreduce's result (what an
+    allreduce of one rank gives; gloo cannot reduce meta tensors), and the reducer's bucket rebuild
+    skipped (:class:`_ReducerOnMeta`). The forward's hooks, ``_DDPSink`` and the reducer's autograd
+    hooks run as on a GPU."""
+    import torch
+
+    reducer = getattr(ddp, "reducer", None)
+    if reducer is None or not callable(getattr(reducer, "_rebuild_buckets", None)):
+        raise _missing("DistributedDataParallel.reducer._rebuild_buckets")
+
+    def handed_back(_state, bucket):
+        fut = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+
+    ddp.register_comm_hook(None, handed_back)
+    ddp.reducer = _ReducerOnMeta(reducer)
+    return ddp

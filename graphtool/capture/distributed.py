@@ -101,8 +101,10 @@ class DdpSession:
     Open it before the script is loaded: a script that starts its own process group then fails at
     its own line instead of waiting for ranks that never come."""
 
-    def __init__(self, *, world_size: int = 2, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB):
+    def __init__(self, *, world_size: int = 2, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
+                 find_unused_parameters: bool = False):
         self.world_size = check_world_size(world_size)
+        self.find_unused_parameters = find_unused_parameters
         self.bucket_cap_mb = check_bucket_cap(bucket_cap_mb)
         self.records: list = []
         #: dynamo's placeholder name -> (kind, name): the split graphs' inputs reach the backend fake
@@ -150,7 +152,12 @@ class DdpSession:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         inner = getattr(compiled, "_orig_mod", compiled)
+        on_meta = any(p.device.type == "meta" for p in getattr(inner, "parameters", lambda: [])())
         if isinstance(inner, DDP) and self.from_factory and not hasattr(inner.module, "_orig_mod"):
+            if on_meta:
+                raise UsageError("--ddp on the accelerator stand-in: the script's get_distributed_model returned "
+                                 "DDP(model), whose gradient buckets live on the CPU",
+                                 hint="return the bare model (graphtool wraps it as DDP(torch.compile(model)))")
             # the script's own wrapping, compiled as such a script compiles it
             from graphtool.capture.tracer import tensor_names
 
@@ -168,7 +175,10 @@ class DdpSession:
         from graphtool.capture.tracer import tensor_names
 
         self._names = tensor_names(spec) if spec is not None else {}
-        return DDP(compiled, bucket_cap_mb=self.bucket_cap_mb)
+        if on_meta:  # the accelerator stand-in: no value to broadcast, no allreduce gloo could run
+            return compat.ddp_on_meta(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, init_sync=False,
+                                          find_unused_parameters=self.find_unused_parameters))
+        return DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, find_unused_parameters=self.find_unused_parameters)
 
     def _name_inputs(self, gm: Any, example_inputs: list) -> None:
         nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]

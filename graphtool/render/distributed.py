@@ -21,6 +21,15 @@ from graphtool.display_paths import display_path
 _MB = 1024 * 1024
 
 
+def split_verdict_line(v: dict) -> str:
+    """``applied (forward, backward)`` or ``skipped: cpu-node (forward)``, ``2 of 3 partitions``."""
+    if v["cudagraphed"]:
+        return f"applied ({', '.join(v['graphs']) or 'no graph'})"
+    if v["skips"]:
+        return "skipped: " + ", ".join(f"{s['code']} ({s['graph']})" if s.get("graph") else s["code"] for s in v["skips"])
+    return f"partly: {v['partitions_cudagraphed']} of {v['partitions']} partitions CUDA-graphed"
+
+
 def ddp_view(report, width: int = 78) -> Group:
     """One line per split graph (its user line apart when the line would pass ``width``), the graph
     count at other caps, then the notes wrapped at ``width``."""
@@ -40,6 +49,9 @@ def ddp_view(report, width: int = 78) -> Group:
         lines.append(Text(line))
         if where:
             lines.append(Text(f"    at {where}"))
+        if g.cudagraphs is not None:
+            lines.append(Text(f"    CUDA graphs: {split_verdict_line(g.cudagraphs)}",
+                              style="verdict.good" if g.cudagraphs["cudagraphed"] else "verdict.bad"))
     if report.graphs_at:
         caps = ", ".join(f"{cap:g}: {n}" for cap, n in report.graphs_at)
         lines.append(Text(f"  graphs at bucket_cap_mb {caps}"))

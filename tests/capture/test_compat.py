@@ -442,3 +442,19 @@ def test_recording_ddp_splits_keeps_each_split_and_restores_compile_fn():
         opt.compile_fn(gm, example_inputs)
     assert cls.compile_fn is original and seen == [gm]
     assert len(records) == 1 and records[0][1] is gm and len(records[0][0].buckets) == 3
+
+
+def test_ddp_on_meta_runs_ddp_steps_on_meta_parameters():
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)).to("meta")
+        ddp = compat.ddp_on_meta(DDP(model, init_sync=False))
+        for _ in range(2):  # the second step would rebuild the buckets
+            ddp(torch.randn(2, 8, device="meta")).sum().backward()
+        assert all(p.grad is not None and p.grad.device.type == "meta" for p in model.parameters())
+        assert ddp.reducer._rebuild_buckets() is False
+    finally:
+        dist.destroy_process_group()

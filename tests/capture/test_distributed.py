@@ -61,7 +61,6 @@ def test_table_shows_each_split_and_the_other_caps(cli):
 @pytest.mark.parametrize("args, expected", [
     (["--world-size", "0"], "--world-size 0: a process group needs at least one rank"),
     (["--device", "meta"], "--ddp cannot run on --device meta"),
-    (["--cudagraphs", "inductor"], "the CUDA-graph verdict of the split graphs is not computed yet"),
     (["--bucket-cap-mb", "0.5"], "bucket_cap_mb=0.5) fails in torch's DDPOptimizer"),
 ])
 def test_bad_ddp_options_exit_2(cli, args, expected):
@@ -138,3 +137,56 @@ def test_lint_ddp_calls_get_distributed_model_with_the_world_size(cli):
                        "--format", "json")
     assert rc == 0, err
     assert json.loads(out)["models"][0]["graph_count"] == 3
+
+
+def test_cudagraphs_ddp_judges_each_split_graph_apart(cli):
+    """cpu_hop.py at 1 MB: one graph per layer; only the second holds the CPU round trip."""
+    rc, out, err = cli("cudagraphs", DDP_FIXTURES / "cpu_hop.py", "--ddp", "--bucket-cap-mb", "1", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    graphs = doc["ddp"]["graphs"]
+    assert [g["region"] for g in graphs] == [0, 1, 2, 3] and doc["cudagraphs"]["regions"] == 4
+    assert [g["cudagraphs"]["cudagraphed"] for g in graphs] == [True, False, True, True]
+    hop = graphs[1]["cudagraphs"]
+    assert hop["partitions_cudagraphed"] < hop["partitions"]
+    assert doc["cudagraphs"]["steady_state"]["steps"] == 3
+    assert any("outside every CUDA graph" in n for n in doc["ddp"]["notes"])
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    schema = json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text())
+    jsonschema.validate(doc["ddp"], schema["properties"]["ddp"])
+
+
+def test_cudagraphs_ddp_table_gives_each_split_its_verdict(cli):
+    rc, out, err = cli("cudagraphs", DDP_FIXTURES / "cpu_hop.py", "--ddp", "--bucket-cap-mb", "1")
+    assert rc == 0, err
+    assert "region 1: bucket 1, 2 params, 1.0 MB, module layers.1" in out
+    assert "CUDA graphs: partly: 2 of 4 partitions CUDA-graphed" in out
+    assert out.count("CUDA graphs: applied (forward, backward)") == 3
+    ddp_block = out[out.index("under DDP"):]
+    assert max(len(line) for line in ddp_block.splitlines()) <= 80
+
+
+def test_cudagraphs_ddp_counts_recompiles_across_steps_with_the_users_line(cli):
+    rc, out, err = cli("cudagraphs", DDP_FIXTURES / "recompile.py", "--ddp", "--bucket-cap-mb", "1", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    steady = doc["cudagraphs"]["steady_state"]
+    assert [f["graphs_compiled"] for f in steady["per_step"]] == [4, 4, 4]  # 4 split graphs per recompile
+    assert [(r["step"], r["line"]) for r in steady["recompiles"]] == [(2, 13), (3, 13)]
+    assert "self.calls == 0" in steady["recompiles"][0]["reason"] and "recompile.py:14" in steady["recompiles"][0]["reason"]
+    assert doc["ddp"]["graph_count"] == 12 and doc["ddp"]["dynamo_graphs"] == 3
+
+
+def test_trace_ddp_cudagraphs_validates_and_gives_each_split_its_verdict(cli):
+    rc, out, err = cli("trace", DDP_FIXTURES / "break_mid.py", "--ddp", "--bucket-cap-mb", "1", "--cudagraphs", "inductor",
+                       "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    jsonschema.validate(doc, json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text()))
+    assert len(doc["graphs"]) == doc["ddp"]["graph_count"] == doc["cudagraphs"]["regions"] == 6
+    assert all(g["cudagraphs"]["cudagraphed"] for g in doc["ddp"]["graphs"])

@@ -28,7 +28,7 @@ DDP_FIXTURES = FIXTURES / "ddp"
 RANK_DEADLINE = 240
 
 
-def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path) -> list[dict]:
+def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path, steps: int = 1) -> list[dict]:
     """Run ``world`` real ranks and return each one's report, or fail naming the rank that did not finish."""
     store = tmp / "store"
     procs = []
@@ -36,7 +36,7 @@ def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path) 
         for rank in range(world):
             procs.append(subprocess.Popen(
                 [sys.executable, str(RANK), str(script), str(rank), str(world), str(store), str(cap_mb),
-                 "1" if unused else "0", str(tmp / f"rank{rank}.json")],
+                 "1" if unused else "0", str(tmp / f"rank{rank}.json"), str(steps)],
                 stdout=subprocess.DEVNULL, stderr=open(tmp / f"rank{rank}.err", "wb"), start_new_session=True,
             ))
         deadline = time.monotonic() + RANK_DEADLINE
@@ -100,3 +100,30 @@ def test_other_bucket_caps_predict_what_a_real_run_at_that_cap_compiles(cli, tmp
     doc = predict(cli, DDP_FIXTURES / "mlp8.py", 25.0, 2)
     at = {c["bucket_cap_mb"]: c["graphs"] for c in doc["ddp"]["graphs_at_bucket_cap_mb"]}
     assert at[1.0] == run_ranks(DDP_FIXTURES / "mlp8.py", 2, 1.0, False, tmp_path)[0]["graphs"] == 8
+
+
+STEP_CASES = [("recompile.py", 1.0, 2), ("recompile.py", 1.0, 4), ("mlp8.py", 5.0, 2), ("break_mid.py", 1.0, 4)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, cap_mb, world", STEP_CASES, ids=[f"{s[:-3]}-{c:g}MB-ws{w}" for s, c, w in STEP_CASES])
+def test_cudagraphs_ddp_steps_compile_and_recompile_what_a_real_gloo_loop_does(cli, tmp_path, script, cap_mb, world):
+    """``cudagraphs --ddp`` runs 3 steps under DDP on the stand-in: the graphs each step compiles (the
+    split graphs of every recompile) and each recompile's step and torch's reason equal a real loop's."""
+    ranks = run_ranks(DDP_FIXTURES / script, world, cap_mb, False, tmp_path, steps=3)
+    rc, out, err = cli("cudagraphs", DDP_FIXTURES / script, "--ddp", "--world-size", world, "--bucket-cap-mb", cap_mb,
+                       "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    steady = doc["cudagraphs"]["steady_state"]
+    for real in ranks:
+        assert real["failed"] is None
+        assert [f["graphs_compiled"] for f in steady["per_step"]] == real["graphs_per_step"]
+        assert [(r["step"], r["reason"].splitlines()[0]) for r in steady["recompiles"]] == \
+            [(r["step"], r["reason"].strip().splitlines()[0]) for r in real["recompiles"]]
+    if script == "recompile.py":  # a recompile in every later step, at the user's line
+        assert [r["step"] for r in steady["recompiles"]] == [2, 3]
+        assert all(r["file"].endswith("recompile.py") and r["line"] == 13 for r in steady["recompiles"])
+    # each split graph is a region with its own verdict
+    assert [g["region"] for g in doc["ddp"]["graphs"]] == list(range(sum(real["graphs_per_step"])))
+    assert all("cudagraphed" in g["cudagraphs"] for g in doc["ddp"]["graphs"])

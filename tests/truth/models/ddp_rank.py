@@ -1,10 +1,14 @@
-"""One rank of a real gloo DDP run: ``python ddp_rank.py SCRIPT RANK WORLD STORE CAP_MB UNUSED OUT.json``.
+"""One rank of a real gloo DDP run: ``python ddp_rank.py SCRIPT RANK WORLD STORE CAP_MB UNUSED OUT.json [STEPS]``.
 
 Runs ``DDP(torch.compile(model), bucket_cap_mb=CAP_MB)`` (or ``torch.compile(DDP(model))`` when the
 script's ``get_distributed_model(world_size)`` returns a DDP) one step (forward and backward) in a gloo
 group of WORLD processes on this machine (a FileStore at STORE), and writes what torch itself
 reports: the graphs its backend was handed (placeholders that are parameters, by name), the
 ``optimize_ddp_split_child`` artifacts on the structured-trace logger and ``counters["graph_break"]``.
+With STEPS (default 1) the step runs that many times as a loop would (every ``.grad`` set to None
+first): the graphs the backend got in each step, and each recompile's step and torch's reason (the
+``compilation_metrics`` artifact's ``recompile_reason``). A step that raises is reported (its step,
+its exception's type and first line), not raised.
 """
 
 import json
@@ -21,6 +25,7 @@ class SplitArtifacts(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
         self.children, self.split_graphs = [], 0
+        self.step, self.recompiles = 1, []
 
     def emit(self, record):
         meta = getattr(record, "metadata", None) or {}
@@ -28,10 +33,13 @@ class SplitArtifacts(logging.Handler):
             self.children.append(meta["optimize_ddp_split_child"].get("name"))
         if "optimize_ddp_split_graph" in meta:
             self.split_graphs += 1
+        reason = (meta.get("compilation_metrics") or {}).get("recompile_reason")
+        if reason:
+            self.recompiles.append({"step": self.step, "reason": str(reason)})
 
 
-def main(script, rank, world, store_path, cap_mb, unused, out):
-    rank, world, cap_mb, unused = int(rank), int(world), float(cap_mb), unused == "1"
+def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
+    rank, world, cap_mb, unused, steps = int(rank), int(world), float(cap_mb), unused == "1", int(steps)
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
     ns = runpy.run_path(script)
     if "get_distributed_model" in ns:
@@ -71,13 +79,29 @@ def main(script, rank, world, store_path, cap_mb, unused, out):
         wrapped = torch.compile(model, backend=backend)
     else:
         wrapped = DDP(torch.compile(model, backend=backend), bucket_cap_mb=cap_mb, find_unused_parameters=unused)
-    wrapped(*inputs).sum().backward()
-    dist.barrier()
+    per_step, failed = [], None
+    for step in range(1, steps + 1):
+        listener.step = step
+        for p in model.parameters():
+            p.grad = None
+        before = len(graphs)
+        try:
+            wrapped(*inputs).sum().backward()
+        except Exception as exc:  # a later step's failure is what the prediction must say
+            failed = {"step": step, "type": type(exc).__name__, "message": str(exc).strip().splitlines()[0]}
+            break
+        per_step.append(len(graphs) - before)
+        if step == 1:
+            first = len(graphs)
+    if failed is None or failed["step"] > 1:
+        dist.barrier()
     with open(out, "w") as f:
-        json.dump({"graphs": len(graphs), "buckets": buckets, "split_children": listener.children,
+        json.dump({"graphs": first if per_step else len(graphs), "buckets": buckets[:first] if per_step else buckets,
+                   "split_children": listener.children[:first] if per_step else listener.children,
                    "split_graphs": listener.split_graphs,
                    "graph_breaks": sum(counters["graph_break"].values()),
-                   "graph_break_reasons": len(counters["graph_break"])}, f)
+                   "graph_break_reasons": len(counters["graph_break"]),
+                   "graphs_per_step": per_step, "recompiles": listener.recompiles, "failed": failed}, f)
     dist.destroy_process_group()
 
 
