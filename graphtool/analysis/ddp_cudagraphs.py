@@ -1,4 +1,5 @@
-"""The CUDA-graph verdict of each graph DDP's optimizer splits off (``cudagraphs --ddp``).
+"""The CUDA-graph verdict of each graph DDP's optimizer splits off (``cudagraphs --ddp``), and the
+parameters no step gives a gradient (DDP fails on the second step without ``find_unused_parameters``).
 
 Under ``DDP(torch.compile(model))`` each split graph is a compiled function of its own, so cudagraph
 trees (``mode="reduce-overhead"``) or ``backend="cudagraphs"`` judge and record each one apart: the
@@ -55,3 +56,55 @@ def with_split_verdicts(report, verdict, *, standin=None):
     if standin is not None and standin.graph_count != report.graph_count:
         notes.append(MISMATCH_NOTE.format(standin=standin.graph_count, own=report.graph_count))
     return replace(report, graphs=graphs, notes=tuple(notes))
+
+
+#: what to do about parameters that get no gradient under DDP
+UNUSED_FIX = ("use every parameter in forward (or set requires_grad=False on those it never uses), or wrap as "
+              "DDP(model, find_unused_parameters=True), which costs a walk of the autograd graph every step")
+
+
+def unused_parameters(capture, run) -> dict | None:
+    """``run``'s parameters that require grad and got no gradient (a
+    :class:`~graphtool.capture.distributed.DdpRun`), where the first is set in the user's code, and
+    the step the loop failed at (torch's error) when ``find_unused_parameters`` is off; None when every
+    parameter got one."""
+    names = list(getattr(run, "unused_params", ()) or ())
+    if not names:
+        return None
+    log = getattr(capture, "steps", None)
+    failed = getattr(log, "failed", None)
+    step = int(failed.split()[1]) if failed and failed.startswith("step ") and failed.split()[1].isdigit() else None
+    where = _defined_at(capture.spec, names[0])
+    return {
+        "parameters": names,
+        "find_unused_parameters": bool(run.find_unused_parameters),
+        "fails_at_step": step,
+        "error": failed,
+        "source": where,
+        "fix": UNUSED_FIX,
+    }
+
+
+def _defined_at(spec, name: str) -> dict | None:
+    """Where the module holding parameter ``name`` is set (``self.unused = ...``) in the model's
+    class, else that class's first line."""
+    import inspect
+    import re
+
+    model = spec.model
+    parts = name.split(".")
+    owner = model
+    for part in parts[:-2]:
+        owner = getattr(owner, part, None)
+    attr = parts[-2] if len(parts) >= 2 else parts[-1]
+    cls = type(owner) if owner is not None else type(model)
+    try:
+        lines, first = inspect.getsourcelines(cls)
+        file = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        return None
+    pattern = re.compile(rf"self\.{re.escape(attr)}\s*[:=]")
+    for offset, text in enumerate(lines):
+        if pattern.search(text):
+            return {"file": file, "line": first + offset}
+    return {"file": file, "line": first}

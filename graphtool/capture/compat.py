@@ -943,22 +943,26 @@ class _ReducerOnMeta:
     rebuild moves no split (DDPOptimizer splits at compile time, by parameter bytes), so the
     stand-in skips it; every other call reaches the real reducer."""
 
-    def __init__(self, reducer: Any):
+    def __init__(self, reducer: Any, before_forward: Any = None):
         self._reducer = reducer
+        self._before_forward = before_forward
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._reducer, name)
 
     def _rebuild_buckets(self) -> bool:
+        if self._before_forward is not None:  # where the real reducer checks the prior step's reduction
+            self._before_forward()
         return False
 
 
-def ddp_on_meta(ddp: Any) -> Any:
+def ddp_on_meta(ddp: Any, before_forward: Any = None) -> Any:
     """A ``DistributedDataParallel`` built with ``init_sync=False`` over meta parameters, made to run
     its steps on meta: a comm hook that hands each bucket back as its allreduce's result (what an
     allreduce of one rank gives; gloo cannot reduce meta tensors), and the reducer's bucket rebuild
     skipped (:class:`_ReducerOnMeta`). The forward's hooks, ``_DDPSink`` and the reducer's autograd
-    hooks run as on a GPU."""
+    hooks run as on a GPU. ``before_forward()`` runs where the reducer would check that the prior
+    step's reduction ended (DDP's forward, grad enabled)."""
     import torch
 
     reducer = getattr(ddp, "reducer", None)
@@ -971,5 +975,5 @@ def ddp_on_meta(ddp: Any) -> Any:
         return fut
 
     ddp.register_comm_hook(None, handed_back)
-    ddp.reducer = _ReducerOnMeta(reducer)
+    ddp.reducer = _ReducerOnMeta(reducer, before_forward)
     return ddp

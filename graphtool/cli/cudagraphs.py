@@ -51,12 +51,13 @@ def cudagraphs(
     ddp: bool = options.DdpOpt,
     world_size: int = options.WorldSizeOpt,
     bucket_cap_mb: float = options.BucketCapOpt,
+    find_unused: bool = options.FindUnusedOpt,
 ) -> int:
     from graphtool.commands.cudagraphs import cudagraphs as run
     from graphtool.render.cudagraphs import cudagraphs_view
 
     options.check_format(fmt)
-    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb)
+    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
                       debug=options.debug_enabled(), progress=progress, steps=n_steps, ddp=ddp_settings)

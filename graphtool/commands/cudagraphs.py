@@ -54,6 +54,7 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
             from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
 
             extra = {"ddp": with_split_verdicts(ddp_report, verdict)}
+            found = found or bool((ddp_report.unused or {}).get("fails_at_step"))  # the loop fails at step 2
         results.append(common.ModelResult(common.model_header(capture), verdict, found, key="cudagraphs",
                                          stopped=capture.stopped, **extra))
     return results

@@ -78,7 +78,8 @@ def _load_object(obj, device: Optional[str]):
 
 
 def trace_own_device(target, entry, device, inference: bool, *, backend: str = "inductor", record_breaks: bool = True,
-                     debug: bool = False, progress: Progress = SILENT, wrapper=None, factory_args: tuple = ()):
+                     debug: bool = False, progress: Progress = SILENT, wrapper=None, factory_args: tuple = (),
+                     steps: int = 1):
     """Load the script and trace it on its own device with ``backend``'s AOT stage: a
     :class:`~graphtool.capture.tracer.Capture`."""
     spec = load(target, entry, device, progress, factory_args)
@@ -88,7 +89,7 @@ def trace_own_device(target, entry, device, inference: bool, *, backend: str = "
     with quiet_stdout():
         return trace_model(
             spec, inference=inference, backend=backend, record_breaks=record_breaks, quiet=not debug,
-            on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
+            on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper, steps=steps,
         )
 
 

@@ -104,8 +104,10 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
                     find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
         try:
             entry, factory_args = session.entry(target, entry)
+            # two steps: DDP fails on the second when a parameter got no gradient in the first
             capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
-                                             progress=progress, wrapper=session, factory_args=factory_args)
+                                             progress=progress, wrapper=session, factory_args=factory_args,
+                                             steps=DDP_STEPS)
         except UserScriptError as exc:
             if "process group" in exc.message and not exc.hint:
                 raise exc.with_hint(OWN_GROUP_HINT) from None
@@ -114,3 +116,5 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
 
 
 OWN_GROUP_HINT = steps.OWN_GROUP_HINT
+#: the steps ``trace --ddp`` runs: the second is where DDP fails on parameters without gradient
+DDP_STEPS = 2

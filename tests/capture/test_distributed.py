@@ -13,7 +13,7 @@ DDP_FIXTURES = FIXTURES / "ddp"
 
 def _ddp(cli, script, *args):
     rc, out, err = cli("trace", DDP_FIXTURES / script, "--ddp", "--format", "json", *args)
-    assert rc == 0, err
+    assert rc == (1 if script == "unused.py" else 0), err  # unused.py fails DDP's second step: a finding
     return json.loads(out)["ddp"]
 
 
@@ -37,7 +37,7 @@ def test_bucket_cap_decides_the_splits_of_the_unused_parameter_model(cli):
 
 def test_split_graphs_are_regions_of_the_trace_with_their_parameters_named(cli):
     rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--bucket-cap-mb", "1", "--format", "json")
-    assert rc == 0, err
+    assert rc == 1, err  # the unused parameter fails DDP's second step: a finding
     doc = json.loads(out)
     assert [g["region"] for g in doc["graphs"]] == [0, 1, 2, 3]
     names = [[p["name"] for p in g["forward"]["placeholders"] if p["kind"] == "parameter"] for g in doc["graphs"]]
@@ -50,7 +50,7 @@ def test_split_graphs_are_regions_of_the_trace_with_their_parameters_named(cli):
 
 
 def test_table_shows_each_split_and_the_other_caps(cli):
-    rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--bucket-cap-mb", "1")
+    rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--bucket-cap-mb", "1", "--find-unused-parameters")
     assert rc == 0, err
     assert "under DDP (2 ranks, bucket_cap_mb=1): 4 graphs from 1 dynamo graph" in out
     assert "region 3: bucket 3, 2 params, 1.0 MB, module used.3" in out
@@ -190,3 +190,33 @@ def test_trace_ddp_cudagraphs_validates_and_gives_each_split_its_verdict(cli):
     jsonschema.validate(doc, json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text()))
     assert len(doc["graphs"]) == doc["ddp"]["graph_count"] == doc["cudagraphs"]["regions"] == 6
     assert all(g["cudagraphs"]["cudagraphed"] for g in doc["ddp"]["graphs"])
+
+
+def test_trace_ddp_runs_two_steps_and_exits_1_on_unused_parameters(cli):
+    rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp")
+    assert rc == 1, err
+    assert "UNUSED PARAMETERS: unused.weight, unused.bias got no gradient (set at" in out
+    assert "Expected to" in out and "find_unused_parameters=True" in out
+    block = out[out.index("under DDP"):]
+    assert max(len(line) for line in block.splitlines()) <= 80
+
+
+def test_find_unused_parameters_lets_the_loop_go_on_and_validates(cli):
+    rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--find-unused-parameters", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    jsonschema.validate(doc, json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text()))
+    unused = doc["ddp"]["unused_parameters"]
+    assert unused["parameters"] == ["unused.weight", "unused.bias"] and unused["fails_at_step"] is None
+
+
+def test_find_unused_parameters_without_ddp_exits_2(cli):
+    rc, out, err = cli("trace", DDP_FIXTURES / "mlp8.py", "--find-unused-parameters")
+    assert rc == 2 and "--find-unused-parameters is a DDP setting: add --ddp" in err
+
+
+def test_a_model_using_every_parameter_has_no_unused_key(cli):
+    assert "unused_parameters" not in _ddp(cli, "mlp8.py")

@@ -56,8 +56,9 @@ def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path, 
     return [json.loads((tmp / f"rank{rank}.json").read_text()) for rank in range(world)]
 
 
-def predict(cli, script: Path, cap_mb: float, world: int) -> dict:
-    rc, out, err = cli("trace", script, "--ddp", "--world-size", world, "--bucket-cap-mb", cap_mb, "--format", "json")
+def predict(cli, script: Path, cap_mb: float, world: int, unused: bool = False) -> dict:
+    rc, out, err = cli("trace", script, "--ddp", "--world-size", world, "--bucket-cap-mb", cap_mb, "--format", "json",
+                       *(["--find-unused-parameters"] if unused else []))
     assert rc == 0, err
     return json.loads(out)
 
@@ -80,7 +81,7 @@ def test_predicted_splits_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, scr
     # the world size does not enter DDP's split: predict at 8; a factory given the world size builds
     # the model for it, so it is predicted at the real run's
     factory = "get_distributed_model" in (DDP_FIXTURES / script).read_text()
-    doc = predict(cli, DDP_FIXTURES / script, cap_mb, world if factory else 8)
+    doc = predict(cli, DDP_FIXTURES / script, cap_mb, world if factory else 8, unused)
     ddp = doc["ddp"]
     split_frames = {g["dynamo_graph"] for g in ddp["graphs"] if g["bucket"] > 0}
     for real in ranks:
@@ -127,3 +128,34 @@ def test_cudagraphs_ddp_steps_compile_and_recompile_what_a_real_gloo_loop_does(c
     # each split graph is a region with its own verdict
     assert [g["region"] for g in doc["ddp"]["graphs"]] == list(range(sum(real["graphs_per_step"])))
     assert all("cudagraphed" in g["cudagraphs"] for g in doc["ddp"]["graphs"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("find_unused", [False, True], ids=["default", "find_unused"])
+def test_unused_parameters_fail_the_second_step_as_predicted(cli, tmp_path, world, find_unused):
+    """unused.py: without find_unused_parameters=True every rank of a real loop fails at step 2 with
+    DDP's reducer error; ``trace --ddp`` runs two steps and says so (exit 1), naming the parameters;
+    ``cudagraphs --ddp`` (the stand-in, which cannot run torch's check) stops its loop at step 2 too."""
+    from graphtool.capture.distributed import UNFINISHED_REDUCTION
+
+    ranks = run_ranks(DDP_FIXTURES / "unused.py", world, 25.0, find_unused, tmp_path, steps=2)
+    flag = ["--find-unused-parameters"] if find_unused else []
+    rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--world-size", world, "--format", "json", *flag)
+    unused = json.loads(out)["ddp"]["unused_parameters"]
+    rc_cg, out_cg, err_cg = cli("cudagraphs", DDP_FIXTURES / "unused.py", "--ddp", "--world-size", world, "--format", "json",
+                                *flag)
+    steady = json.loads(out_cg)["cudagraphs"]["steady_state"]
+    for real in ranks:
+        assert sorted(unused["parameters"]) == real["no_grad_after_step1"] == ["unused.bias", "unused.weight"]
+        if find_unused:
+            assert real["failed"] is None and real["graphs_per_step"] == [2, 0]
+            assert rc == 0 and unused["fails_at_step"] is None and unused["find_unused_parameters"]
+            assert steady["failed"] is None and steady["steps"] == 3
+        else:
+            assert real["failed"]["step"] == 2 and real["failed"]["type"] == "RuntimeError"
+            assert real["failed"]["message"].startswith(UNFINISHED_REDUCTION)
+            assert rc == 1 and unused["fails_at_step"] == 2
+            assert f"step 2 raised: RuntimeError: {UNFINISHED_REDUCTION}" in unused["error"]
+            assert unused["source"]["line"] == 10 and unused["source"]["file"].endswith("unused.py")
+            assert steady["steps"] == 1 and steady["failed"].startswith(f"step 2 raised: RuntimeError: {UNFINISHED_REDUCTION}")

@@ -93,6 +93,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
         per_step.append(len(graphs) - before)
         if step == 1:
             first = len(graphs)
+            no_grad = sorted(n for n, p in model.named_parameters() if p.requires_grad and p.grad is None)
     if failed is None or failed["step"] > 1:
         dist.barrier()
     with open(out, "w") as f:
@@ -101,7 +102,8 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
                    "split_graphs": listener.split_graphs,
                    "graph_breaks": sum(counters["graph_break"].values()),
                    "graph_break_reasons": len(counters["graph_break"]),
-                   "graphs_per_step": per_step, "recompiles": listener.recompiles, "failed": failed}, f)
+                   "graphs_per_step": per_step, "recompiles": listener.recompiles, "failed": failed,
+                   "no_grad_after_step1": no_grad if per_step else None}, f)
     dist.destroy_process_group()
 
 
