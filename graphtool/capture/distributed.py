@@ -280,7 +280,7 @@ def _module_path(node: Any) -> str | None:
     if not stack:
         return None
     path = str(list(stack.values())[-1][0])
-    for prefix in ("L['fn']", "L['self']"):
+    for prefix in ("L['fn']", "L['self']", "L['args'][0]"):  # the last: a decorated forward (transformers')
         if path.startswith(prefix):
             path = path[len(prefix):].lstrip(".")
             break

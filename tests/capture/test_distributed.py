@@ -220,3 +220,13 @@ def test_find_unused_parameters_without_ddp_exits_2(cli):
 
 def test_a_model_using_every_parameter_has_no_unused_key(cli):
     assert "unused_parameters" not in _ddp(cli, "mlp8.py")
+
+
+@pytest.mark.slow
+def test_a_transformers_decoder_splits_per_layer_with_its_modules_named(cli):
+    """llama.py (4 layers, ~2.5 MiB each) at 2 MB; transformers' decorated forward enters dynamo as L['args'][0]."""
+    ddp = _ddp(cli, "llama.py", "--bucket-cap-mb", "2")
+    assert ddp["graph_count"] == 5 and ddp["dynamo_graphs"] == 1
+    assert [g["module"] for g in ddp["graphs"]] == ["model.embed_tokens"] + [
+        f"model.layers.{i}.mlp.down_proj" for i in range(4)]
+    assert "lm_head.weight" in ddp["graphs"][-1]["params"]

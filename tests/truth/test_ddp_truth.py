@@ -71,6 +71,8 @@ CASES = [
     ("mlp8.py", 5.0, False, 4),
     ("factory.py", 1.0, False, 2),
     ("compiled_ddp.py", 25.0, False, 2),
+    ("llama.py", 2.0, False, 2),
+    ("llama.py", 1.0, False, 4),
 ]
 
 
@@ -103,7 +105,8 @@ def test_other_bucket_caps_predict_what_a_real_run_at_that_cap_compiles(cli, tmp
     assert at[1.0] == run_ranks(DDP_FIXTURES / "mlp8.py", 2, 1.0, False, tmp_path)[0]["graphs"] == 8
 
 
-STEP_CASES = [("recompile.py", 1.0, 2), ("recompile.py", 1.0, 4), ("mlp8.py", 5.0, 2), ("break_mid.py", 1.0, 4)]
+STEP_CASES = [("recompile.py", 1.0, 2), ("recompile.py", 1.0, 4), ("mlp8.py", 5.0, 2), ("break_mid.py", 1.0, 4),
+              ("llama.py", 2.0, 2), ("llama.py", 1.0, 4)]
 
 
 @pytest.mark.slow

@@ -38,6 +38,14 @@ class SplitArtifacts(logging.Handler):
             self.recompiles.append({"step": self.step, "reason": str(reason)})
 
 
+def _loss(out):
+    """The sum of every tensor in the output (a transformers ModelOutput, a tuple, a tensor)."""
+    if isinstance(out, torch.Tensor):
+        return out.sum()
+    values = out.values() if hasattr(out, "values") else out
+    return sum(_loss(v) for v in values if isinstance(v, (torch.Tensor, tuple, list, dict)) or hasattr(v, "values"))
+
+
 def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
     rank, world, cap_mb, unused, steps = int(rank), int(world), float(cap_mb), unused == "1", int(steps)
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
@@ -86,7 +94,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
             p.grad = None
         before = len(graphs)
         try:
-            wrapped(*inputs).sum().backward()
+            _loss(wrapped(*inputs)).backward()
         except Exception as exc:  # a later step's failure is what the prediction must say
             failed = {"step": step, "type": type(exc).__name__, "message": str(exc).strip().splitlines()[0]}
             break
