@@ -977,3 +977,20 @@ def ddp_on_meta(ddp: Any, before_forward: Any = None) -> Any:
     ddp.register_comm_hook(None, handed_back)
     ddp.reducer = _ReducerOnMeta(reducer, before_forward)
     return ddp
+
+
+def ddp_bucket_sizes(ddp: Any) -> dict:
+    """DDP's own account of its gradient buckets, from ``DistributedDataParallel._get_ddp_logging_data()``
+    (what torch logs through ``DDPLoggingData``): ``bucket_sizes`` (bytes of each flat bucket tensor the
+    reducer allocated), ``total_parameter_size_bytes`` (the parameters it reduces) and
+    ``gradient_as_bucket_view``."""
+    getter = getattr(ddp, "_get_ddp_logging_data", None)
+    if not callable(getter):
+        raise _missing("DistributedDataParallel._get_ddp_logging_data")
+    data = getter()
+    sizes = str(data.get("bucket_sizes", "")).replace(" ", "")
+    return {
+        "bucket_sizes": [int(s) for s in sizes.split(",") if s],
+        "total_parameter_size_bytes": int(data.get("total_parameter_size_bytes", 0)),
+        "gradient_as_bucket_view": bool(int(data.get("gradient_as_bucket_view", 0))),
+    }

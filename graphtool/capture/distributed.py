@@ -122,6 +122,7 @@ class DdpSession:
         self._grad_params: dict[int, str] = {}  # id -> name of each parameter that requires grad
         self._got_grad: set[int] = set()  # the ids of those a backward gave a gradient
         self._forwards = 0
+        self.ddp: Any = None  # the DistributedDataParallel the model runs in (torch's bucket figures)
 
     def entry(self, target: str, entry: str | None) -> tuple[str | None, tuple]:
         """The factory to call and its arguments: the script's ``get_distributed_model(world_size)``
@@ -175,6 +176,7 @@ class DdpSession:
             self.wrapper = COMPILED_DDP
             self.bucket_cap_mb = inner.bucket_bytes_cap / _MB  # the script's own DDP's cap
             self.find_unused_parameters = bool(inner.find_unused_parameters)
+            self.ddp = inner
             return compiled
         if isinstance(inner, DDP):
             where = f"{spec.location}: " if spec is not None else ""
@@ -190,7 +192,8 @@ class DdpSession:
             # reducer's search for unused parameters copies data, so the session answers for it (it moves no split)
             return compat.ddp_on_meta(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, init_sync=False),
                                       before_forward=self._prior_reduction_ended)
-        return DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, find_unused_parameters=self.find_unused_parameters)
+        self.ddp = DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, find_unused_parameters=self.find_unused_parameters)
+        return self.ddp
 
     def _watch_grads(self, module: Any) -> None:
         """Note each parameter a backward gives a gradient (a hook after its accumulation)."""

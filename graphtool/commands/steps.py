@@ -194,11 +194,13 @@ class ModelResult:
     key: str  # the report's key in the document ("devices", "cudagraphs"), or "" to merge it in
     stopped: Optional[str] = None
     ddp: Any = None  # DdpReport (``cudagraphs --ddp``): the graphs DDP's optimizer split off
+    rank: Any = None  # RankMemory (``memory --ddp``): what one rank holds
 
     def to_dict(self) -> dict:
         body = self.report.to_dict()
         return {"model": self.header, **(body if not self.key else {self.key: body}),
-                **({"ddp": self.ddp.to_dict()} if self.ddp is not None else {})}
+                **({"ddp": self.ddp.to_dict()} if self.ddp is not None else {}),
+                **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {})}
 
 
 def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool, warmup: int, iters: int,

@@ -458,3 +458,17 @@ def test_ddp_on_meta_runs_ddp_steps_on_meta_parameters():
         assert ddp.reducer._rebuild_buckets() is False
     finally:
         dist.destroy_process_group()
+
+
+def test_ddp_bucket_sizes_reads_ddps_logging_data():
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+        sizes = compat.ddp_bucket_sizes(DDP(model))
+        assert sum(sizes["bucket_sizes"]) == sizes["total_parameter_size_bytes"] == 2 * 72 * 4
+        assert sizes["gradient_as_bucket_view"] is False
+    finally:
+        dist.destroy_process_group()

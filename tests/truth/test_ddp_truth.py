@@ -28,7 +28,8 @@ DDP_FIXTURES = FIXTURES / "ddp"
 RANK_DEADLINE = 240
 
 
-def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path, steps: int = 1) -> list[dict]:
+def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path, steps: int = 1,
+              memory: bool = False) -> list[dict]:
     """Run ``world`` real ranks and return each one's report, or fail naming the rank that did not finish."""
     store = tmp / "store"
     procs = []
@@ -38,6 +39,7 @@ def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path, 
                 [sys.executable, str(RANK), str(script), str(rank), str(world), str(store), str(cap_mb),
                  "1" if unused else "0", str(tmp / f"rank{rank}.json"), str(steps)],
                 stdout=subprocess.DEVNULL, stderr=open(tmp / f"rank{rank}.err", "wb"), start_new_session=True,
+                env={**os.environ, "GRAPHTOOL_RANK_MEMORY": "1" if memory else "0"},
             ))
         deadline = time.monotonic() + RANK_DEADLINE
         for rank, proc in enumerate(procs):
@@ -162,3 +164,23 @@ def test_unused_parameters_fail_the_second_step_as_predicted(cli, tmp_path, worl
             assert f"step 2 raised: RuntimeError: {UNFINISHED_REDUCTION}" in unused["error"]
             assert unused["source"]["line"] == 10 and unused["source"]["file"].endswith("unused.py")
             assert steady["steps"] == 1 and steady["failed"].startswith(f"step 2 raised: RuntimeError: {UNFINISHED_REDUCTION}")
+
+
+MEMORY_CASES = [("mlp_adam.py", 25.0), ("mlp8.py", 1.0)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, cap_mb", MEMORY_CASES, ids=[f"{s[:-3]}-{c:g}MB" for s, c in MEMORY_CASES])
+def test_memory_ddp_rank_bytes_equal_torchs_own_objects_on_a_real_gloo_run(cli, tmp_path, script, cap_mb):
+    """Each rank of a real 2-process loop: its parameters' storages, the flat bucket tensors DDP's comm
+    hook gets in each step (the first step's buckets, then the rebuilt ones), DDP's logged bucket sizes,
+    and the state of the script's optimizer after one step, against ``memory --ddp``'s RankMemory."""
+    ranks = run_ranks(DDP_FIXTURES / script, 2, cap_mb, False, tmp_path, steps=2, memory=True)
+    rc, out, err = cli("memory", DDP_FIXTURES / script, "--ddp", "--bucket-cap-mb", cap_mb, "--format", "json")
+    assert rc == 0, err
+    rank = json.loads(out)["rank_memory"]
+    for real in ranks:
+        assert rank["params_bytes"] == real["params_bytes"] == real["logged_total_parameter_size_bytes"]
+        assert rank["bucket_bytes"] == sum(real["logged_bucket_sizes"])
+        assert [sum(step) for step in real["bucket_buffers_per_step"]] == [rank["bucket_bytes"]] * 2
+        assert rank["optimizer_bytes"] == real.get("optimizer_bytes", 0)

@@ -13,6 +13,7 @@ its exception's type and first line), not raised.
 
 import json
 import logging
+import os
 import runpy
 import sys
 
@@ -83,16 +84,27 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
     trace.addHandler(listener)
     from torch._dynamo.utils import counters
 
+    hook_sizes = []  # GRAPHTOOL_RANK_MEMORY=1: each bucket's flat tensor, as the comm hook gets it, per step
     if isinstance(model, DDP):  # the script's own wrapping, compiled as the script would
         wrapped = torch.compile(model, backend=backend)
     else:
         wrapped = DDP(torch.compile(model, backend=backend), bucket_cap_mb=cap_mb, find_unused_parameters=unused)
+    memory = os.environ.get("GRAPHTOOL_RANK_MEMORY") == "1" and isinstance(wrapped, DDP)
+    if memory:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        def recording(state, bucket):
+            hook_sizes[-1].append(bucket.buffer().untyped_storage().nbytes())
+            return allreduce_hook(state, bucket)
+
+        wrapped.register_comm_hook(dist.group.WORLD, recording)
     per_step, failed = [], None
     for step in range(1, steps + 1):
         listener.step = step
         for p in model.parameters():
             p.grad = None
         before = len(graphs)
+        hook_sizes.append([])
         try:
             _loss(wrapped(*inputs)).backward()
         except Exception as exc:  # a later step's failure is what the prediction must say
@@ -104,6 +116,22 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
             no_grad = sorted(n for n, p in model.named_parameters() if p.requires_grad and p.grad is None)
     if failed is None or failed["step"] > 1:
         dist.barrier()
+    extra = {}
+    if memory:
+        storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()}
+        logged = wrapped._get_ddp_logging_data()
+        extra = {"params_bytes": sum(storages.values()), "bucket_buffers_per_step": hook_sizes,
+                 "logged_bucket_sizes": [int(x) for x in str(logged["bucket_sizes"]).split(",") if x.strip()],
+                 "logged_total_parameter_size_bytes": int(logged["total_parameter_size_bytes"])}
+        if "get_optimizer" in ns:  # the script's optimizer, stepped once on this rank's reduced gradients
+            opt = ns["get_optimizer"](model)
+            opt.step()
+            seen = {}
+            for state in opt.state.values():
+                for t in state.values():
+                    if isinstance(t, torch.Tensor):
+                        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            extra["optimizer_bytes"] = sum(seen.values())
     with open(out, "w") as f:
         json.dump({"graphs": first if per_step else len(graphs), "buckets": buckets[:first] if per_step else buckets,
                    "split_children": listener.children[:first] if per_step else listener.children,
@@ -111,7 +139,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
                    "graph_breaks": sum(counters["graph_break"].values()),
                    "graph_break_reasons": len(counters["graph_break"]),
                    "graphs_per_step": per_step, "recompiles": listener.recompiles, "failed": failed,
-                   "no_grad_after_step1": no_grad if per_step else None}, f)
+                   "no_grad_after_step1": no_grad if per_step else None, **extra}, f)
     dist.destroy_process_group()
 
 
