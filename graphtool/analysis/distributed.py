@@ -43,11 +43,13 @@ class SplitGraph:
     bytes: int
     module: Optional[str]
     source: Optional[Source]
+    cudagraphs: Optional[dict] = None  # this graph's CUDA-graph verdict (``--cudagraphs``; analysis.ddp_cudagraphs)
 
     def to_dict(self) -> dict:
         return {"region": self.region, "dynamo_graph": self.dynamo_graph, "bucket": self.bucket,
                 "params": list(self.params), "bytes": self.bytes, "module": self.module,
-                "source": self.source.to_dict() if self.source else None}
+                "source": self.source.to_dict() if self.source else None,
+                **({"cudagraphs": self.cudagraphs} if self.cudagraphs is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class DdpReport:
     dynamo_graphs: int
     collectives: tuple[Collective, ...]
     notes: tuple[str, ...]
+    unused: Optional[dict] = None  # parameters no step gave a gradient (analysis.ddp_cudagraphs.unused_parameters)
 
     @property
     def graph_count(self) -> int:
@@ -92,6 +95,7 @@ class DdpReport:
             "graphs_at_bucket_cap_mb": [{"bucket_cap_mb": cap, "graphs": n} for cap, n in self.graphs_at],
             "collectives": [c.to_dict() for c in self.collectives],
             "notes": list(self.notes),
+            **({"unused_parameters": self.unused} if self.unused is not None else {}),
         }
 
 
@@ -112,8 +116,11 @@ def build_ddp_report(capture: Any, run: Any) -> DdpReport:
         notes.insert(0, ALLREDUCE_NOTE)
     if run.wrapper != "DDP(torch.compile(model))":
         notes.insert(0, COMPILED_DDP_NOTE.format(wrapper=run.wrapper, graphs=len(capture.regions)))
+    from graphtool.analysis.ddp_cudagraphs import unused_parameters
+
     return DdpReport(run.wrapper, run.world_size, run.bucket_cap_mb, run.first_bucket_bytes / _MB, tuple(graphs),
-                     tuple(sorted(totals.items())), len(run.frames), collectives, tuple(notes))
+                     tuple(sorted(totals.items())), len(run.frames), collectives, tuple(notes),
+                     unused_parameters(capture, run))
 
 
 def collectives_in(capture: Any):

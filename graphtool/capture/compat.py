@@ -1055,3 +1055,62 @@ def recording_fsdp_collectives(records: list, name_of: Any):
     finally:
         for owner, name, original in reversed(patched):
             setattr(owner, name, original)
+
+
+class _ReducerOnMeta:
+    """DDP's reducer, but ``_rebuild_buckets`` says no: after the first step the C++ reducer
+    copies the gradients into buckets rebuilt in ready order, which meta tensors cannot do. The
+    rebuild moves no split (DDPOptimizer splits at compile time, by parameter bytes), so the
+    stand-in skips it; every other call reaches the real reducer."""
+
+    def __init__(self, reducer: Any, before_forward: Any = None):
+        self._reducer = reducer
+        self._before_forward = before_forward
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reducer, name)
+
+    def _rebuild_buckets(self) -> bool:
+        if self._before_forward is not None:  # where the real reducer checks the prior step's reduction
+            self._before_forward()
+        return False
+
+
+def ddp_on_meta(ddp: Any, before_forward: Any = None) -> Any:
+    """A ``DistributedDataParallel`` built with ``init_sync=False`` over meta parameters, made to run
+    its steps on meta: a comm hook that hands each bucket back as its allreduce's result (what an
+    allreduce of one rank gives; gloo cannot reduce meta tensors), and the reducer's bucket rebuild
+    skipped (:class:`_ReducerOnMeta`). The forward's hooks, ``_DDPSink`` and the reducer's autograd
+    hooks run as on a GPU. ``before_forward()`` runs where the reducer would check that the prior
+    step's reduction ended (DDP's forward, grad enabled)."""
+    import torch
+
+    reducer = getattr(ddp, "reducer", None)
+    if reducer is None or not callable(getattr(reducer, "_rebuild_buckets", None)):
+        raise _missing("DistributedDataParallel.reducer._rebuild_buckets")
+
+    def handed_back(_state, bucket):
+        fut = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+
+    ddp.register_comm_hook(None, handed_back)
+    ddp.reducer = _ReducerOnMeta(reducer, before_forward)
+    return ddp
+
+
+def ddp_bucket_sizes(ddp: Any) -> dict:
+    """DDP's own account of its gradient buckets, from ``DistributedDataParallel._get_ddp_logging_data()``
+    (what torch logs through ``DDPLoggingData``): ``bucket_sizes`` (bytes of each flat bucket tensor the
+    reducer allocated), ``total_parameter_size_bytes`` (the parameters it reduces) and
+    ``gradient_as_bucket_view``."""
+    getter = getattr(ddp, "_get_ddp_logging_data", None)
+    if not callable(getter):
+        raise _missing("DistributedDataParallel._get_ddp_logging_data")
+    data = getter()
+    sizes = str(data.get("bucket_sizes", "")).replace(" ", "")
+    return {
+        "bucket_sizes": [int(s) for s in sizes.split(",") if s],
+        "total_parameter_size_bytes": int(data.get("total_parameter_size_bytes", 0)),
+        "gradient_as_bucket_view": bool(int(data.get("gradient_as_bucket_view", 0))),
+    }

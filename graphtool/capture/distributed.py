@@ -63,6 +63,9 @@ class SplitFrame:
 #: ``(model, example_inputs[, example_kwargs])``, the model bare or ``DDP(model)``
 DISTRIBUTED_FACTORY = "get_distributed_model"
 PLAIN = "DDP(torch.compile(model))"
+#: the first sentence of the error DDP's reducer raises at the step after one that left a parameter
+#: without gradient (``find_unused_parameters=False``, torch/csrc/distributed/c10d/reducer.cpp)
+UNFINISHED_REDUCTION = "Expected to have finished reduction in the prior iteration before starting a new one."
 COMPILED_DDP = "torch.compile(DDP(model))"
 
 
@@ -73,6 +76,9 @@ class DdpRun:
     bucket_cap_mb: float
     first_bucket_bytes: int
     frames: tuple[SplitFrame, ...]
+    #: parameters that require grad and got none in the steps run (DDP needs find_unused_parameters=True)
+    unused_params: tuple[str, ...] = ()
+    find_unused_parameters: bool = False
 
 
 def check_world_size(world_size: int) -> int:
@@ -101,8 +107,10 @@ class DdpSession:
     Open it before the script is loaded: a script that starts its own process group then fails at
     its own line instead of waiting for ranks that never come."""
 
-    def __init__(self, *, world_size: int = 2, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB):
+    def __init__(self, *, world_size: int = 2, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
+                 find_unused_parameters: bool = False):
         self.world_size = check_world_size(world_size)
+        self.find_unused_parameters = find_unused_parameters
         self.bucket_cap_mb = check_bucket_cap(bucket_cap_mb)
         self.records: list = []
         #: dynamo's placeholder name -> (kind, name): the split graphs' inputs reach the backend fake
@@ -111,6 +119,10 @@ class DdpSession:
         self._stack: Any = None
         self.from_factory = False  # the model came from the script's get_distributed_model(world_size)
         self.wrapper = PLAIN
+        self._grad_params: dict[int, str] = {}  # id -> name of each parameter that requires grad
+        self._got_grad: set[int] = set()  # the ids of those a backward gave a gradient
+        self._forwards = 0
+        self.ddp: Any = None  # the DistributedDataParallel the model runs in (torch's bucket figures)
 
     def entry(self, target: str, entry: str | None) -> tuple[str | None, tuple]:
         """The factory to call and its arguments: the script's ``get_distributed_model(world_size)``
@@ -150,13 +162,21 @@ class DdpSession:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         inner = getattr(compiled, "_orig_mod", compiled)
+        on_meta = any(p.device.type == "meta" for p in getattr(inner, "parameters", lambda: [])())
+        self._watch_grads(inner)
         if isinstance(inner, DDP) and self.from_factory and not hasattr(inner.module, "_orig_mod"):
+            if on_meta:
+                raise UsageError("--ddp on the accelerator stand-in: the script's get_distributed_model returned "
+                                 "DDP(model), whose gradient buckets live on the CPU",
+                                 hint="return the bare model (graphtool wraps it as DDP(torch.compile(model)))")
             # the script's own wrapping, compiled as such a script compiles it
             from graphtool.capture.tracer import tensor_names
 
             self._names = tensor_names(spec) if spec is not None else {}
             self.wrapper = COMPILED_DDP
             self.bucket_cap_mb = inner.bucket_bytes_cap / _MB  # the script's own DDP's cap
+            self.find_unused_parameters = bool(inner.find_unused_parameters)
+            self.ddp = inner
             return compiled
         if isinstance(inner, DDP):
             where = f"{spec.location}: " if spec is not None else ""
@@ -168,7 +188,33 @@ class DdpSession:
         from graphtool.capture.tracer import tensor_names
 
         self._names = tensor_names(spec) if spec is not None else {}
-        return DDP(compiled, bucket_cap_mb=self.bucket_cap_mb)
+        if on_meta:  # the accelerator stand-in: no value to broadcast, no allreduce gloo could run; the
+            # reducer's search for unused parameters copies data, so the session answers for it (it moves no split)
+            return compat.ddp_on_meta(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, init_sync=False),
+                                      before_forward=self._prior_reduction_ended)
+        self.ddp = DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, find_unused_parameters=self.find_unused_parameters)
+        return self.ddp
+
+    def _watch_grads(self, module: Any) -> None:
+        """Note each parameter a backward gives a gradient (a hook after its accumulation)."""
+        if not hasattr(module, "named_parameters"):
+            return
+        for name, p in module.named_parameters():
+            if p.requires_grad and id(p) not in self._grad_params:
+                self._grad_params[id(p)] = name
+                p.register_post_accumulate_grad_hook(lambda q: self._got_grad.add(id(q)))
+
+    def unused(self) -> tuple[str, ...]:
+        """The parameters that require grad and got no gradient in the steps run so far."""
+        return tuple(n for i, n in self._grad_params.items() if i not in self._got_grad)
+
+    def _prior_reduction_ended(self) -> None:
+        """On the stand-in (no reducer data to check): what DDP's reducer raises at the next step's
+        forward when a parameter got no gradient and ``find_unused_parameters`` is off."""
+        self._forwards += 1
+        if self._forwards > 1 and not self.find_unused_parameters and self.unused():
+            raise RuntimeError(UNFINISHED_REDUCTION + f" (graphtool's stand-in: parameters that got no gradient: "
+                               f"{', '.join(self.unused())})")
 
     def _name_inputs(self, gm: Any, example_inputs: list) -> None:
         nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -187,7 +233,8 @@ class DdpSession:
             graphs_at = tuple((cap, _graphs_at(gm, example_inputs, cap, len(buckets), self.bucket_cap_mb)) for cap in caps)
             frames.append(SplitFrame(buckets, region, graphs_at))
             region += len(buckets)
-        return DdpRun(self.wrapper, self.world_size, self.bucket_cap_mb, compat.ddp_first_bucket_bytes(), tuple(frames))
+        return DdpRun(self.wrapper, self.world_size, self.bucket_cap_mb, compat.ddp_first_bucket_bytes(), tuple(frames),
+                      self.unused(), self.find_unused_parameters)
 
 
 def _defines(path: str, name: str) -> bool:
@@ -236,7 +283,7 @@ def _module_path(node: Any) -> str | None:
     if not stack:
         return None
     path = str(list(stack.values())[-1][0])
-    for prefix in ("L['fn']", "L['self']"):
+    for prefix in ("L['fn']", "L['self']", "L['args'][0]"):  # the last: a decorated forward (transformers')
         if path.startswith(prefix):
             path = path[len(prefix):].lstrip(".")
             break

@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
             "graphtool cudagraphs model.py              # mode=\"reduce-overhead\"",
             "graphtool cudagraphs model.py --backend cudagraphs --check",
             "graphtool cudagraphs model.py --set graph_partition=false",
+            "graphtool cudagraphs model.py --ddp --world-size 8   # each graph DDP splits off",
         ),
     )(cudagraphs)
 
@@ -47,12 +48,29 @@ def cudagraphs(
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
     timeout: Optional[float] = options.TimeoutOpt,
+    ddp: bool = options.DdpOpt,
+    world_size: int = options.WorldSizeOpt,
+    bucket_cap_mb: float = options.BucketCapOpt,
+    find_unused: bool = options.FindUnusedOpt,
 ) -> int:
     from graphtool.commands.cudagraphs import cudagraphs as run
     from graphtool.render.cudagraphs import cudagraphs_view
 
     options.check_format(fmt)
+    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
-                      debug=options.debug_enabled(), progress=progress, steps=n_steps)
-    return console.show_models(results, fmt, lambda r: cudagraphs_view(r.report, r.stopped), check)
+                      debug=options.debug_enabled(), progress=progress, steps=n_steps, ddp=ddp_settings)
+    return console.show_models(results, fmt, lambda r: _view(r, cudagraphs_view), check)
+
+
+def _view(result, cudagraphs_view):
+    """The verdict, then (``--ddp``) the split graphs, each with its verdict."""
+    view = cudagraphs_view(result.report, result.stopped)
+    if result.ddp is None:
+        return view
+    from rich.console import Group
+
+    from graphtool.render.distributed import ddp_view
+
+    return Group(view, ddp_view(result.ddp))

@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
             "graphtool memory model.py --by module --depth 2 --backend aot_eager",
             "LLAMA_SIZE=7b graphtool memory examples/hf_llama.py --device meta \\",
             "    --format json",
+            "graphtool memory model.py --ddp --world-size 8   # what each rank holds",
         ),
     )(memory)
 
@@ -42,18 +43,27 @@ def memory(
     ),
     fmt: str = options.FormatOpt,
     timeout: Optional[float] = options.TimeoutOpt,
+    ddp: bool = options.DdpOpt,
+    world_size: int = options.WorldSizeOpt,
+    bucket_cap_mb: float = options.BucketCapOpt,
+    find_unused: bool = options.FindUnusedOpt,
 ) -> int:
     from graphtool.commands.memory import memory as run
 
     options.check_format(fmt)
+    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic,
-                      debug=options.debug_enabled(), progress=progress)
+                      debug=options.debug_enabled(), progress=progress, ddp=ddp_settings)
     if fmt == "table":
         from graphtool.render.memory import memory_view
 
         for r in results:
             console.stdout_console().print(memory_view(r.report, top=top))
+            if r.rank is not None:
+                from graphtool.render.rank_memory import rank_memory_view
+
+                console.print_view(rank_memory_view(r.rank, world_size=r.ddp.world_size if r.ddp else None))
     else:
         console.emit_all([r.to_dict() for r in results], fmt)
     return 0

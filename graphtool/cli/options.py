@@ -94,11 +94,20 @@ def fsdp2_options(fsdp2: bool, ddp: bool, world_size: int) -> dict | None:
     return {"world_size": world_size}
 
 
-def ddp_options(ddp: bool, world_size: int, bucket_cap_mb: float) -> dict | None:
+FindUnusedOpt = typer.Option(
+    False, "--find-unused-parameters",
+    help="With --ddp: DDP(..., find_unused_parameters=True), as the launch will wrap it (without it, a model with "
+         "parameters that get no gradient fails on its second step: graphtool runs two and says so).",
+)
+
+
+def ddp_options(ddp: bool, world_size: int, bucket_cap_mb: float, find_unused: bool = False) -> dict | None:
     """``--ddp``'s settings for the commands, checked before torch is imported; None without ``--ddp``."""
+    if find_unused and not ddp:
+        raise UsageError("--find-unused-parameters is a DDP setting: add --ddp")
     if not ddp:
         return None
     if world_size < 1:
         raise UsageError(f"--world-size {world_size}: a process group needs at least one rank",
                          hint="pass the number of GPUs the launch will use, e.g. --world-size 8")
-    return {"world_size": world_size, "bucket_cap_mb": bucket_cap_mb}
+    return {"world_size": world_size, "bucket_cap_mb": bucket_cap_mb, "find_unused_parameters": find_unused}

@@ -36,7 +36,12 @@ def report(
     memory: bool = typer.Option(True, "--memory/--no-memory", help="Measure what training saves for backward (one more eager forward)."),
     layout_timeout: float = typer.Option(30.0, "--layout-timeout", help="Seconds one picture's layout may take; a slower one is left out (the page says so)."),
     timeout: Optional[float] = options.TimeoutOpt,
+    ddp: bool = options.DdpOpt,
+    world_size: int = options.WorldSizeOpt,
+    bucket_cap_mb: float = options.BucketCapOpt,
+    find_unused: bool = options.FindUnusedOpt,
 ) -> int:
+    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     if model:  # before torch is imported: a wrong path costs no seconds
         from graphtool.capture.script import check_script_path
 
@@ -55,7 +60,7 @@ def report(
 
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, memory=memory, layout_timeout=layout_timeout,
-                      debug=options.debug_enabled(), progress=progress)
+                      debug=options.debug_enabled(), progress=progress, ddp=ddp_settings)
         progress.phase("writing the page...")
         import torch
 
@@ -64,7 +69,10 @@ def report(
         versions = {"graphtool": __version__, "torch": str(torch.__version__), "python": python_version()}
         command = _command(model, ("--entry", entry, None), ("--device", device, None), ("--inference", inference, False),
                            ("--backend", backend, "inductor"), ("-o", output, None), ("--no-memory", not memory, False),
-                           ("--layout-timeout", layout_timeout, 30.0))
+                           ("--layout-timeout", layout_timeout, 30.0), ("--ddp", ddp, False),
+                           ("--world-size", world_size if ddp else None, 2),
+                           ("--bucket-cap-mb", bucket_cap_mb if ddp else None, 25.0),
+                           ("--find-unused-parameters", find_unused, False))
         pages = [format_report(r, command=command, versions=versions) for r in results]
     for result, page in zip(results, pages):
         path = target if len(pages) == 1 else target.with_name(f"{target.stem}-{Path(result.target.split(':')[0]).stem}{target.suffix}")

@@ -42,10 +42,11 @@ def trace(
     world_size: int = options.WorldSizeOpt,
     bucket_cap_mb: float = options.BucketCapOpt,
     fsdp2: bool = options.Fsdp2Opt,
+    find_unused: bool = options.FindUnusedOpt,
 ) -> int:
     options.check_format(fmt)
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
-    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb)
+    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     if model:  # before torch is imported: a wrong path costs no seconds
         from graphtool.capture.script import check_script_path
 
@@ -87,7 +88,9 @@ def trace(
         _remove_earlier_models(out_dir, results)
     if fmt != "table":
         console.emit_all([r.to_dict() for r in results], fmt)
-    return 0
+    # --ddp: a loop of this model would fail on its second step (parameters without gradient)
+    fails = any(r.ddp is not None and (r.ddp.unused or {}).get("fails_at_step") for r in results)
+    return console.EXIT_FINDINGS if fails else 0
 
 
 #: the files ``--out`` writes: an earlier run's that this run does not write again are removed

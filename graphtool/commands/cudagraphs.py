@@ -17,12 +17,15 @@ from graphtool.commands.progress import SILENT, Progress
 
 def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
                inference: bool = False, backend: str = "inductor", dynamic: bool = False, debug: bool = False,
-               settings: Sequence[str] = (), progress: Progress = SILENT, steps: int = 3) -> list[common.ModelResult]:
+               settings: Sequence[str] = (), progress: Progress = SILENT, steps: int = 3,
+               ddp: Optional[dict] = None) -> list[common.ModelResult]:
     """One :class:`ModelResult` (a Verdict) per model; ``found`` when a reason makes torch skip.
 
     ``settings`` (``["graph_partition=false"]``) override the installed torch's inductor and dynamo
     config for the verdict; they are checked before any tracing. ``steps``: the model's step runs that
-    many times, as a loop would; the verdict's ``steady`` says what each step compiled and recorded."""
+    many times, as a loop would; the verdict's ``steady`` says what each step compiled and recorded.
+    ``ddp`` (``world_size``, ``bucket_cap_mb``): the steps run as ``DDP(torch.compile(model))``, each graph
+    DDP's optimizer splits off is one region, and the result's ``ddp`` gives each one's verdict."""
     from dataclasses import replace
 
     from graphtool.analysis.cudagraphs import check_backend, cudagraph_verdict, parse_settings
@@ -33,12 +36,25 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
     overrides = parse_settings(settings)
     n_steps = check_steps(steps)
     results = []
+    if ddp is not None:
+        common.check_ddp(ddp, device)
     for target, ent in common.targets(model, entry):
-        capture, accel = common.trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic,
-                                             debug=debug, progress=progress, steps=n_steps)
+        ddp_report = None
+        if ddp is not None:
+            capture, accel, ddp_report = common.standin_under_ddp(target, ent, device, inference, backend, ddp, dynamic=dynamic,
+                                                           debug=debug, progress=progress, n_steps=n_steps)
+        else:
+            capture, accel = common.trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic,
+                                                 debug=debug, progress=progress, steps=n_steps)
         verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta", settings=overrides)
         verdict = replace(verdict, steady=steady_state(capture, verdict))
         found = any(r.skips for r in verdict.reasons) or bool(capture.no_graph) or not verdict.eligible
+        extra = {}
+        if ddp_report is not None:
+            from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+
+            extra = {"ddp": with_split_verdicts(ddp_report, verdict)}
+            found = found or bool((ddp_report.unused or {}).get("fails_at_step"))  # the loop fails at step 2
         results.append(common.ModelResult(common.model_header(capture), verdict, found, key="cudagraphs",
-                                         stopped=capture.stopped))
+                                         stopped=capture.stopped, **extra))
     return results

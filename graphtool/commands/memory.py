@@ -24,12 +24,16 @@ BY = ("line", "module", "op")
 
 def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            backend: str = "inductor", by: str = "line", depth: Optional[int] = None, top: int = 10,
-           dynamic: bool = False, debug: bool = False, progress: Progress = SILENT) -> list[steps.ModelResult]:
+           dynamic: bool = False, debug: bool = False, progress: Progress = SILENT,
+           ddp: Optional[dict] = None) -> list[steps.ModelResult]:
     """One :class:`ModelResult` (a MemoryReport, key ``memory``) per model; ``found`` is never set.
 
     ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``;
     ``dynamic`` traces the input sizes that differ from the script's ``dynamic_inputs`` (else the
-    batch) as symbols, so each saved tensor's bytes is also a formula of them."""
+    batch) as symbols, so each saved tensor's bytes is also a formula of them. ``ddp`` (``world_size``,
+    ``bucket_cap_mb``, ``find_unused_parameters``): the step runs as ``DDP(torch.compile(model))`` in a
+    one-process gloo group, and the result's ``rank`` (a
+    :class:`~graphtool.analysis.rank_memory.RankMemory`) says what each rank holds."""
     from graphtool.errors import UsageError
 
     steps.check_backend(backend)
@@ -37,6 +41,12 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
     if depth is not None and depth < 1:
         raise UsageError(f"--depth {depth}: count levels from 1 (the model's children)")
+    if ddp is not None:
+        steps.check_ddp(ddp, device)
+        if dynamic:
+            raise UsageError("memory --ddp with --dynamic: not supported yet", hint="drop --dynamic")
+        return [_under_ddp(target, ent, device, backend, by, depth, top, debug, progress, ddp)
+                for target, ent in steps.targets(model, entry)]
     results = []
     for target, ent in steps.targets(model, entry):
         spec = steps.load(target, ent, device, progress)
@@ -59,3 +69,41 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         report = build_memory_report(eager, capture, by=by, depth=depth, top=top, notes=notes)
         results.append(steps.ModelResult(steps.model_header(capture), report, False, key="memory"))
     return results
+
+
+def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, ddp: dict) -> steps.ModelResult:
+    """The memory report of one model run as ``DDP(torch.compile(model))``, with what one rank holds:
+    DDP's bucket bytes from torch's own figures and the optimizer state of the script's ``get_optimizer``."""
+    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.analysis.memory import build_memory_report
+    from graphtool.analysis.rank_memory import ddp_rank_memory
+    from graphtool.capture import compat
+    from graphtool.capture.distributed import DdpSession
+    from graphtool.capture.optimizer_state import optimizer_state_bytes
+    from graphtool.capture.saved_tensors import capture_saved
+    from graphtool.capture.tracer import trace_model
+    from graphtool.errors import UserScriptError
+
+    progress.phase("starting a one-process gloo group for DDP...")
+    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
+                    find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
+        try:
+            ent, factory_args = session.entry(target, ent)
+            spec = steps.load(target, ent, device, progress, factory_args)
+            progress.phase("running the forward eagerly, recording what autograd saves...")
+            with steps.quiet_stdout():
+                eager = capture_saved(spec)
+            progress.phase(f"tracing under DDP with dynamo + {backend}'s AOT stage...")
+            with steps.quiet_stdout():
+                capture = trace_model(spec, backend=backend, record_breaks=False, quiet=not debug, wrapper=session,
+                                      on_region=lambda i: progress.phase(f"tracing region {i}..."))
+                optimizer = optimizer_state_bytes(spec)
+        except UserScriptError as exc:
+            if "process group" in exc.message and not exc.hint:
+                raise exc.with_hint(steps.OWN_GROUP_HINT) from None
+            raise
+        buckets = compat.ddp_bucket_sizes(session.ddp) if session.ddp is not None else None
+        ddp_report = build_ddp_report(capture, session.result(capture))
+    report = build_memory_report(eager, capture, by=by, depth=depth, top=top)
+    rank = ddp_rank_memory(report, buckets, optimizer)
+    return steps.ModelResult(steps.model_header(capture), report, False, key="memory", ddp=ddp_report, rank=rank)

@@ -65,6 +65,7 @@ class ReportResult:
     findings: tuple  # Finding
     stand_in: str  # "meta" or the GPU the stand-in trace ran on
     notes: tuple[str, ...] = ()
+    ddp: Any = None  # DdpReport (``--ddp``): the split graphs, each with its CUDA-graph verdict
 
     def summary(self) -> str:
         t = self.trace
@@ -78,22 +79,33 @@ class ReportResult:
             parts.append(self.verdict.summary())
         if self.memory is not None:
             parts.append(self.memory.verdict())
+        if self.ddp is not None:
+            d = self.ddp
+            parts.append(f"under DDP (bucket_cap_mb={d.bucket_cap_mb:g}): {d.graph_count} graph"
+                         f"{'s' if d.graph_count != 1 else ''} from {d.dynamo_graphs} dynamo graph{'s' if d.dynamo_graphs != 1 else ''}")
+            if (d.unused or {}).get("fails_at_step"):
+                parts.append(f"DDP fails at step {d.unused['fails_at_step']}: parameters without gradient")
         return "; ".join(parts)
 
 
 def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            inference: bool = False, backend: str = "inductor", memory: bool = True, layout_timeout: float = LAYOUT_TIMEOUT,
-           debug: bool = False, progress: Progress = SILENT) -> list[ReportResult]:
+           debug: bool = False, progress: Progress = SILENT, ddp: Optional[dict] = None) -> list[ReportResult]:
     """One :class:`ReportResult` per model, its pictures laid out (SVG); a picture whose layout
-    takes longer than ``layout_timeout`` seconds is left out, and the page says so."""
+    takes longer than ``layout_timeout`` seconds is left out, and the page says so. ``ddp``
+    (``world_size``, ``bucket_cap_mb``, ``find_unused_parameters``): both traces run as
+    ``DDP(torch.compile(model))``, each split graph is a region, and the page has a DDP section."""
 
     steps.check_backend(backend)
     from graphtool.capture.deadline import check_timeout
 
     check_timeout(layout_timeout, "--layout-timeout")
+    if ddp is not None:
+        steps.check_ddp(ddp, device)
     results = []
     for target, ent in steps.targets(model, entry):
-        results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress))
+        results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress,
+                            ddp=ddp))
     return results
 
 
@@ -129,30 +141,64 @@ class _Layout:
         return Level(name, depth, svg, len(drawing.nodes), members, time.perf_counter() - start)
 
 
-def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress) -> ReportResult:
+def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, ddp=None) -> ReportResult:
     from graphtool.analysis.cudagraphs import cudagraph_verdict
     from graphtool.analysis.devices import device_report
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import build_trace_report
 
-    capture, memory, memory_note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress)
+    ddp_report = standin_ddp = None
+    if ddp is not None:
+        capture, memory, memory_note, ddp_report = _own_device_under_ddp(target, ent, device, inference, backend,
+                                                                         want_memory, debug, progress, ddp)
+        standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, backend, ddp, debug=debug,
+                                                              progress=progress)
+    else:
+        capture, memory, memory_note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress)
+        standin, accel = steps.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
     trace = build_trace_report(capture)
-    standin, accel = steps.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
     verdict = cudagraph_verdict(standin, backend=backend if backend != "aot_eager" else "inductor", predicted=accel == "meta")
+    if ddp_report is not None:
+        from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+
+        ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
     devices = device_report(standin, main_device=accel, stand_in="meta stands for cuda:0" if accel == "meta" else None)
     pictures, marks = _pictures(standin, accel, lay_out, progress, devices.show)
     index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
     findings = build_findings(trace, capture.breaks, verdict, devices, index, marks)
     notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
-    return ReportResult(target, trace, verdict, devices, memory, memory_note, tuple(pictures), findings, accel, notes)
+    return ReportResult(target, trace, verdict, devices, memory, memory_note, tuple(pictures), findings, accel, notes,
+                        ddp=ddp_report)
 
 
-def _own_device(target, ent, device, inference, backend, want_memory, debug, progress):
+def _own_device_under_ddp(target, ent, device, inference, backend, want_memory, debug, progress, ddp: dict):
+    """:func:`_own_device` in a one-process gloo group, the model run as ``DDP(torch.compile(model))``
+    for two steps (the second is where parameters without gradient fail): also the DDP report."""
+    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.capture.distributed import DdpSession
+    from graphtool.errors import UserScriptError
+
+    progress.phase("starting a one-process gloo group for DDP...")
+    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
+                    find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
+        try:
+            ent, factory_args = session.entry(target, ent)
+            capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
+                                                wrapper=session, factory_args=factory_args, n_steps=2)
+        except UserScriptError as exc:
+            if "process group" in exc.message and not exc.hint:
+                raise exc.with_hint(steps.OWN_GROUP_HINT) from None
+            raise
+        return capture, memory, note, build_ddp_report(capture, session.result(capture))
+
+
+def _own_device(target, ent, device, inference, backend, want_memory, debug, progress, wrapper=None, factory_args=(),
+                n_steps=1):
     """The own-device trace, and the memory report from the same loaded model when asked for."""
     from graphtool.capture.tracer import trace_model
     from graphtool.errors import GraphtoolError
 
-    spec = steps.load(target, ent, device, progress)
+    spec = steps.load(target, ent, device, progress, factory_args)
     eager = None
     note = None if want_memory else "not measured (--no-memory)"
     if want_memory and not inference:
@@ -169,7 +215,8 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
     progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
     with steps.quiet_stdout():
         capture = trace_model(spec, inference=inference, backend=backend, quiet=not debug,
-                              on_region=lambda i: progress.phase(f"tracing region {i}..."))
+                              on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
+                              steps=n_steps)
     memory = None
     if eager is not None:
         from graphtool.analysis.memory import build_memory_report

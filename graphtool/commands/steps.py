@@ -78,7 +78,8 @@ def _load_object(obj, device: Optional[str]):
 
 
 def trace_own_device(target, entry, device, inference: bool, *, backend: str = "inductor", record_breaks: bool = True,
-                     debug: bool = False, progress: Progress = SILENT, wrapper=None, factory_args: tuple = ()):
+                     debug: bool = False, progress: Progress = SILENT, wrapper=None, factory_args: tuple = (),
+                     steps: int = 1):
     """Load the script and trace it on its own device with ``backend``'s AOT stage: a
     :class:`~graphtool.capture.tracer.Capture`."""
     spec = load(target, entry, device, progress, factory_args)
@@ -88,25 +89,28 @@ def trace_own_device(target, entry, device, inference: bool, *, backend: str = "
     with quiet_stdout():
         return trace_model(
             spec, inference=inference, backend=backend, record_breaks=record_breaks, quiet=not debug,
-            on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
+            on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper, steps=steps,
         )
 
 
 def trace_standin(target, entry, device, inference: bool, *, backend: str = "inductor", dynamic: bool = False,
-                  debug: bool = False, progress: Progress = SILENT, steps: int = 1):
+                  debug: bool = False, progress: Progress = SILENT, steps: int = 1, wrapper=None,
+                  factory_args: tuple = ()):
     """The accelerator view: trace on the model's GPU, or on meta standing for one.
 
     Returns ``(capture, accelerator)``; ``accelerator`` is ``"meta"`` for the stand-in. When eager
     code between regions needs tensor data the stand-in lacks (``.item()``, a data-dependent
     branch), the values are recorded from a run on the model's own device and replayed, so every
     region torch compiles is judged; ``capture.regions_compiled`` says how many that is. ``steps``: how
-    many times the step runs, as a loop would (``capture.steps``, see :mod:`graphtool.capture.steady_state`)."""
-    spec = load(target, entry, device, progress)
+    many times the step runs, as a loop would (``capture.steps``, see :mod:`graphtool.capture.steady_state`).
+    ``wrapper`` (``--ddp``'s session) runs the stand-in as ``DDP(torch.compile(model))``; a stand-in
+    under DDP that stops is not retried with recorded host values."""
+    spec = load(target, entry, device, progress, factory_args)
     from graphtool.capture.meta_standin import accelerator_of
 
     accel = accelerator_of(spec)
-    capture = _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, steps=steps)
-    if capture.stopped and accel == "meta":
+    capture = _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, steps=steps, wrapper=wrapper)
+    if capture.stopped and accel == "meta" and wrapper is None:
         capture = _judge_every_region(capture, target, entry, device, inference, backend, dynamic, debug, progress,
                                       steps=steps)
     if capture.stopped:
@@ -114,7 +118,7 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
     return capture, accel
 
 
-def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None, steps=1):
+def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None, steps=1, wrapper=None):
     from graphtool.capture.meta_standin import copy_to_meta, to_meta
     from graphtool.capture.tracer import trace_model
 
@@ -127,6 +131,7 @@ def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, ho
             spec, inference=inference, backend=backend, standin=accel == "meta", dynamic=dynamic, quiet=not debug,
             on_region=lambda i: progress.phase(f"tracing region {i}..."),
             host_values=host_values, host_mode="replay" if host_values is not None else None, steps=steps,
+            wrapper=wrapper,
         )
 
 
@@ -188,10 +193,14 @@ class ModelResult:
     found: bool
     key: str  # the report's key in the document ("devices", "cudagraphs"), or "" to merge it in
     stopped: Optional[str] = None
+    ddp: Any = None  # DdpReport (``cudagraphs --ddp``): the graphs DDP's optimizer split off
+    rank: Any = None  # RankMemory (``memory --ddp``): what one rank holds
 
     def to_dict(self) -> dict:
         body = self.report.to_dict()
-        return {"model": self.header, **(body if not self.key else {self.key: body})}
+        return {"model": self.header, **(body if not self.key else {self.key: body}),
+                **({"ddp": self.ddp.to_dict()} if self.ddp is not None else {}),
+                **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {})}
 
 
 def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool, warmup: int, iters: int,
@@ -230,3 +239,44 @@ def eager_vs_compiled(target, entry, *, compile_mode="default", backward=False, 
     cuda = cuda_device_of(spec)
     device = torch.cuda.get_device_name(cuda) if cuda is not None else "cpu"
     return build_bench_report(spec, device, results, backward=backward, warmup=warmup, iters=iters, repeat=repeat)
+
+
+def check_ddp(ddp: dict, device) -> None:
+    """``--ddp``'s settings, before any tracing."""
+    from graphtool.capture.distributed import check_world_size
+    from graphtool.errors import UsageError
+
+    check_world_size(ddp["world_size"])
+    if device == "meta":
+        raise UsageError("--ddp cannot run on --device meta: DDP's constructor reads the parameters' values "
+                         "(it broadcasts them from rank 0)", hint="drop --device meta; a smaller config of the model splits the same way per layer")
+
+
+def standin_under_ddp(target, entry, device, inference, backend, ddp: dict, *, dynamic: bool = False, debug=False,
+                      progress: Progress = SILENT, n_steps: int = 1):
+    """The accelerator stand-in run as ``DDP(torch.compile(model))`` for ``n_steps`` steps (a one-process
+    gloo group, DDP over the meta parameters): ``(capture, accelerator, DdpReport)``; each region is
+    one graph DDP's optimizer split off, judged as torch judges its own compiled function. ``n_steps``
+    steps run, so recompiles across steps under DDP are seen."""
+    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.capture.distributed import DdpSession
+    from graphtool.errors import UserScriptError
+
+    progress.phase("starting a one-process gloo group for DDP (stand-in)...")
+    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
+                    find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
+        try:
+            entry, factory_args = session.entry(target, entry)
+            capture, accel = trace_standin(target, entry, device, inference, backend=backend, dynamic=dynamic,
+                                           debug=debug, progress=progress, steps=n_steps, wrapper=session,
+                                           factory_args=factory_args)
+        except UserScriptError as exc:
+            if "process group" in exc.message and not exc.hint:
+                raise exc.with_hint(OWN_GROUP_HINT) from None
+            raise
+        return capture, accel, build_ddp_report(capture, session.result(capture))
+
+
+#: a script that starts its own process group under --ddp
+OWN_GROUP_HINT = ("with --ddp graphtool starts the process group itself: start yours only when run as a program "
+                  "(under `if __name__ == \"__main__\":`), or only `if not torch.distributed.is_initialized()`")

@@ -61,16 +61,7 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
         check_backend(cudagraphs)
     results = []
     if ddp is not None:
-        from graphtool.capture.distributed import check_world_size
-        from graphtool.errors import UsageError
-
-        check_world_size(ddp["world_size"])
-        if device == "meta":
-            raise UsageError("--ddp cannot run on --device meta: DDP's constructor reads the parameters' values "
-                             "(it broadcasts them from rank 0)", hint="drop --device meta; a smaller config of the model splits the same way per layer")
-        if cudagraphs:
-            raise UsageError("--ddp with --cudagraphs: the CUDA-graph verdict of the split graphs is not computed yet",
-                             hint="run `graphtool cudagraphs MODEL` for the unsplit graphs")
+        steps.check_ddp(ddp, device)
     if fsdp2 is not None:
         _check_fsdp2(fsdp2, ddp, device, cudagraphs)
     for target, ent in steps.targets(model, entry):
@@ -89,10 +80,18 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
             from graphtool.analysis.steady_state import steady_state
             from graphtool.capture.steady_state import DEFAULT_STEPS
 
-            standin, accel = steps.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
-                                                 progress=progress, steps=DEFAULT_STEPS)
+            if ddp is not None:  # the split graphs' verdict, from the stand-in run under DDP too
+                standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, cudagraphs, ddp,
+                                                                debug=debug, progress=progress, n_steps=DEFAULT_STEPS)
+            else:
+                standin, accel = steps.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
+                                                     progress=progress, steps=DEFAULT_STEPS)
             verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
             verdict = replace(verdict, steady=steady_state(standin, verdict))
+            if ddp is not None:
+                from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+
+                ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
         if bench:
             timings = steps.eager_vs_compiled(target, ent, progress=progress)
         if graph_code:
@@ -110,11 +109,14 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
     progress.phase("starting a one-process gloo group for DDP...")
     from graphtool.errors import UserScriptError
 
-    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"]) as session:
+    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
+                    find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
         try:
             entry, factory_args = session.entry(target, entry)
+            # two steps: DDP fails on the second when a parameter got no gradient in the first
             capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
-                                             progress=progress, wrapper=session, factory_args=factory_args)
+                                             progress=progress, wrapper=session, factory_args=factory_args,
+                                             steps=DDP_STEPS)
         except UserScriptError as exc:
             if "process group" in exc.message and not exc.hint:
                 raise exc.with_hint(OWN_GROUP_HINT) from None
@@ -156,6 +158,6 @@ def _trace_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, d
         return capture, build_fsdp2_report(capture, session.result(capture))
 
 
-#: a script that starts its own process group under --ddp
-OWN_GROUP_HINT = ("with --ddp graphtool starts the process group itself: start yours only when run as a program "
-                  "(under `if __name__ == \"__main__\":`), or only `if not torch.distributed.is_initialized()`")
+OWN_GROUP_HINT = steps.OWN_GROUP_HINT
+#: the steps ``trace --ddp`` runs: the second is where DDP fails on parameters without gradient
+DDP_STEPS = 2

@@ -21,6 +21,15 @@ from graphtool.display_paths import display_path
 _MB = 1024 * 1024
 
 
+def split_verdict_line(v: dict) -> str:
+    """``applied (forward, backward)`` or ``skipped: cpu-node (forward)``, ``2 of 3 partitions``."""
+    if v["cudagraphed"]:
+        return f"applied ({', '.join(v['graphs']) or 'no graph'})"
+    if v["skips"]:
+        return "skipped: " + ", ".join(f"{s['code']} ({s['graph']})" if s.get("graph") else s["code"] for s in v["skips"])
+    return f"partly: {v['partitions_cudagraphed']} of {v['partitions']} partitions CUDA-graphed"
+
+
 def ddp_view(report, width: int = 78) -> Group:
     """One line per split graph (its user line apart when the line would pass ``width``), the graph
     count at other caps, then the notes wrapped at ``width``."""
@@ -40,12 +49,32 @@ def ddp_view(report, width: int = 78) -> Group:
         lines.append(Text(line))
         if where:
             lines.append(Text(f"    at {where}"))
+        if g.cudagraphs is not None:
+            lines.append(Text(f"    CUDA graphs: {split_verdict_line(g.cudagraphs)}",
+                              style="verdict.ok" if g.cudagraphs["cudagraphed"] else "verdict.bad"))
     if report.graphs_at:
         caps = ", ".join(f"{cap:g}: {n}" for cap, n in report.graphs_at)
         lines.append(Text(f"  graphs at bucket_cap_mb {caps}"))
     for c in report.collectives:
         size = f", {c.bytes} bytes" if c.bytes is not None else ""
         lines.append(Text(f"  region {c.region} {c.graph}: {c.op} (group {c.group}{size})"))
+    if report.unused is not None:
+        u = report.unused
+        names = ", ".join(u["parameters"][:4]) + (f" and {len(u['parameters']) - 4} more" if len(u["parameters"]) > 4 else "")
+        where = f" (set at {display_path(u['source']['file'])}:{u['source']['line']})" if u.get("source") else ""
+        if u.get("fails_at_step"):
+            error = u["error"] or ""
+            cut = error.find(". ", error.find("RuntimeError"))
+            head = f"UNUSED PARAMETERS: {names} got no gradient{where}; {error[:cut + 1] if cut > 0 else error}"
+            style = "verdict.bad"
+        else:
+            head = (f"unused parameters: {names} got no gradient{where}; find_unused_parameters=True "
+                    "lets the loop go on")
+            style = "verdict"
+        lines.extend(Text(w, style=style) for w in textwrap.wrap(head, width=width, initial_indent="  ",
+                                                                  subsequent_indent="    "))
+        lines.extend(Text(w, style="dim") for w in textwrap.wrap(u["fix"], width=width, initial_indent="  fix: ",
+                                                                 subsequent_indent="       "))
     for note in report.notes:
         wrapped = textwrap.wrap(note, width=width, initial_indent="  note: ", subsequent_indent="        ")
         lines.extend(Text(w, style="dim") for w in wrapped)

@@ -110,6 +110,7 @@ def format_report(result, *, command: str, versions: dict) -> str:
         _mutations_section(t.mutations),
         _devices_section(result.devices),
         _cudagraphs_section(result.verdict),
+        _ddp_section(getattr(result, "ddp", None)),
         _memory_section(result.memory, result.memory_note),
         _regions_section(t),
         _model_section(result, command, versions),
@@ -269,6 +270,35 @@ def _cudagraphs_section(v) -> str:
     if rows:
         body += _table(["reason", "effect", "where", "message", "line", "fix"], rows)
     return _section("cudagraphs", "CUDA graphs", body)
+
+
+def _ddp_section(d) -> str:
+    """``--ddp``: one row per graph DDP's optimizer split off (a region of the page), its bucket, where
+    the split falls and its CUDA-graph verdict; the graph count at other caps, unused parameters, notes."""
+    if d is None:
+        return ""
+    from graphtool.render.distributed import split_verdict_line
+
+    mb = 1024 * 1024
+    body = (f'<p class="verdict">{escape(d.wrapper)} on {d.world_size} rank{"s" if d.world_size != 1 else ""}, '
+            f'bucket_cap_mb={d.bucket_cap_mb:g}: {d.graph_count} graph{"s" if d.graph_count != 1 else ""} from '
+            f'{d.dynamo_graphs} dynamo graph{"s" if d.dynamo_graphs != 1 else ""}</p>')
+    rows = [[f"region {g.region}", str(g.dynamo_graph), str(g.bucket), str(len(g.params)),
+             escape(f"{g.bytes / mb:.1f} MB"), escape(g.module or ""), _src_cell(g.source),
+             escape(split_verdict_line(g.cudagraphs) if g.cudagraphs is not None else "")] for g in d.graphs]
+    if rows:
+        body += _table(["graph", "dynamo graph", "bucket", "params", "bytes", "module", "split at", "CUDA graphs"], rows)
+    if d.graphs_at:
+        caps = ", ".join(f"{cap:g} MB: {n}" for cap, n in d.graphs_at)
+        body += f'<p class="note">Graphs at other bucket caps: {escape(caps)}.</p>'
+    u = d.unused
+    if u is not None:
+        cls = "bad" if u.get("fails_at_step") else ""
+        said = u.get("error") if u.get("fails_at_step") else "find_unused_parameters=True: the loop goes on"
+        body += (f'<p class="verdict {cls}">Parameters without gradient: {escape(", ".join(u["parameters"]))}; '
+                 f'{escape(said or "")}</p><p class="note">Fix: {escape(u["fix"])}</p>')
+    body += "".join(f'<p class="note">{escape(n)}</p>' for n in d.notes)
+    return _section("ddp", "DDP", body, d.graph_count)
 
 
 def _memory_section(m, note) -> str:

@@ -457,6 +457,22 @@ def fake_group():
         dist.destroy_process_group()
 
 
+def test_ddp_on_meta_runs_ddp_steps_on_meta_parameters():
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)).to("meta")
+        ddp = compat.ddp_on_meta(DDP(model, init_sync=False))
+        for _ in range(2):  # the second step would rebuild the buckets
+            ddp(torch.randn(2, 8, device="meta")).sum().backward()
+        assert all(p.grad is not None and p.grad.device.type == "meta" for p in model.parameters())
+        assert ddp.reducer._rebuild_buckets() is False
+    finally:
+        dist.destroy_process_group()
+
+
 def test_fake_store_class_makes_a_group_of_any_world_size(fake_group):
     import torch.distributed as dist
 
@@ -523,3 +539,17 @@ def test_recompile_module_swaps_the_backend_of_module_compile():
     compiled(torch.randn(1, 2))
     assert len(seen) == 1
     compat.dynamo_reset()
+
+
+def test_ddp_bucket_sizes_reads_ddps_logging_data():
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+        sizes = compat.ddp_bucket_sizes(DDP(model))
+        assert sum(sizes["bucket_sizes"]) == sizes["total_parameter_size_bytes"] == 2 * 72 * 4
+        assert sizes["gradient_as_bucket_view"] is False
+    finally:
+        dist.destroy_process_group()

@@ -347,3 +347,34 @@ def test_a_7b_llama_on_meta_at_sequence_4096_stays_small(tmp_path):
     assert 6.5e9 * 4 < params < 7e9 * 4  # float32
     assert 0 < compiled < eager
     assert int(rss) * 1024 < 2 * 2**30
+
+
+def test_memory_ddp_gives_what_one_rank_holds(cli):
+    """mlp_adam.py: 4 Linear(512, 512), 4202496 bytes of parameters; DDP's buckets hold a copy of every
+    gradient; Adam keeps two moments and a step per parameter."""
+    from tests.helpers import FIXTURES
+
+    rc, out, err = cli("memory", FIXTURES / "ddp" / "mlp_adam.py", "--ddp", "--world-size", "8", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    import jsonschema
+
+    schema = json.loads(resources.files("graphtool.schema").joinpath("memory.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    rank = doc["rank_memory"]
+    params = 4 * 512 * 513 * 4
+    assert rank["params_bytes"] == rank["grads_bytes"] == rank["bucket_bytes"] == params
+    assert rank["optimizer_bytes"] == 2 * params + 8 * 4 and rank["allgather_bytes"] == 0
+    assert rank["activations_bytes"] > 0 and rank["total_bytes"] == sum(
+        rank[k] for k in ("params_bytes", "grads_bytes", "bucket_bytes", "optimizer_bytes", "activations_bytes"))
+    assert doc["ddp"]["world_size"] == 8
+
+
+def test_memory_ddp_table_reads_at_80_columns_and_says_when_no_optimizer_is_given(cli):
+    from tests.helpers import FIXTURES
+
+    rc, out, err = cli("memory", FIXTURES / "ddp" / "mlp8.py", "--ddp")
+    assert rc == 0, err
+    block = out[out.index("per rank under DDP (2 ranks):"):]
+    assert "DDP buckets" in block and "no get_optimizer(model)" in block
+    assert max(len(line) for line in block.splitlines()) <= 80

@@ -215,3 +215,32 @@ def test_a_graph_has_one_node_count_in_the_report_and_in_devices(reports):
     page = format_report(r, command="graphtool report", versions={})
     first = r.pictures[0]
     assert f"<small>{first.nodes} nodes</small>" in page and f"the picture draws {first.drawn}" in page
+
+
+def test_report_ddp_has_a_ddp_section_and_each_split_graph_as_a_region(cli, tmp_path):
+    """cpu_hop.py at 1 MB: 4 split graphs, each a region with its pictures and its own CUDA-graph verdict."""
+    from tests.helpers import FIXTURES
+
+    out = tmp_path / "r.html"
+    rc, _, err = cli("report", FIXTURES / "ddp" / "cpu_hop.py", "--ddp", "--bucket-cap-mb", "1", "--no-memory",
+                     "-o", str(out))
+    assert rc == 0, err
+    page = out.read_text()
+    section = page[page.index('<section id="ddp">'):]
+    section = section[:section.index("</section>")]
+    assert "DDP(torch.compile(model)) on 2 ranks, bucket_cap_mb=1: 4 graphs from 1 dynamo graph" in section
+    assert section.count("applied (forward, backward)") == 3 and "partly: 2 of 4 partitions CUDA-graphed" in section
+    assert "outside every compiled graph" in section
+    data = _page_data(page)
+    assert sorted({p["region"] for p in data["pictures"]}) == [0, 1, 2, 3]
+    assert "--ddp --bucket-cap-mb 1" in page  # the command that makes the page again
+
+
+def test_report_ddp_says_unused_parameters_fail_the_second_step(cli, tmp_path):
+    from tests.helpers import FIXTURES
+
+    out = tmp_path / "r.html"
+    rc, _, err = cli("report", FIXTURES / "ddp" / "unused.py", "--ddp", "--no-memory", "-o", str(out))
+    assert rc == 0, err
+    section = out.read_text().split('<section id="ddp">')[1].split("</section>")[0]
+    assert "Parameters without gradient: unused.weight, unused.bias; step 2 raised: RuntimeError: Expected to" in section

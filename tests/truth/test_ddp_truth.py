@@ -28,7 +28,8 @@ DDP_FIXTURES = FIXTURES / "ddp"
 RANK_DEADLINE = 240
 
 
-def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path) -> list[dict]:
+def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path, steps: int = 1,
+              memory: bool = False) -> list[dict]:
     """Run ``world`` real ranks and return each one's report, or fail naming the rank that did not finish."""
     store = tmp / "store"
     procs = []
@@ -36,8 +37,9 @@ def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path) 
         for rank in range(world):
             procs.append(subprocess.Popen(
                 [sys.executable, str(RANK), str(script), str(rank), str(world), str(store), str(cap_mb),
-                 "1" if unused else "0", str(tmp / f"rank{rank}.json")],
+                 "1" if unused else "0", str(tmp / f"rank{rank}.json"), str(steps)],
                 stdout=subprocess.DEVNULL, stderr=open(tmp / f"rank{rank}.err", "wb"), start_new_session=True,
+                env={**os.environ, "GRAPHTOOL_RANK_MEMORY": "1" if memory else "0"},
             ))
         deadline = time.monotonic() + RANK_DEADLINE
         for rank, proc in enumerate(procs):
@@ -56,8 +58,9 @@ def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path) 
     return [json.loads((tmp / f"rank{rank}.json").read_text()) for rank in range(world)]
 
 
-def predict(cli, script: Path, cap_mb: float, world: int) -> dict:
-    rc, out, err = cli("trace", script, "--ddp", "--world-size", world, "--bucket-cap-mb", cap_mb, "--format", "json")
+def predict(cli, script: Path, cap_mb: float, world: int, unused: bool = False) -> dict:
+    rc, out, err = cli("trace", script, "--ddp", "--world-size", world, "--bucket-cap-mb", cap_mb, "--format", "json",
+                       *(["--find-unused-parameters"] if unused else []))
     assert rc == 0, err
     return json.loads(out)
 
@@ -70,6 +73,8 @@ CASES = [
     ("mlp8.py", 5.0, False, 4),
     ("factory.py", 1.0, False, 2),
     ("compiled_ddp.py", 25.0, False, 2),
+    ("llama.py", 2.0, False, 2),
+    ("llama.py", 1.0, False, 4),
 ]
 
 
@@ -80,7 +85,7 @@ def test_predicted_splits_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, scr
     # the world size does not enter DDP's split: predict at 8; a factory given the world size builds
     # the model for it, so it is predicted at the real run's
     factory = "get_distributed_model" in (DDP_FIXTURES / script).read_text()
-    doc = predict(cli, DDP_FIXTURES / script, cap_mb, world if factory else 8)
+    doc = predict(cli, DDP_FIXTURES / script, cap_mb, world if factory else 8, unused)
     ddp = doc["ddp"]
     split_frames = {g["dynamo_graph"] for g in ddp["graphs"] if g["bucket"] > 0}
     for real in ranks:
@@ -100,3 +105,82 @@ def test_other_bucket_caps_predict_what_a_real_run_at_that_cap_compiles(cli, tmp
     doc = predict(cli, DDP_FIXTURES / "mlp8.py", 25.0, 2)
     at = {c["bucket_cap_mb"]: c["graphs"] for c in doc["ddp"]["graphs_at_bucket_cap_mb"]}
     assert at[1.0] == run_ranks(DDP_FIXTURES / "mlp8.py", 2, 1.0, False, tmp_path)[0]["graphs"] == 8
+
+
+STEP_CASES = [("recompile.py", 1.0, 2), ("recompile.py", 1.0, 4), ("mlp8.py", 5.0, 2), ("break_mid.py", 1.0, 4),
+              ("llama.py", 2.0, 2), ("llama.py", 1.0, 4)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, cap_mb, world", STEP_CASES, ids=[f"{s[:-3]}-{c:g}MB-ws{w}" for s, c, w in STEP_CASES])
+def test_cudagraphs_ddp_steps_compile_and_recompile_what_a_real_gloo_loop_does(cli, tmp_path, script, cap_mb, world):
+    """``cudagraphs --ddp`` runs 3 steps under DDP on the stand-in: the graphs each step compiles (the
+    split graphs of every recompile) and each recompile's step and torch's reason equal a real loop's."""
+    ranks = run_ranks(DDP_FIXTURES / script, world, cap_mb, False, tmp_path, steps=3)
+    rc, out, err = cli("cudagraphs", DDP_FIXTURES / script, "--ddp", "--world-size", world, "--bucket-cap-mb", cap_mb,
+                       "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    steady = doc["cudagraphs"]["steady_state"]
+    for real in ranks:
+        assert real["failed"] is None
+        assert [f["graphs_compiled"] for f in steady["per_step"]] == real["graphs_per_step"]
+        assert [(r["step"], r["reason"].splitlines()[0]) for r in steady["recompiles"]] == \
+            [(r["step"], r["reason"].strip().splitlines()[0]) for r in real["recompiles"]]
+    if script == "recompile.py":  # a recompile in every later step, at the user's line
+        assert [r["step"] for r in steady["recompiles"]] == [2, 3]
+        assert all(r["file"].endswith("recompile.py") and r["line"] == 13 for r in steady["recompiles"])
+    # each split graph is a region with its own verdict
+    assert [g["region"] for g in doc["ddp"]["graphs"]] == list(range(sum(real["graphs_per_step"])))
+    assert all("cudagraphed" in g["cudagraphs"] for g in doc["ddp"]["graphs"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("find_unused", [False, True], ids=["default", "find_unused"])
+def test_unused_parameters_fail_the_second_step_as_predicted(cli, tmp_path, world, find_unused):
+    """unused.py: without find_unused_parameters=True every rank of a real loop fails at step 2 with
+    DDP's reducer error; ``trace --ddp`` runs two steps and says so (exit 1), naming the parameters;
+    ``cudagraphs --ddp`` (the stand-in, which cannot run torch's check) stops its loop at step 2 too."""
+    from graphtool.capture.distributed import UNFINISHED_REDUCTION
+
+    ranks = run_ranks(DDP_FIXTURES / "unused.py", world, 25.0, find_unused, tmp_path, steps=2)
+    flag = ["--find-unused-parameters"] if find_unused else []
+    rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--world-size", world, "--format", "json", *flag)
+    unused = json.loads(out)["ddp"]["unused_parameters"]
+    rc_cg, out_cg, err_cg = cli("cudagraphs", DDP_FIXTURES / "unused.py", "--ddp", "--world-size", world, "--format", "json",
+                                *flag)
+    steady = json.loads(out_cg)["cudagraphs"]["steady_state"]
+    for real in ranks:
+        assert sorted(unused["parameters"]) == real["no_grad_after_step1"] == ["unused.bias", "unused.weight"]
+        if find_unused:
+            assert real["failed"] is None and real["graphs_per_step"] == [2, 0]
+            assert rc == 0 and unused["fails_at_step"] is None and unused["find_unused_parameters"]
+            assert steady["failed"] is None and steady["steps"] == 3
+        else:
+            assert real["failed"]["step"] == 2 and real["failed"]["type"] == "RuntimeError"
+            assert real["failed"]["message"].startswith(UNFINISHED_REDUCTION)
+            assert rc == 1 and unused["fails_at_step"] == 2
+            assert f"step 2 raised: RuntimeError: {UNFINISHED_REDUCTION}" in unused["error"]
+            assert unused["source"]["line"] == 10 and unused["source"]["file"].endswith("unused.py")
+            assert steady["steps"] == 1 and steady["failed"].startswith(f"step 2 raised: RuntimeError: {UNFINISHED_REDUCTION}")
+
+
+MEMORY_CASES = [("mlp_adam.py", 25.0), ("mlp8.py", 1.0)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, cap_mb", MEMORY_CASES, ids=[f"{s[:-3]}-{c:g}MB" for s, c in MEMORY_CASES])
+def test_memory_ddp_rank_bytes_equal_torchs_own_objects_on_a_real_gloo_run(cli, tmp_path, script, cap_mb):
+    """Each rank of a real 2-process loop: its parameters' storages, the flat bucket tensors DDP's comm
+    hook gets in each step (the first step's buckets, then the rebuilt ones), DDP's logged bucket sizes,
+    and the state of the script's optimizer after one step, against ``memory --ddp``'s RankMemory."""
+    ranks = run_ranks(DDP_FIXTURES / script, 2, cap_mb, False, tmp_path, steps=2, memory=True)
+    rc, out, err = cli("memory", DDP_FIXTURES / script, "--ddp", "--bucket-cap-mb", cap_mb, "--format", "json")
+    assert rc == 0, err
+    rank = json.loads(out)["rank_memory"]
+    for real in ranks:
+        assert rank["params_bytes"] == real["params_bytes"] == real["logged_total_parameter_size_bytes"]
+        assert rank["bucket_bytes"] == sum(real["logged_bucket_sizes"])
+        assert [sum(step) for step in real["bucket_buffers_per_step"]] == [rank["bucket_bytes"]] * 2
+        assert rank["optimizer_bytes"] == real.get("optimizer_bytes", 0)

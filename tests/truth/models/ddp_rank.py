@@ -1,14 +1,19 @@
-"""One rank of a real gloo DDP run: ``python ddp_rank.py SCRIPT RANK WORLD STORE CAP_MB UNUSED OUT.json``.
+"""One rank of a real gloo DDP run: ``python ddp_rank.py SCRIPT RANK WORLD STORE CAP_MB UNUSED OUT.json [STEPS]``.
 
 Runs ``DDP(torch.compile(model), bucket_cap_mb=CAP_MB)`` (or ``torch.compile(DDP(model))`` when the
 script's ``get_distributed_model(world_size)`` returns a DDP) one step (forward and backward) in a gloo
 group of WORLD processes on this machine (a FileStore at STORE), and writes what torch itself
 reports: the graphs its backend was handed (placeholders that are parameters, by name), the
 ``optimize_ddp_split_child`` artifacts on the structured-trace logger and ``counters["graph_break"]``.
+With STEPS (default 1) the step runs that many times as a loop would (every ``.grad`` set to None
+first): the graphs the backend got in each step, and each recompile's step and torch's reason (the
+``compilation_metrics`` artifact's ``recompile_reason``). A step that raises is reported (its step,
+its exception's type and first line), not raised.
 """
 
 import json
 import logging
+import os
 import runpy
 import sys
 
@@ -21,6 +26,7 @@ class SplitArtifacts(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
         self.children, self.split_graphs = [], 0
+        self.step, self.recompiles = 1, []
 
     def emit(self, record):
         meta = getattr(record, "metadata", None) or {}
@@ -28,10 +34,21 @@ class SplitArtifacts(logging.Handler):
             self.children.append(meta["optimize_ddp_split_child"].get("name"))
         if "optimize_ddp_split_graph" in meta:
             self.split_graphs += 1
+        reason = (meta.get("compilation_metrics") or {}).get("recompile_reason")
+        if reason:
+            self.recompiles.append({"step": self.step, "reason": str(reason)})
 
 
-def main(script, rank, world, store_path, cap_mb, unused, out):
-    rank, world, cap_mb, unused = int(rank), int(world), float(cap_mb), unused == "1"
+def _loss(out):
+    """The sum of every tensor in the output (a transformers ModelOutput, a tuple, a tensor)."""
+    if isinstance(out, torch.Tensor):
+        return out.sum()
+    values = out.values() if hasattr(out, "values") else out
+    return sum(_loss(v) for v in values if isinstance(v, (torch.Tensor, tuple, list, dict)) or hasattr(v, "values"))
+
+
+def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
+    rank, world, cap_mb, unused, steps = int(rank), int(world), float(cap_mb), unused == "1", int(steps)
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
     ns = runpy.run_path(script)
     if "get_distributed_model" in ns:
@@ -67,17 +84,62 @@ def main(script, rank, world, store_path, cap_mb, unused, out):
     trace.addHandler(listener)
     from torch._dynamo.utils import counters
 
+    hook_sizes = []  # GRAPHTOOL_RANK_MEMORY=1: each bucket's flat tensor, as the comm hook gets it, per step
     if isinstance(model, DDP):  # the script's own wrapping, compiled as the script would
         wrapped = torch.compile(model, backend=backend)
     else:
         wrapped = DDP(torch.compile(model, backend=backend), bucket_cap_mb=cap_mb, find_unused_parameters=unused)
-    wrapped(*inputs).sum().backward()
-    dist.barrier()
+    memory = os.environ.get("GRAPHTOOL_RANK_MEMORY") == "1" and isinstance(wrapped, DDP)
+    if memory:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        def recording(state, bucket):
+            hook_sizes[-1].append(bucket.buffer().untyped_storage().nbytes())
+            return allreduce_hook(state, bucket)
+
+        wrapped.register_comm_hook(dist.group.WORLD, recording)
+    per_step, failed = [], None
+    for step in range(1, steps + 1):
+        listener.step = step
+        for p in model.parameters():
+            p.grad = None
+        before = len(graphs)
+        hook_sizes.append([])
+        try:
+            _loss(wrapped(*inputs)).backward()
+        except Exception as exc:  # a later step's failure is what the prediction must say
+            failed = {"step": step, "type": type(exc).__name__, "message": str(exc).strip().splitlines()[0]}
+            break
+        per_step.append(len(graphs) - before)
+        if step == 1:
+            first = len(graphs)
+            no_grad = sorted(n for n, p in model.named_parameters() if p.requires_grad and p.grad is None)
+    if failed is None or failed["step"] > 1:
+        dist.barrier()
+    extra = {}
+    if memory:
+        storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()}
+        logged = wrapped._get_ddp_logging_data()
+        extra = {"params_bytes": sum(storages.values()), "bucket_buffers_per_step": hook_sizes,
+                 "logged_bucket_sizes": [int(x) for x in str(logged["bucket_sizes"]).split(",") if x.strip()],
+                 "logged_total_parameter_size_bytes": int(logged["total_parameter_size_bytes"])}
+        if "get_optimizer" in ns:  # the script's optimizer, stepped once on this rank's reduced gradients
+            opt = ns["get_optimizer"](model)
+            opt.step()
+            seen = {}
+            for state in opt.state.values():
+                for t in state.values():
+                    if isinstance(t, torch.Tensor):
+                        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            extra["optimizer_bytes"] = sum(seen.values())
     with open(out, "w") as f:
-        json.dump({"graphs": len(graphs), "buckets": buckets, "split_children": listener.children,
+        json.dump({"graphs": first if per_step else len(graphs), "buckets": buckets[:first] if per_step else buckets,
+                   "split_children": listener.children[:first] if per_step else listener.children,
                    "split_graphs": listener.split_graphs,
                    "graph_breaks": sum(counters["graph_break"].values()),
-                   "graph_break_reasons": len(counters["graph_break"])}, f)
+                   "graph_break_reasons": len(counters["graph_break"]),
+                   "graphs_per_step": per_step, "recompiles": listener.recompiles, "failed": failed,
+                   "no_grad_after_step1": no_grad if per_step else None, **extra}, f)
     dist.destroy_process_group()
 
 
