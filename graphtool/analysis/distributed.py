@@ -203,7 +203,7 @@ class UnitCollectives:
 
 
 @dataclass(frozen=True)
-class RankMemory:
+class Fsdp2RankMemory:
     """What one rank holds under FSDP2, in bytes: its parameter shards (``params``: padding
     included, as FSDP2 allocates them; ``params_unpadded``: the rows the rank owns), its gradient
     shards (the unpadded rows, as ``p.grad.to_local()``), the optimizer's state (None without
@@ -212,7 +212,7 @@ class RankMemory:
     buffers at the peak (``allgather_peak``: that, plus the next block's all-gather output, in
     flight while the current block runs).
 
-    >>> m = RankMemory(rank=0, params=1024, params_unpadded=1000, grads=1000, optimizer=2004,
+    >>> m = Fsdp2RankMemory(rank=0, params=1024, params_unpadded=1000, grads=1000, optimizer=2004,
     ...                unsharded_peak=4096, allgather_peak=8192)
     >>> m.total
     12220
@@ -262,7 +262,7 @@ class Fsdp2Report:
     eager: tuple[UnitCollectives, ...]
     same_graphs_on_every_rank: bool
     optimizer: Optional[str]
-    memory: tuple[RankMemory, ...]
+    memory: tuple[Fsdp2RankMemory, ...]
     predicted_only: tuple[str, ...]
     notes: tuple[str, ...]
 
@@ -306,8 +306,8 @@ def local_bytes(param: Any, rank: int) -> int:
     return rows * _numel(param.shape[1:]) * param.element_size
 
 
-def rank_memory(run: Any, *, training: bool = True) -> tuple[RankMemory, ...]:
-    """Each rank's :class:`RankMemory` from rank 0's run (a :class:`~graphtool.capture.fsdp2.Fsdp2Run`):
+def fsdp2_rank_memory(run: Any, *, training: bool = True) -> tuple[Fsdp2RankMemory, ...]:
+    """Each rank's :class:`Fsdp2RankMemory` from rank 0's run (a :class:`~graphtool.capture.fsdp2.Fsdp2Run`):
     the other ranks' shards follow FSDP2's row split; an optimizer state tensor shaped like rank 0's
     shard scales with the rank's rows, any other (Adam's ``step``) is the same on every rank. Without
     ``training`` (``--inference``) there are no gradients and no optimizer step."""
@@ -333,7 +333,7 @@ def rank_memory(run: Any, *, training: bool = True) -> tuple[RankMemory, ...]:
                     opt += local_bytes(p, rank) * nbytes // max(1, local_bytes(p, 0))
                 else:
                     opt += nbytes
-        out.append(RankMemory(rank, padded, local, local if training else 0, opt, unsharded, peak))
+        out.append(Fsdp2RankMemory(rank, padded, local, local if training else 0, opt, unsharded, peak))
     return tuple(out)
 
 
@@ -381,5 +381,5 @@ def build_fsdp2_report(capture: Any, run: Any) -> Fsdp2Report:
     if not same:
         predicted.append("whether every rank compiles the same graphs (collectives with uneven shards in them)")
     return Fsdp2Report(run.wrapper, run.world_size, tuple(units), len(capture.regions), tuple(breaks), in_graphs,
-                       eager_collectives(run), same, run.optimizer, rank_memory(run, training=capture.training),
+                       eager_collectives(run), same, run.optimizer, fsdp2_rank_memory(run, training=capture.training),
                        tuple(predicted), tuple(notes))

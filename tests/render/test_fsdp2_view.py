@@ -16,7 +16,7 @@ from graphtool.analysis.distributed import (
     FsdpBreak,
     FsdpUnit,
     UnitCollectives,
-    rank_memory,
+    fsdp2_rank_memory,
 )
 from graphtool.analysis.graph_summary import Source
 from graphtool.capture.fsdp2 import CONVENTION, Fsdp2Run, ShardedParam, Unit
@@ -54,7 +54,7 @@ REPORT = Fsdp2Report(
                                            UnitCollectives(f"layers.{i}", "reduce_scatter", 1, 4 * BLOCK_SHARD, BLOCK_SHARD)))),
     same_graphs_on_every_rank=True,
     optimizer="Adam",
-    memory=rank_memory(RUN),
+    memory=fsdp2_rank_memory(RUN),
     predicted_only=PREDICTED_ONLY,
     notes=("every rank compiles the same graphs: they see the unsharded parameters, which FSDP2 all-gathers "
            "to the same shapes on every rank",),
