@@ -24,9 +24,13 @@ _MB = 1024 * 1024
 #: what every DDP report says about gradients' allreduce (it is not in any graph)
 ALLREDUCE_NOTE = ("DDP's gradient allreduce runs in its reducer's autograd hooks, one per bucket, outside "
                   "every compiled graph; the graphs hold no collective")
-COMPILED_DDP_NOTE = ("the script's get_distributed_model returned DDP(model): traced as {wrapper}, which compiled "
-                     "{graphs} graph(s) and split none (DDPOptimizer splits only DDP(torch.compile(model))); "
-                     "the graph breaks say where dynamo stopped")
+COMPILED_DDP_NOTE = ("the script's get_distributed_model returned DDP(model): traced as {wrapper}; dynamo skips "
+                     "DDP's own forward (the graph breaks say where) and compiles the wrapped module's forward as a "
+                     "frame of its own, {what}")
+#: how the frame under torch.compile(DDP(model)) fared: split as DDP(torch.compile(model)) would be, or not compiled
+COMPILED_DDP_SPLIT = "which DDPOptimizer splits by bucket as under DDP(torch.compile(model)): {graphs} graph(s)"
+COMPILED_DDP_NONE = ("but a forward of torch's own (nn.Sequential, a bare layer) is not a frame dynamo compiles: no "
+                     "graph; a forward of your own is compiled and split")
 WORLD_SIZE_NOTE = ("the splits do not depend on the world size (DDPOptimizer counts parameter bytes against "
                    "bucket_cap_mb), and every rank compiles the same graphs from the same code and shapes")
 
@@ -115,7 +119,9 @@ def build_ddp_report(capture: Any, run: Any) -> DdpReport:
     if not collectives:
         notes.insert(0, ALLREDUCE_NOTE)
     if run.wrapper != "DDP(torch.compile(model))":
-        notes.insert(0, COMPILED_DDP_NOTE.format(wrapper=run.wrapper, graphs=len(capture.regions)))
+        what = (COMPILED_DDP_SPLIT.format(graphs=len(graphs)) if graphs else
+                COMPILED_DDP_NONE if not capture.regions else f"{len(capture.regions)} graph(s)")
+        notes.insert(0, COMPILED_DDP_NOTE.format(wrapper=run.wrapper, what=what))
     from graphtool.analysis.ddp_cudagraphs import unused_parameters
 
     return DdpReport(run.wrapper, run.world_size, run.bucket_cap_mb, run.first_bucket_bytes / _MB, tuple(graphs),

@@ -73,6 +73,7 @@ CASES = [
     ("mlp8.py", 5.0, False, 4),
     ("factory.py", 1.0, False, 2),
     ("compiled_ddp.py", 25.0, False, 2),
+    ("compiled_ddp_own_forward.py", 1.0, False, 2),  # torch.compile(DDP(model)) still split: the H200 row too
     ("llama.py", 2.0, False, 2),
     ("llama.py", 1.0, False, 4),
 ]
