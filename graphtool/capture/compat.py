@@ -405,6 +405,16 @@ def count_tangents(gm: Any) -> int:
     return _require("torch._inductor.utils", "count_tangents")(gm)
 
 
+def inductor_leaves_uncompiled(gm: Any) -> bool:
+    """Whether inductor's ``compile_fx_inner`` hands ``gm`` back uncompiled (``make_boxed_func(gm.forward)``):
+    a graph with no call node at all (``torch._dynamo.utils.count_calls(gm.graph) == 0``, a backward that
+    passes the gradient through), outside AOTInductor and with functorch's ``bundled_autograd_cache`` off.
+    Such a graph is never CUDA-graphed by ``mode="reduce-overhead"``; ``backend="cudagraphs"`` graphs it."""
+    count_calls = _require("torch._dynamo.utils", "count_calls")
+    bundled = bool(getattr(_require("torch._functorch", "config"), "bundled_autograd_cache", False))
+    return count_calls(gm.graph) == 0 and not bundled
+
+
 def inductor_flag(name: str) -> Any:
     """Read an inductor config flag such as ``graph_partition`` or ``triton.cudagraph_trees``."""
     obj: Any = _require("torch._inductor", "config")

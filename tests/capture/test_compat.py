@@ -109,6 +109,8 @@ PRIVATE = [
     ("torch._inductor.utils", "get_first_incompatible_cudagraph_node"),
     ("torch._inductor.utils", "num_fw_fixed_arguments"),
     ("torch._inductor.utils", "count_tangents"),
+    ("torch._dynamo.utils", "count_calls"),
+    ("torch._functorch", "config"),
     ("torch._inductor.utils", "is_using_cudagraph_partition"),
     ("torch._inductor", "config"),
     ("torch._dynamo", "config"),
@@ -442,3 +444,14 @@ def test_recording_ddp_splits_keeps_each_split_and_restores_compile_fn():
         opt.compile_fn(gm, example_inputs)
     assert cls.compile_fn is original and seen == [gm]
     assert len(records) == 1 and records[0][1] is gm and len(records[0][0].buckets) == 3
+
+
+def test_inductor_leaves_a_graph_with_no_call_uncompiled():
+    """compile_fx_inner returns a graph with no call node as it is (the backward of ``y - 1``: the gradient passed
+    through), so nothing of it is CUDA-graphed; one op is enough for inductor to compile it."""
+    passthrough = torch.fx.symbolic_trace(lambda tangent: (tangent,))
+    doubled = torch.fx.symbolic_trace(lambda tangent: (tangent * 2,))
+    assert compat.inductor_leaves_uncompiled(passthrough)
+    assert not compat.inductor_leaves_uncompiled(doubled)
+    with torch._functorch.config.patch(bundled_autograd_cache=True):
+        assert not compat.inductor_leaves_uncompiled(passthrough)
