@@ -321,6 +321,11 @@ each call (`torch/_inductor/cudagraph_trees.py`, the same for `backend="cudagrap
   inductor: `compile_fx_inner` returns it as it is when `count_calls(gm.graph) == 0` (CG037, with graph
   partitioning on or off; the same test in 2.11, 2.13 and 2.14), so `mode="reduce-overhead"` CUDA-graphs
   nothing of it; the cudagraphs backend records a graph for it all the same;
+- a frame whose compile fails is no graph: AOT autograd cannot trace a custom op's backward that reads
+  `.tolist()` (transformers 5.17's `grouped_mm_fallback` for Mixtral's experts), dynamo runs the frame eagerly
+  ("Backend compiler exception ... Adding a graph break") and compiles the frames it calls, and `unique_graphs`
+  counts only compiles that returned; on the meta stand-in an eager call of such an op runs its fake kernel, a
+  frame a real device never compiles (there its kernel runs under `torch._disable_dynamo`): graphtool skips it;
 - a 0-d CPU tensor made of constants alone (`torch.tensor(2.0)` in forward) is inlined into the GPU kernel
   that reads it: no CPU op, no partition split (a `.cpu()` round trip still splits).
 
@@ -340,9 +345,10 @@ backends (graphs compiled, functions recorded, captures, skips, the step that ra
 data the CUDA generator drew gets the GPU's host reads replayed; the Mixtral row only under the transformers
 release the H200 had (5.17.0).
 **Confirmed on the CPU**: the graphs dynamo compiles and each recompile's guard failure, against a real
-`torch.compile` loop (`tests/analysis/test_steady_truth.py`: a `.tolist()` loop with a truth-value branch, an
-`nn.MultiheadAttention` block with a padding mask in inference, an input `t_()`-ed every step, Mixtral MoE
-routing from a tiny transformers config). **Predicted only**: the recordings of models beyond those rows;
+`torch.compile` loop through AOT autograd (`backend="aot_eager"`; `tests/analysis/test_steady_truth.py`: a
+`.tolist()` loop with a truth-value branch, an `nn.MultiheadAttention` block with a padding mask in inference, an
+input `t_()`-ed every step, Mixtral MoE routing from a tiny transformers config, a custom op whose backward reads
+`.tolist()`). **Predicted only**: the recordings of models beyond those rows;
 CUDA-graph counts need a GPU to confirm. **Not judged**: MoE routing that loops over a `nonzero`/`torch.where`
 result in eager code (SwitchTransformers): the meta stand-in has no data for those sizes, and graphtool says
 how many regions it could judge."""

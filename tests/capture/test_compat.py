@@ -111,6 +111,8 @@ PRIVATE = [
     ("torch._inductor.utils", "count_tangents"),
     ("torch._dynamo.utils", "count_calls"),
     ("torch._functorch", "config"),
+    ("torch._library.simple_registry", "singleton"),
+    ("torch._dynamo.eval_frame", "skip_code"),
     ("torch._inductor.utils", "is_using_cudagraph_partition"),
     ("torch._inductor", "config"),
     ("torch._dynamo", "config"),
@@ -455,3 +457,26 @@ def test_inductor_leaves_a_graph_with_no_call_uncompiled():
     assert not compat.inductor_leaves_uncompiled(doubled)
     with torch._functorch.config.patch(bundled_autograd_cache=True):
         assert not compat.inductor_leaves_uncompiled(passthrough)
+
+
+def test_the_fake_kernels_of_custom_ops_are_marked_for_dynamo_to_skip():
+    """On meta an eager custom-op call runs its fake kernel as a Python frame: the stand-in marks every such
+    kernel written outside torch (here one registered by a test-only library) so dynamo compiles none of them."""
+
+    def _fake(x):
+        return torch.empty_like(x)
+
+    lib = torch.library.Library("graphtool_compat_test", "FRAGMENT")
+    try:
+        lib.define("double(Tensor x) -> Tensor")
+        torch.library.register_fake("graphtool_compat_test::double", _fake, lib=lib)
+        codes: dict = {}
+        from torch._library.simple_registry import singleton
+
+        holder = singleton.find("graphtool_compat_test::double").fake_impl
+        for kernel in getattr(holder, "kernels", None) or [holder.kernel]:
+            compat._user_codes(kernel.func, codes, os.path.dirname(torch.__file__) + os.sep)
+        assert _fake.__code__ in codes.values()
+        assert compat.skip_fake_kernel_frames() >= 1
+    finally:
+        lib._destroy()
