@@ -319,8 +319,8 @@ each call (`torch/_inductor/cudagraph_trees.py`, the same for `backend="cudagrap
   function reaches the trees (a skip checked at run time, inside the trees, makes it too);
 - a graph with no op at all (the backward of `y - 1` passes the gradient through) is never compiled by
   inductor: `compile_fx_inner` returns it as it is when `count_calls(gm.graph) == 0` (CG037, with graph
-  partitioning on or off; the same test in 2.11, 2.13 and 2.14), so `mode="reduce-overhead"` CUDA-graphs
-  nothing of it; the cudagraphs backend records a graph for it all the same;
+  partitioning on or off; read in 2.13's and 2.14's source, seen on 2.11 on an H200), so
+  `mode="reduce-overhead"` CUDA-graphs nothing of it; the cudagraphs backend records a graph for it all the same;
 - a frame whose compile fails is no graph: AOT autograd cannot trace a custom op's backward that reads
   `.tolist()` (transformers 5.17's `grouped_mm_fallback` for Mixtral's experts), dynamo runs the frame eagerly
   ("Backend compiler exception ... Adding a graph break") and compiles the frames it calls, and `unique_graphs`

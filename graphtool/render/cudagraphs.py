@@ -36,7 +36,7 @@ _SECTIONS = (
 def _section(r) -> str:
     """Which section a finding goes in: a note about one graph (CG037) apart from the notes between regions."""
     kind = r.kind or ("skip" if r.skips else "note")
-    return "graph-note" if kind == "note" and r.region is not None else kind
+    return "graph-note" if r.kind == "note" and r.region is not None else kind
 
 
 def _where(r) -> str:
