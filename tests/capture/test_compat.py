@@ -139,6 +139,40 @@ def test_op_arguments_names_the_schema():
     assert dropout.default_value == 0.0
 
 
+def test_inductor_leaves_a_graph_with_no_call_uncompiled():
+    """compile_fx_inner returns a graph with no call node as it is (the backward of ``y - 1``: the gradient passed
+    through), so nothing of it is CUDA-graphed; one op is enough for inductor to compile it."""
+    passthrough = torch.fx.symbolic_trace(lambda tangent: (tangent,))
+    doubled = torch.fx.symbolic_trace(lambda tangent: (tangent * 2,))
+    assert compat.inductor_leaves_uncompiled(passthrough)
+    assert not compat.inductor_leaves_uncompiled(doubled)
+    with torch._functorch.config.patch(bundled_autograd_cache=True):
+        assert not compat.inductor_leaves_uncompiled(passthrough)
+
+
+def test_the_fake_kernels_of_custom_ops_are_marked_for_dynamo_to_skip():
+    """On meta an eager custom-op call runs its fake kernel as a Python frame: the stand-in marks every such
+    kernel written outside torch (here one registered by a test-only library) so dynamo compiles none of them."""
+
+    def _fake(x):
+        return torch.empty_like(x)
+
+    lib = torch.library.Library("graphtool_compat_test", "FRAGMENT")
+    try:
+        lib.define("double(Tensor x) -> Tensor")
+        torch.library.register_fake("graphtool_compat_test::double", _fake, lib=lib)
+        codes: dict = {}
+        from torch._library.simple_registry import singleton
+
+        holder = singleton.find("graphtool_compat_test::double").fake_impl
+        for kernel in getattr(holder, "kernels", None) or [holder.kernel]:
+            compat._user_codes(kernel.func, codes, os.path.dirname(torch.__file__) + os.sep)
+        assert _fake.__code__ in codes.values()
+        assert compat.skip_fake_kernel_frames() >= 1
+    finally:
+        lib._destroy()
+
+
 def test_missing_symbol_names_version_and_symbol():
     with pytest.raises(UnsupportedTorch, match=rf"^torch {re.escape(torch.__version__)} has no torch._dynamo.no_such_thing, which graphtool needs$") as info:
         compat._require("torch._dynamo", "no_such_thing")
@@ -447,36 +481,3 @@ def test_recording_ddp_splits_keeps_each_split_and_restores_compile_fn():
     assert cls.compile_fn is original and seen == [gm]
     assert len(records) == 1 and records[0][1] is gm and len(records[0][0].buckets) == 3
 
-
-def test_inductor_leaves_a_graph_with_no_call_uncompiled():
-    """compile_fx_inner returns a graph with no call node as it is (the backward of ``y - 1``: the gradient passed
-    through), so nothing of it is CUDA-graphed; one op is enough for inductor to compile it."""
-    passthrough = torch.fx.symbolic_trace(lambda tangent: (tangent,))
-    doubled = torch.fx.symbolic_trace(lambda tangent: (tangent * 2,))
-    assert compat.inductor_leaves_uncompiled(passthrough)
-    assert not compat.inductor_leaves_uncompiled(doubled)
-    with torch._functorch.config.patch(bundled_autograd_cache=True):
-        assert not compat.inductor_leaves_uncompiled(passthrough)
-
-
-def test_the_fake_kernels_of_custom_ops_are_marked_for_dynamo_to_skip():
-    """On meta an eager custom-op call runs its fake kernel as a Python frame: the stand-in marks every such
-    kernel written outside torch (here one registered by a test-only library) so dynamo compiles none of them."""
-
-    def _fake(x):
-        return torch.empty_like(x)
-
-    lib = torch.library.Library("graphtool_compat_test", "FRAGMENT")
-    try:
-        lib.define("double(Tensor x) -> Tensor")
-        torch.library.register_fake("graphtool_compat_test::double", _fake, lib=lib)
-        codes: dict = {}
-        from torch._library.simple_registry import singleton
-
-        holder = singleton.find("graphtool_compat_test::double").fake_impl
-        for kernel in getattr(holder, "kernels", None) or [holder.kernel]:
-            compat._user_codes(kernel.func, codes, os.path.dirname(torch.__file__) + os.sep)
-        assert _fake.__code__ in codes.values()
-        assert compat.skip_fake_kernel_frames() >= 1
-    finally:
-        lib._destroy()
