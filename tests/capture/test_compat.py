@@ -480,4 +480,3 @@ def test_recording_ddp_splits_keeps_each_split_and_restores_compile_fn():
         opt.compile_fn(gm, example_inputs)
     assert cls.compile_fn is original and seen == [gm]
     assert len(records) == 1 and records[0][1] is gm and len(records[0][0].buckets) == 3
-
