@@ -190,6 +190,11 @@ ENTRIES_LIST: tuple[Entry, ...] = (
     _E("CG029", "forward-skipped", "the backward of a forward that skipped",
        "", "_dynamo/backends/cudagraphs.py:backward_cudagraphs (returns the graph when do_cudagraphs is off)", (CUDAGRAPHS,), "skip",
        "predicted", "fix the forward's reason; the backward follows it", silent="torch logs nothing for the backward"),
+    _E("CG037", "uncompiled-graph", "a graph with no op at all (a backward that passes the gradient through, as for y - 1)",
+       "", "compile_fx.py:_compile_fx_inner (count_calls(gm.graph) == 0: returns make_boxed_func(gm.forward), uncompiled)", RO,
+       "note", "predicted", "nothing to fix: the graph has no work for a CUDA graph to save; backend=\"cudagraphs\" records one for it",
+       silent="always: no skip counter, no log line, only a 'backward no-op' compile event; inductor compiles nothing "
+              "for it (outside AOTInductor and with functorch's bundled_autograd_cache off), so cudagraph trees never see it"),
     # ---- run-time risks: decided by what happens while the model runs ----
     _E("CG030", "rerecord-limit", "a function re-recorded too often (static input addresses change)",
        "skipping cudagraph due to function {id} exceeding max re-recording limit (={limit}) on cudagraph node {node} due to {reason}.",
@@ -312,9 +317,15 @@ each call (`torch/_inductor/cudagraph_trees.py`, the same for `backend="cudagrap
   region called k times in a step is k recordings of one function) and replays it afterwards;
 - cudagraph trees' memory pool is made with one more `torch.cuda.graph` capture, once, when the first
   function reaches the trees (a skip checked at run time, inside the trees, makes it too);
-- a graph with no kernel (a backward that passes the gradient through) gets no partition from inductor and
-  is not CUDA-graphed (`cudagraphify is not called if there are no partitions`); the cudagraphs backend
-  graphs it all the same;
+- a graph with no op at all (the backward of `y - 1` passes the gradient through) is never compiled by
+  inductor: `compile_fx_inner` returns it as it is when `count_calls(gm.graph) == 0` (CG037, with graph
+  partitioning on or off; read in 2.13's and 2.14's source, seen on 2.11 on an H200), so
+  `mode="reduce-overhead"` CUDA-graphs nothing of it; the cudagraphs backend records a graph for it all the same;
+- a frame whose compile fails is no graph: AOT autograd cannot trace a custom op's backward that reads
+  `.tolist()` (transformers 5.17's `grouped_mm_fallback` for Mixtral's experts), dynamo runs the frame eagerly
+  ("Backend compiler exception ... Adding a graph break") and compiles the frames it calls, and `unique_graphs`
+  counts only compiles that returned; on the meta stand-in an eager call of such an op runs its fake kernel, a
+  frame a real device never compiles (there its kernel runs under `torch._disable_dynamo`): graphtool skips it;
 - a 0-d CPU tensor made of constants alone (`torch.tensor(2.0)` in forward) is inlined into the GPU kernel
   that reads it: no CPU op, no partition split (a `.cpu()` round trip still splits).
 
@@ -328,11 +339,16 @@ time (an input that alternates between two shapes warms up two graphs, then reco
 **Confirmed on a GPU**: for the 14 example scripts, with both backends (28 rows), torch 2.11 on an NVIDIA H100
 (2026-11-24, 5 steps) skipped or not, compiled as many graphs (recompiles included), CUDA-graphed as many pieces
 (distinct functions recorded, or graphs run in step 5) and entered as many `torch.cuda.graph` captures as
-graphtool predicts (`tests/analysis/test_gpu_agreement.py`, the rows in `tests/truth/gpu/`).
+graphtool predicts (`tests/analysis/test_gpu_agreement.py`, the rows in `tests/truth/gpu/`); so did torch 2.11 on an
+NVIDIA H200 (2026-11-26, 5 steps) for the steady-state models of `tests/fixtures/steady` and 5 examples, both
+backends (graphs compiled, functions recorded, captures, skips, the step that raised), where a model that branches on
+data the CUDA generator drew gets the GPU's host reads replayed; the Mixtral row only under the transformers
+release the H200 had (5.17.0).
 **Confirmed on the CPU**: the graphs dynamo compiles and each recompile's guard failure, against a real
-`torch.compile` loop (`tests/analysis/test_steady_truth.py`: a `.tolist()` loop with a truth-value branch, an
-`nn.MultiheadAttention` block with a padding mask in inference, an input `t_()`-ed every step, Mixtral MoE
-routing from a tiny transformers config). **Predicted only**: the recordings of models beyond those rows;
+`torch.compile` loop through AOT autograd (`backend="aot_eager"`; `tests/analysis/test_steady_truth.py`: a
+`.tolist()` loop with a truth-value branch, an `nn.MultiheadAttention` block with a padding mask in inference, an
+input `t_()`-ed every step, Mixtral MoE routing from a tiny transformers config, a custom op whose backward reads
+`.tolist()`). **Predicted only**: the recordings of models beyond those rows;
 CUDA-graph counts need a GPU to confirm. **Not judged**: MoE routing that loops over a `nonzero`/`torch.where`
 result in eager code (SwitchTransformers): the meta stand-in has no data for those sizes, and graphtool says
 how many regions it could judge."""

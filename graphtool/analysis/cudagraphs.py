@@ -599,7 +599,8 @@ def _cudagraphs_backend(region, settings) -> tuple[list[Reason], list[Partition]
 
 
 def _inductor_backend(region, settings) -> tuple[list[Reason], list[Partition]]:
-    """The reduce-overhead checks of one region, per graph, in the order torch runs them: the
+    """The reduce-overhead checks of one region, per graph, in the order torch runs them: a graph with
+    no op at all is returned uncompiled (compile_fx_inner: no partition, nothing CUDA-graphed), then the
     override annotation (compile_fx_aot), lowering (control flow; boolean index_put and sparse
     outputs without partitioning), compile_fx (dynamic graphs, incompatible ops without partitioning,
     the allocator, devices), CompiledFxGraph (input storage mutation, mutated inputs, non-Tensor
@@ -608,6 +609,10 @@ def _inductor_backend(region, settings) -> tuple[list[Reason], list[Partition]]:
     parts: list[Partition] = []
     partition = bool(settings.get("graph_partition"))
     for graph, gm in _graphs(region):
+        if compat.inductor_leaves_uncompiled(gm):  # compile_fx_inner returns it before any CUDA-graph check
+            reasons.append(_reason("uncompiled-graph", "inductor returns a graph with no ops uncompiled: nothing to CUDA-graph",
+                                   region.index, graph, False, silent=True))
+            continue
         found: list[Reason] = []
         ann = region.cudagraph_annotation
         if ann and (ann[0] is False or (graph == "backward" and ann[1] is False)):

@@ -405,6 +405,65 @@ def count_tangents(gm: Any) -> int:
     return _require("torch._inductor.utils", "count_tangents")(gm)
 
 
+def inductor_leaves_uncompiled(gm: Any) -> bool:
+    """Whether inductor's ``compile_fx_inner`` hands ``gm`` back uncompiled (``make_boxed_func(gm.forward)``):
+    a graph with no call node at all (``torch._dynamo.utils.count_calls(gm.graph) == 0``, a backward that
+    passes the gradient through), outside AOTInductor and with functorch's ``bundled_autograd_cache`` off.
+    Such a graph is never CUDA-graphed by ``mode="reduce-overhead"``; ``backend="cudagraphs"`` graphs it."""
+    count_calls = _require("torch._dynamo.utils", "count_calls")
+    bundled = bool(getattr(_require("torch._functorch", "config"), "bundled_autograd_cache", False))
+    return count_calls(gm.graph) == 0 and not bundled
+
+
+def skip_fake_kernel_frames() -> int:
+    """Tell dynamo never to compile a frame of a custom op's registered fake kernel; returns how many it marked.
+
+    On meta tensors an eager call of a custom op runs its fake kernel as the Meta kernel (``construct_meta_kernel``):
+    a Python frame dynamo compiles like user code, a graph no real device makes, since there the op runs its backend
+    kernel, which ``torch.library.custom_op`` wraps in ``torch._disable_dynamo`` (transformers 5.17's
+    ``grouped_mm_fallback``: its fake made 2 graphs and a recompile on the stand-in that the H200 never compiled).
+    The fake kernel itself still answers FakeTensor propagation while dynamo traces: only its frames are skipped."""
+    import os
+
+    import torch
+
+    registry = _require("torch._library.simple_registry", "singleton")
+    skip = _require("torch._dynamo.eval_frame", "skip_code")
+    own = os.path.dirname(torch.__file__) + os.sep
+    codes: dict = {}
+    for entry in list(getattr(registry, "_data", {}).values()):
+        holder = getattr(entry, "fake_impl", None)
+        kernels = list(getattr(holder, "kernels", None) or ([holder.kernel] if getattr(holder, "kernel", None) else []))
+        for kernel in kernels:
+            _user_codes(getattr(kernel, "func", kernel), codes, own)
+    for code in codes.values():
+        skip(code)
+    return len(codes)
+
+
+def _user_codes(fn: Any, found: dict, own: str, depth: int = 0) -> None:
+    """The code objects outside torch that ``fn`` wraps: torch.library wraps a fake kernel in closures
+    (``_check_pystubs_once``'s ``inner``, ``CustomOpDef``'s ``fake_impl`` calling ``_abstract_fn``)."""
+    if depth > 4 or fn is None:
+        return
+    if not callable(fn) or not hasattr(fn, "__code__"):
+        _user_codes(getattr(fn, "_abstract_fn", None), found, own, depth + 1)  # a CustomOpDef held by the closure
+        return
+    code = fn.__code__
+    if not code.co_filename.startswith(own):
+        found[id(code)] = code
+    for target in [getattr(fn, "__wrapped__", None)] + [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]:
+        _user_codes(target, found, own, depth + 1)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
 def inductor_flag(name: str) -> Any:
     """Read an inductor config flag such as ``graph_partition`` or ``triton.cudagraph_trees``."""
     obj: Any = _require("torch._inductor", "config")

@@ -128,7 +128,14 @@ class KeepingBackend:
         # graphs that run on meta (the stand-in, or a model built with --device meta) lose whole
         # subgraphs to inductor's constant folding: the stage is told so
         on_meta = self.standin or any(getattr(getattr(t, "device", None), "type", None) == "meta" for t in example_inputs)
-        return compat.run_aot_stage(self.backend, gm, list(example_inputs), keep=keep, standin=on_meta)
+        try:
+            return compat.run_aot_stage(self.backend, gm, list(example_inputs), keep=keep, standin=on_meta)
+        except BaseException:
+            # the backend failed (AOT tracing a custom op's backward that reads .tolist(), say): dynamo runs the
+            # frame eagerly ("Backend compiler exception ... Adding a graph break") and compiles its callees, and
+            # counts no graph for it (unique_graphs moves only once a compile returns): no region either
+            self.regions.remove(region)
+            raise
 
     def _keep(self, region: Region, kind: str, aot_gm, aot_inputs):
         if kind in ("forward", "inference"):
@@ -180,6 +187,8 @@ def trace_model(
     that many times, as a loop would (see :mod:`graphtool.capture.steady_state`); ``capture.steps`` logs them."""
     torch = compat.import_torch()
     compat.dynamo_reset()
+    if standin or model_device(spec) == "meta":  # a custom op's eager call on meta runs its fake kernel: not a frame to compile
+        compat.skip_fake_kernel_frames()
     training = wants_training(spec, inference)
     names = tensor_names(spec)
     keeping = KeepingBackend(names, backend=backend, standin=standin, on_region=on_region,

@@ -28,8 +28,15 @@ _SECTIONS = (
     ("skip", "why CUDA graphs would be skipped", "finding"),
     ("split", "where graph partitioning would split the graph", "warning"),
     ("risk", "run-time risks (only a run on a GPU can tell)", "note"),
+    ("graph-note", "graphs torch runs without a CUDA graph, no skip (nothing to graph)", "note"),
     ("note", "between regions", "note"),
 )
+
+
+def _section(r) -> str:
+    """Which section a finding goes in: a note about one graph (CG037) apart from the notes between regions."""
+    kind = r.kind or ("skip" if r.skips else "note")
+    return "graph-note" if r.kind == "note" and r.region is not None else kind
 
 
 def _where(r) -> str:
@@ -115,7 +122,7 @@ def cudagraphs_view(verdict, stopped: str | None = None) -> Group:
     if stopped:
         parts.append(Text(f"note: {stopped}", style="note"))
     for kind, title, style in _SECTIONS:
-        found = [r for r in verdict.reasons if (r.kind or ("skip" if r.skips else "note")) == kind]
+        found = [r for r in verdict.reasons if _section(r) == kind]
         if not found and not (kind == "split" and _partitions(verdict)):
             continue
         parts.append(Text(""))

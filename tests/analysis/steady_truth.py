@@ -1,8 +1,11 @@
 """torch's own count of a loop's compiled graphs and recompiles, on the CPU: a real ``torch.compile`` loop.
 
 :func:`torch_loop` loads a model script with graphtool's loader, compiles it with a backend that runs dynamo's
-graphs as they are (``backend="eager"``: dynamo decides the graphs and the guards, no backend changes them),
-and runs ``steps`` steps as the GPU truth did (every ``.grad = None``, the forward, ``.backward()`` in training).
+graphs through AOT autograd and no code generation (``backend="aot_eager"``: dynamo decides the graphs and the
+guards, and AOT traces each one as inductor and the cudagraphs backend do, so a graph AOT cannot trace fails the
+same way: a custom op whose backward reads ``.tolist()``, transformers 5.17's ``grouped_mm_fallback``, makes dynamo
+run that frame eagerly and compile its callees instead, 6 graphs where ``backend="eager"`` compiles 1), and runs
+``steps`` steps as the GPU truth did (every ``.grad = None``, the forward, ``.backward()`` in training).
 It counts what torch counts: ``counters["stats"]["unique_graphs"]`` and the "Recompiling function" records of
 torch's ``recompiles`` log, each with torch's guard-failure text."""
 
@@ -29,7 +32,7 @@ class _Keep(logging.Handler):
             self.messages.append(msg)
 
 
-def torch_loop(path: str, steps: int, *, inference: bool = False) -> LoopTruth:
+def torch_loop(path: str, steps: int, *, inference: bool = False, backend: str = "aot_eager") -> LoopTruth:
     import torch
     from torch._dynamo.utils import counters
 
@@ -47,7 +50,7 @@ def torch_loop(path: str, steps: int, *, inference: bool = False) -> LoopTruth:
     torch._logging.set_logs(recompiles=True)
     logger.addHandler(keep)
     try:
-        compiled = torch.compile(spec.model, backend="eager")
+        compiled = torch.compile(spec.model, backend=backend)
         for _ in range(steps):
             for t in params:
                 t.grad = None

@@ -109,6 +109,10 @@ PRIVATE = [
     ("torch._inductor.utils", "get_first_incompatible_cudagraph_node"),
     ("torch._inductor.utils", "num_fw_fixed_arguments"),
     ("torch._inductor.utils", "count_tangents"),
+    ("torch._dynamo.utils", "count_calls"),
+    ("torch._functorch", "config"),
+    ("torch._library.simple_registry", "singleton"),
+    ("torch._dynamo.eval_frame", "skip_code"),
     ("torch._inductor.utils", "is_using_cudagraph_partition"),
     ("torch._inductor", "config"),
     ("torch._dynamo", "config"),
@@ -133,6 +137,40 @@ def test_op_arguments_names_the_schema():
     args = compat.op_arguments(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
     dropout = next(a for a in args if a.name == "dropout_p")
     assert dropout.default_value == 0.0
+
+
+def test_inductor_leaves_a_graph_with_no_call_uncompiled():
+    """compile_fx_inner returns a graph with no call node as it is (the backward of ``y - 1``: the gradient passed
+    through), so nothing of it is CUDA-graphed; one op is enough for inductor to compile it."""
+    passthrough = torch.fx.symbolic_trace(lambda tangent: (tangent,))
+    doubled = torch.fx.symbolic_trace(lambda tangent: (tangent * 2,))
+    assert compat.inductor_leaves_uncompiled(passthrough)
+    assert not compat.inductor_leaves_uncompiled(doubled)
+    with torch._functorch.config.patch(bundled_autograd_cache=True):
+        assert not compat.inductor_leaves_uncompiled(passthrough)
+
+
+def test_the_fake_kernels_of_custom_ops_are_marked_for_dynamo_to_skip():
+    """On meta an eager custom-op call runs its fake kernel as a Python frame: the stand-in marks every such
+    kernel written outside torch (here one registered by a test-only library) so dynamo compiles none of them."""
+
+    def _fake(x):
+        return torch.empty_like(x)
+
+    lib = torch.library.Library("graphtool_compat_test", "FRAGMENT")
+    try:
+        lib.define("double(Tensor x) -> Tensor")
+        torch.library.register_fake("graphtool_compat_test::double", _fake, lib=lib)
+        codes: dict = {}
+        from torch._library.simple_registry import singleton
+
+        holder = singleton.find("graphtool_compat_test::double").fake_impl
+        for kernel in getattr(holder, "kernels", None) or [holder.kernel]:
+            compat._user_codes(kernel.func, codes, os.path.dirname(torch.__file__) + os.sep)
+        assert _fake.__code__ in codes.values()
+        assert compat.skip_fake_kernel_frames() >= 1
+    finally:
+        lib._destroy()
 
 
 def test_missing_symbol_names_version_and_symbol():

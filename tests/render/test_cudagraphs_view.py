@@ -109,3 +109,16 @@ def test_json_carries_every_field():
     assert d["coverage"]["percent"] == 0 and d["partitions"][0]["reason"] == "mutated inputs (1 instances)"
     assert d["coverage_line"].startswith('backend="cudagraphs" would CUDA-graph 0 of 2 graphs')
     assert isinstance(Reason, type)
+
+
+def test_a_graph_inductor_leaves_uncompiled_has_its_own_section():
+    """CG037 is a note about one graph (region 1's backward), not something between regions: its own heading,
+    every line within 80 columns."""
+    note = _reason("uncompiled-graph", "inductor returns a graph with no ops uncompiled: nothing to CUDA-graph", 1, "backward",
+                   False, silent=True)
+    brk = _reason("host-sync", "graph break: Tensor.item", None, None, False)
+    parts = (Partition(0, "forward", 0, 3, True, None, "addmm.default", None),)
+    text = render_text(cudagraphs_view(Verdict("inductor", True, True, 2, (note, brk), CONFIG, partitions=parts)), 80)
+    head = "graphs torch runs without a CUDA graph, no skip (nothing to graph):"
+    assert text.index(head) < text.index("<graph>: CG037") < text.index("between regions:") < text.index("CG091")
+    assert "= region 1 backward" in text and all(len(line) <= 80 for line in text.splitlines())
