@@ -6,7 +6,8 @@ gloo group of WORLD processes (a FileStore at STORE), then a second step under t
 ``CommDebugMode`` (dynamo compiles nothing under a dispatch mode, and FSDP2's collectives run in its
 eager hooks either way: the count is the same). Writes what torch itself reports: the graphs the
 backend was handed (node counts), dynamo's graph-break reasons on the structured-trace logger, this
-rank's local shards, gradients and optimizer state in bytes, and every c10d collective with its sizes.
+rank's local shards, gradients and optimizer state in bytes, every c10d collective with its sizes, and
+the bytes autograd saved in the first forward (``saved_tensors_hooks``), parameters and inputs left out.
 """
 
 import json
@@ -77,6 +78,15 @@ def watch_unsharded(model, peak):
         setattr(FSDPParamGroup, name, watched)
 
 
+def local_storage(t):
+    """The data pointer of ``t``'s (local) storage; None for a storage with none (a freed unsharded parameter)."""
+    t = t.to_local() if hasattr(t, "to_local") else t
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
+
+
 def local(t):
     t = t.to_local() if hasattr(t, "to_local") else t
     return int(t.numel() * t.element_size())
@@ -119,7 +129,17 @@ def main(script, rank, world, store_path, out):
     compiled = original_compile(model, backend=backend)
     peak = [0]
     watch_unsharded(model, peak)
-    out_t = compiled(*inputs)
+    saved = {}  # storage -> bytes of each tensor autograd saves in the first forward, but parameters and inputs
+
+    def pack(t):
+        held = {local_storage(p) for p in model.parameters()} | {local_storage(x) for x in inputs}
+        key = local_storage(t)
+        if key is not None and key not in held:
+            saved[key] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out_t = compiled(*inputs)
     torch.autograd.backward([out_t], [torch.ones_like(out_t)])
     grads = sum(local(p.grad) for p in model.parameters() if p.grad is not None)
     if optimizer is not None:
@@ -142,7 +162,7 @@ def main(script, rank, world, store_path, out):
         json.dump({"graphs": graphs, "unique_graphs": counters["stats"]["unique_graphs"],
                    "break_reasons": sorted(listener.reasons),
                    "params_unpadded": sum(local(p) for p in model.parameters()), "params_padded": padded,
-                   "grads": grads, "unsharded_peak": peak[0], "optimizer": state if optimizer is not None else None,
+                   "grads": grads, "unsharded_peak": peak[0], "saved_activations": sum(saved.values()), "optimizer": state if optimizer is not None else None,
                    "comm_counts": {str(k): v for k, v in sizes.get_comm_counts().items()},
                    "calls": sizes.calls}, f)
     dist.destroy_process_group()
