@@ -90,7 +90,7 @@ FSDP2_ACTIVATIONS_NOTE = ("activations: what the compiled graphs save for backwa
                           "a step ({calls} call(s) of {graphs} graph(s): a graph serving several blocks saves once per "
                           "block); every rank saves the same for its own batch")
 FSDP2_ROOT_NOTE = ("the root's own ops, outside the blocks, run eagerly in the frame dynamo skips: what they save (if "
-                   "any) is not counted here; the eager column above counts the whole model")
+                   "any) is not counted here; the eager column of the memory report counts the whole model")
 FSDP2_ALLGATHER_NOTE = ("all-gathered (predicted only): the root's and the largest block's unsharded parameters, plus "
                         "the next block's all-gather buffer in flight (FSDP2's prefetch)")
 

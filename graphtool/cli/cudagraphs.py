@@ -19,8 +19,8 @@ def register(app: typer.Typer) -> None:
             "graphtool cudagraphs model.py              # mode=\"reduce-overhead\"",
             "graphtool cudagraphs model.py --backend cudagraphs --check",
             "graphtool cudagraphs model.py --set graph_partition=false",
-            "graphtool cudagraphs model.py --ddp --world-size 8   # each graph DDP splits off",
-            "graphtool cudagraphs model.py --fsdp2 --world-size 8 # each block graph under FSDP2",
+            "graphtool cudagraphs model.py --ddp --world-size 8    # each DDP split",
+            "graphtool cudagraphs model.py --fsdp2 --world-size 8  # each block graph",
         ),
     )(cudagraphs)
 
