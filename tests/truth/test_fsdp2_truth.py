@@ -6,8 +6,10 @@ and reports what torch itself says: the graphs the backend was handed, dynamo's 
 its own shards, gradients and optimizer state in bytes, the most unsharded parameter bytes FSDP2
 held at once, and every c10d collective with its sizes. graphtool predicts all of it from one
 process, rank 0 of a fake process group. The next block's all-gather buffer in flight (part of the
-all-gather peak) and the CUDA-graph consequence are not measured on CPU: the report says so
-(``predicted_only``), and the test checks that it does.
+all-gather peak) and the CUDA-graph verdict are not measured on CPU (the verdict was measured on an
+H200 for one model: tests/analysis/test_dist_gpu_agreement.py): the report says so
+(``predicted_only``), and the test checks that it does. ``memory --fsdp2``'s per-rank rows, saved
+activations included, are compared with the same real ranks.
 """
 
 from __future__ import annotations
