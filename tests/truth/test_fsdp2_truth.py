@@ -131,9 +131,8 @@ MEMORY_CASES = [("blocks512.py", 2), ("blocks.py", 4)]
 @pytest.mark.parametrize("script, world", MEMORY_CASES, ids=[f"{s[:-3]}-ws{w}" for s, w in MEMORY_CASES])
 def test_memory_fsdp2_per_rank_equals_every_rank_of_a_real_gloo_run(cli, tmp_path, script, world):
     """``memory --fsdp2``'s per-rank rows: shards, gradients, optimizer state and the compiled graphs'
-    saved activations (each graph once per block it serves) against what each real rank holds.
-    blocks512.py's root runs no op of its own; blocks.py's head runs eagerly in the root's skipped frame,
-    and what it saves (its input) is the one difference."""
+    saved activations (each graph once per block it serves) against what each real rank holds (the
+    ``CompiledFunctionBackward`` nodes' saved tensors; blocks.py's head runs eagerly and is in neither)."""
     ranks = run_ranks(FIXTURES / "fsdp2" / script, world, tmp_path)
     rc, out, err = cli("memory", FIXTURES / "fsdp2" / script, "--fsdp2", "--world-size", world, "--backend",
                        "aot_eager", "--format", "json")
@@ -141,14 +140,13 @@ def test_memory_fsdp2_per_rank_equals_every_rank_of_a_real_gloo_run(cli, tmp_pat
     doc = json.loads(out)
     rank_memory = doc["rank_memory"]
     assert rank_memory["rank"] == 0 and len(rank_memory["per_rank"]) == world
-    head_input = 8 * 64 * 4 if script == "blocks.py" else 0  # the head's saved input (batch 8 x 64 floats)
     for rank, real in enumerate(ranks):
         row = rank_memory["per_rank"][rank]
         assert row["rank"] == rank and row["bucket_bytes"] == 0
         assert row["params_bytes"] == real["params_padded"]
         assert row["grads_bytes"] == real["grads"]
         assert row["optimizer_bytes"] == (real["optimizer"] or 0)
-        assert row["activations_bytes"] + head_input == real["saved_activations"]
+        assert row["activations_bytes"] == real["saved_activations"] > 0
         assert doc["fsdp2"]["memory"][rank]["unsharded_peak"] == real["unsharded_peak"]
     top = max(rank_memory["per_rank"], key=lambda r: r["total_bytes"])
     assert rank_memory["total_bytes"] == top["total_bytes"]
