@@ -1056,6 +1056,48 @@ def skip_fsdp_hooks() -> bool:
     return bool(getattr(_require("torch._dynamo", "config"), "skip_fsdp_hooks", True))
 
 
+@contextlib.contextmanager
+def fsdp2_on_meta(model: Any):
+    """While open, ``model`` (``fully_shard``ed over meta parameters, FSDP2's way of deferring
+    initialisation) runs its FSDP2 steps on meta, the accelerator stand-in: each ``FSDPParamGroup``
+    and ``FSDPParam`` allocates its all-gather and reduce-scatter buffers on meta (``.device``; the
+    mesh stays the fake group's cpu one, whose stream and event stubs FSDP2 waits on), the all-gather's
+    stream handle for meta is the cpu one (``_fsdp_collectives._get_device_handle``), and the lazy
+    init's "parameters should be materialized from meta device" check says yes. The fake group's
+    collectives touch no data, so nothing else needs a value."""
+    import torch
+
+    group_cls = _require("torch.distributed.fsdp._fully_shard._fsdp_param_group", "FSDPParamGroup")
+    collectives = importlib.import_module("torch.distributed.fsdp._fully_shard._fsdp_collectives")
+    handle = getattr(collectives, "_get_device_handle", None)
+    check = getattr(group_cls, "_validate_no_meta_params", None)
+    if handle is None:
+        raise _missing("torch.distributed.fsdp._fully_shard._fsdp_collectives._get_device_handle")
+    if check is None:
+        raise _missing("FSDPParamGroup._validate_no_meta_params")
+    meta = torch.device("meta")
+    for module in model.modules():
+        group = fsdp_param_group(module) if hasattr(module, "_get_fsdp_state") else None
+        if group is None:
+            continue
+        if not hasattr(group, "device") or not all(hasattr(fp, "device") for fp in group.fsdp_params):
+            raise _missing("FSDPParamGroup.device / FSDPParam.device")
+        group.device = meta
+        for fp in group.fsdp_params:
+            fp.device = meta
+
+    def handle_for(device_type: str = "cuda") -> Any:
+        return torch.cpu if device_type == "meta" else handle(device_type)
+
+    collectives._get_device_handle = handle_for
+    group_cls._validate_no_meta_params = lambda self: None
+    try:
+        yield model
+    finally:
+        collectives._get_device_handle = handle
+        group_cls._validate_no_meta_params = check
+
+
 #: the torch.distributed functions FSDP2's hooks call for its collectives (2.13: ``all_gather_single``,
 #: ``reduce_scatter_single``; older releases ``all_gather_into_tensor``, ``reduce_scatter_tensor``;
 #: HSDP adds ``all_reduce``)

@@ -103,6 +103,9 @@ class Fsdp2Session:
         self._backend: Any = None
         #: modules the script compiled itself (``block.compile()``), recompiled with graphtool's backend
         self.recompiled: list[str] = []
+        #: the steps ran on the meta stand-in (:func:`graphtool.capture.compat.fsdp2_on_meta`)
+        self.on_meta = False
+        self._record_steps: list[int] = []  # the step each of ``records`` ran in
 
     def use_backend(self, backend: Any) -> None:
         """The backend that records graphs: a module the script compiled itself compiles with it instead."""
@@ -163,6 +166,10 @@ class Fsdp2Session:
             for block in blocks:
                 fully_shard(block)
             fully_shard(inner)
+        if any(p.device.type == "meta" for p in inner.parameters()):
+            # the accelerator stand-in (``cudagraphs --fsdp2``): FSDP2's steps on meta parameters
+            self._stack.enter_context(compat.fsdp2_on_meta(inner))
+            self.on_meta = True
         names = {id(m): name for name, m in inner.named_modules()}
         self._units = {id(m): names.get(id(m), "?") for m in inner.modules() if isinstance(m, FSDPModule)}
         self._groups = {id(g): self._units[id(m)] for m in inner.modules() if id(m) in self._units
@@ -219,6 +226,8 @@ class Fsdp2Session:
             return factory(model)
 
     def _unit_of(self, group: Any) -> Optional[str]:
+        # called once per recorded collective: note the loop's step it ran in (the backend's call logger)
+        self._record_steps.append(getattr(getattr(self._backend, "calls", None), "step", 1))
         return self._groups.get(id(group))
 
     def result(self, capture: Any = None) -> Fsdp2Run:
@@ -231,7 +240,9 @@ class Fsdp2Session:
             params = tuple(ShardedParam(fqn, full, padded, _element_size(dtype), str(dtype).replace("torch.", ""))
                            for fqn, full, _local, padded, dtype in (compat.fsdp_param_sizes(group) if group else ()))
             units.append(Unit(self._units[id(m)], params))
-        collectives = tuple(EagerCollective(op, unit, out_b, in_b) for op, out_b, in_b, unit in self.records)
+        # the first step's: every step runs the same collectives (``--steps`` runs several)
+        collectives = tuple(EagerCollective(op, unit, out_b, in_b)
+                            for (op, out_b, in_b, unit), step in zip(self.records, self._record_steps) if step == 1)
         state = ()
         if self.optimizer is not None and any(p.grad is not None for p in self.model.parameters()):
             # after the traced backward: its gradients are the step's (none in --inference)

@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
             "graphtool cudagraphs model.py              # mode=\"reduce-overhead\"",
             "graphtool cudagraphs model.py --backend cudagraphs --check",
             "graphtool cudagraphs model.py --set graph_partition=false",
-            "graphtool cudagraphs model.py --ddp --world-size 8   # each graph DDP splits off",
+            "graphtool cudagraphs model.py --ddp --world-size 8    # each DDP split",
+            "graphtool cudagraphs model.py --fsdp2 --world-size 8  # each block graph",
         ),
     )(cudagraphs)
 
@@ -52,25 +53,32 @@ def cudagraphs(
     world_size: int = options.WorldSizeOpt,
     bucket_cap_mb: float = options.BucketCapOpt,
     find_unused: bool = options.FindUnusedOpt,
+    fsdp2: bool = options.Fsdp2Opt,
 ) -> int:
     from graphtool.commands.cudagraphs import cudagraphs as run
     from graphtool.render.cudagraphs import cudagraphs_view
 
     options.check_format(fmt)
+    fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
     ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
-                      debug=options.debug_enabled(), progress=progress, steps=n_steps, ddp=ddp_settings)
+                      debug=options.debug_enabled(), progress=progress, steps=n_steps, ddp=ddp_settings,
+                      fsdp2=fsdp2_settings)
     return console.show_models(results, fmt, lambda r: _view(r, cudagraphs_view), check)
 
 
 def _view(result, cudagraphs_view):
-    """The verdict, then (``--ddp``) the split graphs, each with its verdict."""
+    """The verdict, then (``--ddp``) the split graphs or (``--fsdp2``) the compiled block graphs, each with its verdict."""
     view = cudagraphs_view(result.report, result.stopped)
-    if result.ddp is None:
-        return view
     from rich.console import Group
 
+    if result.fsdp2 is not None:
+        from graphtool.render.distributed import fsdp2_view
+
+        return Group(view, fsdp2_view(result.fsdp2))
+    if result.ddp is None:
+        return view
     from graphtool.render.distributed import ddp_view
 
     return Group(view, ddp_view(result.ddp))

@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
             "LLAMA_SIZE=7b graphtool memory examples/hf_llama.py --device meta \\",
             "    --format json",
             "graphtool memory model.py --ddp --world-size 8   # what each rank holds",
+            "graphtool memory model.py --fsdp2 --world-size 8 # each rank's shards",
         ),
     )(memory)
 
@@ -47,14 +48,17 @@ def memory(
     world_size: int = options.WorldSizeOpt,
     bucket_cap_mb: float = options.BucketCapOpt,
     find_unused: bool = options.FindUnusedOpt,
+    fsdp2: bool = options.Fsdp2Opt,
 ) -> int:
     from graphtool.commands.memory import memory as run
 
     options.check_format(fmt)
+    fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
     ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic,
-                      debug=options.debug_enabled(), progress=progress, ddp=ddp_settings)
+                      debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
+                      fsdp2=fsdp2_settings)
     if fmt == "table":
         from graphtool.render.memory import memory_view
 
@@ -63,7 +67,9 @@ def memory(
             if r.rank is not None:
                 from graphtool.render.rank_memory import rank_memory_view
 
-                console.print_view(rank_memory_view(r.rank, world_size=r.ddp.world_size if r.ddp else None))
+                wrapped = r.fsdp2 or r.ddp
+                console.print_view(rank_memory_view(r.rank, world_size=wrapped.world_size if wrapped else None,
+                                                    wrapper="FSDP2" if r.fsdp2 is not None else "DDP"))
     else:
         console.emit_all([r.to_dict() for r in results], fmt)
     return 0

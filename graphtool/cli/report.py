@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
         ) + options.examples(
             "graphtool report model.py -o report.html",
             "graphtool report model.py:build --device meta --no-memory",
+            "graphtool report model.py --fsdp2 --world-size 8 -o fsdp2.html",
         ),
     )(report)
 
@@ -40,7 +41,9 @@ def report(
     world_size: int = options.WorldSizeOpt,
     bucket_cap_mb: float = options.BucketCapOpt,
     find_unused: bool = options.FindUnusedOpt,
+    fsdp2: bool = options.Fsdp2Opt,
 ) -> int:
+    fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
     ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     if model:  # before torch is imported: a wrong path costs no seconds
         from graphtool.capture.script import check_script_path
@@ -60,7 +63,8 @@ def report(
 
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, memory=memory, layout_timeout=layout_timeout,
-                      debug=options.debug_enabled(), progress=progress, ddp=ddp_settings)
+                      debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
+                      fsdp2=fsdp2_settings)
         progress.phase("writing the page...")
         import torch
 
@@ -70,7 +74,7 @@ def report(
         command = _command(model, ("--entry", entry, None), ("--device", device, None), ("--inference", inference, False),
                            ("--backend", backend, "inductor"), ("-o", output, None), ("--no-memory", not memory, False),
                            ("--layout-timeout", layout_timeout, 30.0), ("--ddp", ddp, False),
-                           ("--world-size", world_size if ddp else None, 2),
+                           ("--fsdp2", fsdp2, False), ("--world-size", world_size if ddp or fsdp2 else None, 2),
                            ("--bucket-cap-mb", bucket_cap_mb if ddp else None, 25.0),
                            ("--find-unused-parameters", find_unused, False))
         pages = [format_report(r, command=command, versions=versions) for r in results]

@@ -18,14 +18,17 @@ from graphtool.commands.progress import SILENT, Progress
 def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
                inference: bool = False, backend: str = "inductor", dynamic: bool = False, debug: bool = False,
                settings: Sequence[str] = (), progress: Progress = SILENT, steps: int = 3,
-               ddp: Optional[dict] = None) -> list[common.ModelResult]:
+               ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[common.ModelResult]:
     """One :class:`ModelResult` (a Verdict) per model; ``found`` when a reason makes torch skip.
 
     ``settings`` (``["graph_partition=false"]``) override the installed torch's inductor and dynamo
     config for the verdict; they are checked before any tracing. ``steps``: the model's step runs that
     many times, as a loop would; the verdict's ``steady`` says what each step compiled and recorded.
     ``ddp`` (``world_size``, ``bucket_cap_mb``): the steps run as ``DDP(torch.compile(model))``, each graph
-    DDP's optimizer splits off is one region, and the result's ``ddp`` gives each one's verdict."""
+    DDP's optimizer splits off is one region, and the result's ``ddp`` gives each one's verdict. ``fsdp2``
+    (``world_size``): the steps run under ``fully_shard`` per block and root, ``torch.compile(model)``, as
+    rank 0 of a fake process group over the meta stand-in; the result's ``fsdp2`` gives each compiled
+    graph's verdict and how many times a step runs it."""
     from dataclasses import replace
 
     from graphtool.analysis.cudagraphs import check_backend, cudagraph_verdict, parse_settings
@@ -38,9 +41,15 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
     results = []
     if ddp is not None:
         common.check_ddp(ddp, device)
+    if fsdp2 is not None:
+        common.check_fsdp2(fsdp2, ddp, device)
     for target, ent in common.targets(model, entry):
-        ddp_report = None
-        if ddp is not None:
+        ddp_report = fsdp2_report = None
+        if fsdp2 is not None:
+            capture, accel, fsdp2_report = common.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
+                                                                      dynamic=dynamic, debug=debug, progress=progress,
+                                                                      n_steps=n_steps)
+        elif ddp is not None:
             capture, accel, ddp_report = common.standin_under_ddp(target, ent, device, inference, backend, ddp, dynamic=dynamic,
                                                            debug=debug, progress=progress, n_steps=n_steps)
         else:
@@ -55,6 +64,10 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
 
             extra = {"ddp": with_split_verdicts(ddp_report, verdict)}
             found = found or bool((ddp_report.unused or {}).get("fails_at_step"))  # the loop fails at step 2
+        if fsdp2_report is not None:
+            from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+
+            extra = {"fsdp2": with_graph_verdicts(fsdp2_report, verdict, capture)}
         results.append(common.ModelResult(common.model_header(capture), verdict, found, key="cudagraphs",
                                          stopped=capture.stopped, **extra))
     return results

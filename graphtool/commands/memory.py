@@ -25,7 +25,7 @@ BY = ("line", "module", "op")
 def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            backend: str = "inductor", by: str = "line", depth: Optional[int] = None, top: int = 10,
            dynamic: bool = False, debug: bool = False, progress: Progress = SILENT,
-           ddp: Optional[dict] = None) -> list[steps.ModelResult]:
+           ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[steps.ModelResult]:
     """One :class:`ModelResult` (a MemoryReport, key ``memory``) per model; ``found`` is never set.
 
     ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``;
@@ -33,7 +33,10 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     batch) as symbols, so each saved tensor's bytes is also a formula of them. ``ddp`` (``world_size``,
     ``bucket_cap_mb``, ``find_unused_parameters``): the step runs as ``DDP(torch.compile(model))`` in a
     one-process gloo group, and the result's ``rank`` (a
-    :class:`~graphtool.analysis.rank_memory.RankMemory`) says what each rank holds."""
+    :class:`~graphtool.analysis.rank_memory.RankMemory`) says what each rank holds. ``fsdp2``
+    (``world_size``): the step runs under ``fully_shard`` per block and root as rank 0 of a fake
+    process group; ``rank`` is the busiest rank's RankMemory with every rank in ``per_rank``, and
+    ``fsdp2`` the FSDP2 report (units, collectives, each rank's shards)."""
     from graphtool.errors import UsageError
 
     steps.check_backend(backend)
@@ -41,6 +44,12 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
     if depth is not None and depth < 1:
         raise UsageError(f"--depth {depth}: count levels from 1 (the model's children)")
+    if fsdp2 is not None:
+        steps.check_fsdp2(fsdp2, ddp, device)
+        if dynamic:
+            raise UsageError("memory --fsdp2 with --dynamic: not supported yet", hint="drop --dynamic")
+        return [_under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, fsdp2)
+                for target, ent in steps.targets(model, entry)]
     if ddp is not None:
         steps.check_ddp(ddp, device)
         if dynamic:
@@ -107,3 +116,32 @@ def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, dd
     report = build_memory_report(eager, capture, by=by, depth=depth, top=top)
     rank = ddp_rank_memory(report, buckets, optimizer)
     return steps.ModelResult(steps.model_header(capture), report, False, key="memory", ddp=ddp_report, rank=rank)
+
+
+def _under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, fsdp2: dict) -> steps.ModelResult:
+    """The memory report of one model run under FSDP2 (``fully_shard`` per block and root,
+    ``torch.compile(model)``) as rank 0 of a fake group, with what each rank holds: its shards, its
+    gradients and optimizer state (the script's ``get_optimizer``), the all-gathered parameters and the
+    activations the compiled graphs save, each graph once per call in the step."""
+    from graphtool.analysis.distributed import SKIPPED_ROOT_NOTE, build_fsdp2_report
+    from graphtool.analysis.fsdp2_cudagraphs import runs_per_step
+    from graphtool.analysis.memory import build_memory_report
+    from graphtool.analysis.rank_memory import fsdp2_rank_memory
+    from graphtool.capture.saved_tensors import capture_saved
+    from graphtool.capture.tracer import trace_model
+
+    with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):
+        ent, factory_args = session.entry(target, ent)
+        spec = steps.load(target, ent, device, progress, factory_args)
+        progress.phase("running the forward eagerly, recording what autograd saves...")
+        with steps.quiet_stdout():
+            eager = capture_saved(spec)
+        progress.phase(f"tracing under FSDP2 with dynamo + {backend}'s AOT stage...")
+        with steps.quiet_stdout():
+            capture = trace_model(spec, backend=backend, quiet=not debug, wrapper=session,
+                                  on_region=lambda i: progress.phase(f"tracing region {i}..."))
+        fsdp2_report = build_fsdp2_report(capture, session.result(capture))
+    report = build_memory_report(eager, capture, by=by, depth=depth, top=top)
+    rank = fsdp2_rank_memory(report, fsdp2_report.memory, runs_per_step(capture), world_size=fsdp2["world_size"],
+                             root_eager=SKIPPED_ROOT_NOTE in fsdp2_report.notes)
+    return steps.ModelResult(steps.model_header(capture), report, False, key="memory", fsdp2=fsdp2_report, rank=rank)

@@ -66,6 +66,8 @@ class ReportResult:
     stand_in: str  # "meta" or the GPU the stand-in trace ran on
     notes: tuple[str, ...] = ()
     ddp: Any = None  # DdpReport (``--ddp``): the split graphs, each with its CUDA-graph verdict
+    fsdp2: Any = None  # Fsdp2Report (``--fsdp2``): units, graphs with their CUDA-graph verdicts, collectives, ranks
+    rank_memory: Any = None  # RankMemory (``--fsdp2`` with memory): each rank's bytes, activations included
 
     def summary(self) -> str:
         t = self.trace
@@ -85,27 +87,38 @@ class ReportResult:
                          f"{'s' if d.graph_count != 1 else ''} from {d.dynamo_graphs} dynamo graph{'s' if d.dynamo_graphs != 1 else ''}")
             if (d.unused or {}).get("fails_at_step"):
                 parts.append(f"DDP fails at step {d.unused['fails_at_step']}: parameters without gradient")
+        if self.fsdp2 is not None:
+            from graphtool.text import count
+
+            f = self.fsdp2
+            parts.append(f"under FSDP2 ({count(f.world_size, 'rank')}): {count(f.graph_count, 'compiled graph')}")
         return "; ".join(parts)
 
 
 def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            inference: bool = False, backend: str = "inductor", memory: bool = True, layout_timeout: float = LAYOUT_TIMEOUT,
-           debug: bool = False, progress: Progress = SILENT, ddp: Optional[dict] = None) -> list[ReportResult]:
+           debug: bool = False, progress: Progress = SILENT, ddp: Optional[dict] = None,
+           fsdp2: Optional[dict] = None) -> list[ReportResult]:
     """One :class:`ReportResult` per model, its pictures laid out (SVG); a picture whose layout
     takes longer than ``layout_timeout`` seconds is left out, and the page says so. ``ddp``
     (``world_size``, ``bucket_cap_mb``, ``find_unused_parameters``): both traces run as
-    ``DDP(torch.compile(model))``, each split graph is a region, and the page has a DDP section."""
+    ``DDP(torch.compile(model))``, each split graph is a region, and the page has a DDP section. ``fsdp2``
+    (``world_size``): both traces run under ``fully_shard`` per block and root as rank 0 of a fake
+    process group, and the page has an FSDP2 section (units, each graph's CUDA-graph verdict, the eager
+    collectives, each rank's memory)."""
 
     steps.check_backend(backend)
     from graphtool.capture.deadline import check_timeout
 
     check_timeout(layout_timeout, "--layout-timeout")
+    if fsdp2 is not None:
+        steps.check_fsdp2(fsdp2, ddp, device)
     if ddp is not None:
         steps.check_ddp(ddp, device)
     results = []
     for target, ent in steps.targets(model, entry):
         results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress,
-                            ddp=ddp))
+                            ddp=ddp, fsdp2=fsdp2))
     return results
 
 
@@ -141,14 +154,20 @@ class _Layout:
         return Level(name, depth, svg, len(drawing.nodes), members, time.perf_counter() - start)
 
 
-def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, ddp=None) -> ReportResult:
+def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, ddp=None,
+         fsdp2=None) -> ReportResult:
     from graphtool.analysis.cudagraphs import cudagraph_verdict
     from graphtool.analysis.devices import device_report
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import build_trace_report
 
-    ddp_report = standin_ddp = None
-    if ddp is not None:
+    ddp_report = standin_ddp = fsdp2_report = standin_fsdp2 = None
+    if fsdp2 is not None:
+        capture, memory, memory_note, fsdp2_report = _own_device_under_fsdp2(target, ent, device, inference, backend,
+                                                                             want_memory, debug, progress, fsdp2)
+        standin, accel, standin_fsdp2 = steps.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
+                                                                  debug=debug, progress=progress)
+    elif ddp is not None:
         capture, memory, memory_note, ddp_report = _own_device_under_ddp(target, ent, device, inference, backend,
                                                                          want_memory, debug, progress, ddp)
         standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, backend, ddp, debug=debug,
@@ -162,13 +181,42 @@ def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, p
         from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
 
         ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
+    rank_memory = None
+    if fsdp2_report is not None:
+        from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+
+        fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
+        rank_memory = _fsdp2_rank_memory(memory, fsdp2_report, capture)
     devices = device_report(standin, main_device=accel, stand_in="meta stands for cuda:0" if accel == "meta" else None)
     pictures, marks = _pictures(standin, accel, lay_out, progress, devices.show)
     index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
     findings = build_findings(trace, capture.breaks, verdict, devices, index, marks)
     notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
     return ReportResult(target, trace, verdict, devices, memory, memory_note, tuple(pictures), findings, accel, notes,
-                        ddp=ddp_report)
+                        ddp=ddp_report, fsdp2=fsdp2_report, rank_memory=rank_memory)
+
+
+def _own_device_under_fsdp2(target, ent, device, inference, backend, want_memory, debug, progress, fsdp2: dict):
+    """:func:`_own_device` under FSDP2 as rank 0 of a fake process group: also the FSDP2 report."""
+    from graphtool.analysis.distributed import build_fsdp2_report
+
+    with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):
+        ent, factory_args = session.entry(target, ent)
+        capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
+                                            wrapper=session, factory_args=factory_args)
+        return capture, memory, note, build_fsdp2_report(capture, session.result(capture))
+
+
+def _fsdp2_rank_memory(memory, report, capture):
+    """Each rank's bytes with the compiled graphs' activations (``memory --fsdp2``'s), when memory was measured."""
+    if memory is None:
+        return None
+    from graphtool.analysis.distributed import SKIPPED_ROOT_NOTE
+    from graphtool.analysis.fsdp2_cudagraphs import runs_per_step
+    from graphtool.analysis.rank_memory import fsdp2_rank_memory
+
+    return fsdp2_rank_memory(memory, report.memory, runs_per_step(capture), world_size=report.world_size,
+                             root_eager=SKIPPED_ROOT_NOTE in report.notes)
 
 
 def _own_device_under_ddp(target, ent, device, inference, backend, want_memory, debug, progress, ddp: dict):

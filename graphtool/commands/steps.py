@@ -195,11 +195,13 @@ class ModelResult:
     stopped: Optional[str] = None
     ddp: Any = None  # DdpReport (``cudagraphs --ddp``): the graphs DDP's optimizer split off
     rank: Any = None  # RankMemory (``memory --ddp``): what one rank holds
+    fsdp2: Any = None  # Fsdp2Report (``cudagraphs --fsdp2``, ``memory --fsdp2``): what FSDP2 does, per rank
 
     def to_dict(self) -> dict:
         body = self.report.to_dict()
         return {"model": self.header, **(body if not self.key else {self.key: body}),
                 **({"ddp": self.ddp.to_dict()} if self.ddp is not None else {}),
+                **({"fsdp2": self.fsdp2.to_dict()} if self.fsdp2 is not None else {}),
                 **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {})}
 
 
@@ -280,3 +282,56 @@ def standin_under_ddp(target, entry, device, inference, backend, ddp: dict, *, d
 #: a script that starts its own process group under --ddp
 OWN_GROUP_HINT = ("with --ddp graphtool starts the process group itself: start yours only when run as a program "
                   "(under `if __name__ == \"__main__\":`), or only `if not torch.distributed.is_initialized()`")
+
+
+def check_fsdp2(fsdp2: dict, ddp, device) -> None:
+    """``--fsdp2``'s settings, before any tracing: a world size, not with ``--ddp``, not on ``--device meta``."""
+    from graphtool.capture.distributed import check_world_size
+    from graphtool.errors import UsageError
+
+    check_world_size(fsdp2["world_size"])
+    if ddp is not None:
+        raise UsageError("--fsdp2 with --ddp: a model runs under one of them, not both",
+                         hint="pick the wrapper the launch will use")
+    if device == "meta":
+        raise UsageError("--fsdp2 cannot run on --device meta: fully_shard copies each parameter's values into "
+                         "its shard", hint="drop --device meta; a smaller config of the model shards the same way per layer")
+
+
+def fsdp2_session(fsdp2: dict, progress: Progress = SILENT):
+    """An :class:`~graphtool.capture.fsdp2.Fsdp2Session` of ``fsdp2["world_size"]`` ranks, to open
+    before the script loads."""
+    from graphtool.capture.fsdp2 import Fsdp2Session
+
+    progress.phase(f"starting a fake process group of {fsdp2['world_size']} ranks for FSDP2...")
+    return Fsdp2Session(world_size=fsdp2["world_size"])
+
+
+@contextlib.contextmanager
+def own_group_hint(flag: str):
+    """A script that starts its own process group under ``--ddp``/``--fsdp2``: its error says what to do."""
+    from graphtool.errors import UserScriptError
+
+    try:
+        yield
+    except UserScriptError as exc:
+        if "process group" in exc.message and not exc.hint:
+            raise exc.with_hint(OWN_GROUP_HINT.replace("--ddp", flag)) from None
+        raise
+
+
+def standin_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, *, dynamic: bool = False, debug=False,
+                        progress: Progress = SILENT, n_steps: int = 1):
+    """The accelerator stand-in run under FSDP2 for ``n_steps`` steps: the model on meta, ``fully_shard``
+    per block and root as rank 0 of a fake process group (FSDP2 over meta parameters:
+    :func:`graphtool.capture.compat.fsdp2_on_meta`), ``torch.compile(model)``. Returns
+    ``(capture, accelerator, Fsdp2Report)``; each region is one compiled block graph, judged as torch
+    judges its own compiled function."""
+    from graphtool.analysis.distributed import build_fsdp2_report
+
+    with fsdp2_session(fsdp2, progress) as session, own_group_hint("--fsdp2"):
+        entry, factory_args = session.entry(target, entry)
+        capture, accel = trace_standin(target, entry, device, inference, backend=backend, dynamic=dynamic,
+                                       debug=debug, progress=progress, steps=n_steps, wrapper=session,
+                                       factory_args=factory_args)
+        return capture, accel, build_fsdp2_report(capture, session.result(capture))

@@ -63,7 +63,7 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
     if ddp is not None:
         steps.check_ddp(ddp, device)
     if fsdp2 is not None:
-        _check_fsdp2(fsdp2, ddp, device, cudagraphs)
+        steps.check_fsdp2(fsdp2, ddp, device)
     for target, ent in steps.targets(model, entry):
         ddp_report = fsdp2_report = None
         if fsdp2 is not None:
@@ -83,6 +83,10 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
             if ddp is not None:  # the split graphs' verdict, from the stand-in run under DDP too
                 standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, cudagraphs, ddp,
                                                                 debug=debug, progress=progress, n_steps=DEFAULT_STEPS)
+            elif fsdp2 is not None:  # each block graph's verdict, from the stand-in run under FSDP2 too
+                standin, accel, standin_fsdp2 = steps.standin_under_fsdp2(target, ent, device, inference, cudagraphs,
+                                                                          fsdp2, debug=debug, progress=progress,
+                                                                          n_steps=DEFAULT_STEPS)
             else:
                 standin, accel = steps.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
                                                      progress=progress, steps=DEFAULT_STEPS)
@@ -92,6 +96,10 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
                 from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
 
                 ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
+            if fsdp2 is not None:
+                from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+
+                fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
         if bench:
             timings = steps.eager_vs_compiled(target, ent, progress=progress)
         if graph_code:
@@ -124,37 +132,13 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
         return capture, build_ddp_report(capture, session.result(capture))
 
 
-def _check_fsdp2(fsdp2: dict, ddp, device, cudagraphs) -> None:
-    from graphtool.capture.distributed import check_world_size
-    from graphtool.errors import UsageError
-
-    check_world_size(fsdp2["world_size"])
-    if ddp is not None:
-        raise UsageError("--fsdp2 with --ddp: a model runs under one of them, not both",
-                         hint="pick the wrapper the launch will use")
-    if device == "meta":
-        raise UsageError("--fsdp2 cannot run on --device meta: fully_shard copies each parameter's values into "
-                         "its shard", hint="drop --device meta; a smaller config of the model shards the same way per layer")
-    if cudagraphs:
-        raise UsageError("--fsdp2 with --cudagraphs: the CUDA-graph verdict under FSDP2 is not computed yet",
-                         hint="the --fsdp2 view says whether a graph holds a collective")
-
-
 def _trace_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, debug, progress):
     from graphtool.analysis.distributed import build_fsdp2_report
-    from graphtool.capture.fsdp2 import Fsdp2Session
-    from graphtool.errors import UserScriptError
 
-    progress.phase(f"starting a fake process group of {fsdp2['world_size']} ranks for FSDP2...")
-    with Fsdp2Session(world_size=fsdp2["world_size"]) as session:
-        try:
-            entry, factory_args = session.entry(target, entry)
-            capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
-                                             progress=progress, wrapper=session, factory_args=factory_args)
-        except UserScriptError as exc:
-            if "process group" in exc.message and not exc.hint:
-                raise exc.with_hint(OWN_GROUP_HINT.replace("--ddp", "--fsdp2")) from None
-            raise
+    with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):
+        entry, factory_args = session.entry(target, entry)
+        capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
+                                         progress=progress, wrapper=session, factory_args=factory_args)
         return capture, build_fsdp2_report(capture, session.result(capture))
 
 

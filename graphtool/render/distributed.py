@@ -117,6 +117,12 @@ def fsdp2_view(report, width: int = 78) -> Group:
                 shown = display_path(src.file)
                 shown = shown.split("site-packages/", 1)[-1]
                 lines.append(Text(_clip(f"    {label} {shown}:{src.line}", width)))
+    for g in report.graphs or ():  # cudagraphs --fsdp2: each compiled graph runs once per block it serves
+        runs = f" ({g.runs_per_step}x per step)" if g.runs_per_step else ""
+        style = "verdict.ok" if g.cudagraphs["cudagraphed"] else "verdict.bad"
+        lines.extend(Text(w, style=style) for w in textwrap.wrap(
+            f"graph {g.region}{runs}: CUDA graphs {split_verdict_line(g.cudagraphs)}", width=width,
+            initial_indent="  ", subsequent_indent="    "))
     if report.collectives:
         for c in report.collectives:
             size = f", {_size(c.bytes)}" if c.bytes is not None else ""

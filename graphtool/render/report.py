@@ -111,6 +111,7 @@ def format_report(result, *, command: str, versions: dict) -> str:
         _devices_section(result.devices),
         _cudagraphs_section(result.verdict),
         _ddp_section(getattr(result, "ddp", None)),
+        _fsdp2_section(getattr(result, "fsdp2", None), getattr(result, "rank_memory", None)),
         _memory_section(result.memory, result.memory_note),
         _regions_section(t),
         _model_section(result, command, versions),
@@ -299,6 +300,56 @@ def _ddp_section(d) -> str:
                  f'{escape(said or "")}</p><p class="note">Fix: {escape(u["fix"])}</p>')
     body += "".join(f'<p class="note">{escape(n)}</p>' for n in d.notes)
     return _section("ddp", "DDP", body, d.graph_count)
+
+
+def _fsdp2_section(f, rank_memory=None) -> str:
+    """``--fsdp2``: the FSDP units and their shards, each compiled graph (a region of the page) with the
+    blocks it serves per step and its CUDA-graph verdict, the breaks, the eager collectives of one step,
+    each rank's memory (activations when memory was measured), what is predicted only, the notes."""
+    if f is None:
+        return ""
+    from graphtool.analysis.memory import format_bytes
+    from graphtool.render.distributed import split_verdict_line
+    from graphtool.text import count
+
+    body = (f'<p class="verdict">{escape(f.wrapper)} on {escape(count(f.world_size, "rank"))}: '
+            f'{escape(count(f.graph_count, "compiled graph"))}, {escape(count(len(f.breaks), "graph break"))}</p>')
+    body += _table(["FSDP unit", "params", "full", "shard per rank", "all-gathered"],
+                   [[escape(u.module or "(root)"), str(u.params), escape(format_bytes(u.full_bytes)),
+                     escape(format_bytes(u.shard_bytes)), escape(format_bytes(u.allgather_bytes))] for u in f.units])
+    if f.graphs:
+        body += _table(["graph", "runs per step", "CUDA graphs"],
+                       [[f"region {g.region}", str(g.runs_per_step or ""), escape(split_verdict_line(g.cudagraphs))]
+                        for g in f.graphs])
+    for b in f.breaks:
+        what = "frame skipped" if b.skips_frame else "graph break"
+        body += f'<p class="note">{what}: {escape(b.reason)} {_src_cell(b.user_source)}</p>'
+    if f.collectives:
+        body += _table(["graph", "collective", "group", "bytes"],
+                       [[escape(f"region {c.region} {c.graph}"), escape(c.op), escape(c.group or ""),
+                         escape(format_bytes(c.bytes) if c.bytes is not None else "")] for c in f.collectives])
+    if f.eager:
+        body += "<h3>Eager collectives per step, each rank</h3>" + _table(
+            ["unit", "collective", "calls", "sends", "receives"],
+            [[escape(e.unit or "(root)"), escape(e.op), str(e.count), escape(format_bytes(e.sent_bytes)),
+              escape(format_bytes(e.received_bytes))] for e in f.eager])
+    rows = rank_memory.per_rank if rank_memory is not None else ()
+    head = ["rank", "params", "grads", "optimizer"] + (["activations"] if rows else []) + ["all-gather*", "total"]
+    table = []
+    for i, m in enumerate(f.memory):
+        opt = escape(format_bytes(m.optimizer)) if m.optimizer is not None else "-"
+        act = [escape(format_bytes(rows[i].activations_bytes))] if rows else []
+        total = rows[i].total_bytes if rows else m.total
+        table.append([str(m.rank), escape(format_bytes(m.params)), escape(format_bytes(m.grads)), opt, *act,
+                      escape(format_bytes(m.allgather_peak)), escape(format_bytes(total))])
+    opt_name = f" (optimizer: {escape(f.optimizer)})" if f.optimizer else ""
+    body += f"<h3>Memory per rank{opt_name}</h3>" + _table(head, table)
+    for note in (rank_memory.notes if rank_memory is not None else ()):
+        body += f'<p class="note">{escape(note)}</p>'
+    for fact in f.predicted_only:
+        body += f'<p class="note">Predicted only: {escape(fact)}</p>'
+    body += "".join(f'<p class="note">{escape(n)}</p>' for n in f.notes)
+    return _section("fsdp2", "FSDP2", body, f.graph_count)
 
 
 def _memory_section(m, note) -> str:

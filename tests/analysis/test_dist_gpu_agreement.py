@@ -6,6 +6,9 @@ tests/fixtures/fsdp2/blocks512.py are dist_truth.py's models):
 - the graphs the backend is handed: one per DDPOptimizer split (DDP), one per distinct block graph (FSDP2);
 - under DDP, the functions cudagraph trees record (each split graph's forward and backward), every
   ``torch.cuda.graph`` capture over 5 steps (those and the trees' pool) and the graphs replayed in step 5;
+- under DDP and FSDP2, the functions cudagraph trees record (each split or block graph's forward and backward),
+  every ``torch.cuda.graph`` capture over 5 steps (those and the trees' pool) and the graphs replayed in step 5
+  (under FSDP2 a graph serving several blocks replays once per block);
 - no CUDA-graph skip.
 """
 
@@ -62,3 +65,26 @@ def test_fsdp2_graphs_agree_with_the_h200(cli, case):
                      "--format", "json")
     doc = json.loads(out)
     assert rc == 0 and len(doc["graphs"]) == row["graphs_handed_to_backend"] == row["unique_graphs"]
+
+
+@pytest.mark.parametrize("case, script", [  # about 3 s each
+    ("fsdp2_root_compile", "blocks512.py"),  # fully_shard per block and root, torch.compile(model)
+    ("fsdp2_block_compile", "blocks512_per_block.py"),  # block.compile() then fully_shard, the root not compiled
+])
+def test_fsdp2_cudagraphs_agree_with_the_h200(case, script):
+    """``cudagraphs --fsdp2`` on the meta stand-in (rank 0 of a fake group of one, as the H200 ran one NCCL rank)."""
+    from graphtool.commands.cudagraphs import cudagraphs
+
+    row = ROWS[case]
+    assert row["error"] is None and row["world_size"] == 1
+    [result] = cudagraphs(str(ROOT / "tests" / "fixtures" / "fsdp2" / script), steps=STEPS, fsdp2={"world_size": 1})
+    steady = result.report.steady
+    assert len(result.fsdp2.graphs) == row["graphs_handed_to_backend"] == row["unique_graphs"]
+    assert steady.functions_graphed == row["functions_graphed"]
+    assert steady.captures == row["captures"]
+    assert steady.per_step[-1].replays + steady.per_step[-1].recordings == row["replays_in_last_step"]
+    assert not [r for r in result.report.reasons if r.skips] and row["cudagraph_skips"] == 0
+    graphs = result.fsdp2.to_dict()["graphs"]
+    assert all(g["cudagraphs"]["cudagraphed"] for g in graphs)
+    # block 0's graph, then the one the recompile (its input requires grad) gave the other three
+    assert [g["runs_per_step"] for g in graphs] == [1, 3]

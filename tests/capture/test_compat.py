@@ -536,6 +536,24 @@ def test_fsdp_param_group_and_sizes_name_the_padded_shard(fake_group):
     assert sizes[0][4] == torch.float32
 
 
+def test_fsdp2_on_meta_runs_steps_on_meta_parameters_and_restores_torch(fake_group):
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives
+    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+
+    before = (_fsdp_collectives._get_device_handle, FSDPParamGroup._validate_no_meta_params)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 10), torch.nn.Linear(10, 8)).to("meta")
+    fully_shard(model[0])
+    fully_shard(model)
+    with compat.fsdp2_on_meta(model):
+        for _ in range(2):
+            model(torch.randn(2, 8, device="meta")).sum().backward()
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and g.to_local().device.type == "meta" for g in grads)
+    assert tuple(grads[0].to_local().shape) == (3, 8)  # 10 rows over 4 ranks: rank 0's shard
+    assert (_fsdp_collectives._get_device_handle, FSDPParamGroup._validate_no_meta_params) == before
+
+
 def test_skip_fsdp_hooks_is_on_by_default():
     # 2.13/2.14 dropped the flag (hooks always eager); where a release has it, True is its default
     assert compat.skip_fsdp_hooks() is True

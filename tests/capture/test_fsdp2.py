@@ -102,3 +102,62 @@ def test_inference_holds_no_gradients_and_no_optimizer_state(cli):
     fsdp = _trace(cli, FSDP2 / "blocks.py", "--inference")["fsdp2"]
     assert {(m["grads"], m["optimizer"]) for m in fsdp["memory"]} == {(0, None)}
     assert {e["op"] for e in fsdp["eager_collectives"]} == {"all_gather"}  # no backward: no reduce-scatter
+
+
+# --- cudagraphs --fsdp2: the steady-state steps under FSDP2 on the meta stand-in ---------------------
+
+def _schema_validates(doc, key=None) -> None:
+    """The whole trace document, or (``cudagraphs``: not a trace report) its ``key`` part."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    schema = json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text())
+    jsonschema.validate(doc[key] if key else doc, schema["properties"][key] if key else schema)
+
+
+def test_cudagraphs_fsdp2_judges_each_block_graph_and_validates(cli):
+    rc, out, err = cli("cudagraphs", FSDP2 / "blocks.py", "--fsdp2", "--world-size", "4", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    doc = doc[0] if isinstance(doc, list) else doc
+    fsdp = doc["fsdp2"]
+    assert fsdp["world_size"] == 4 and fsdp["graph_count"] == 2
+    # block 0's graph, then the recompile on requires_grad the other three share: each call is a CUDA graph
+    assert [(g["region"], g["runs_per_step"], g["cudagraphs"]["cudagraphed"]) for g in fsdp["graphs"]] == [
+        (0, 1, True), (1, 3, True)]
+    steady = doc["cudagraphs"]["steady_state"]
+    assert steady["functions_graphed"] == 4 and steady["per_step"][-1]["replays"] == 8
+    # the collectives of one step, though three ran: 2 all-gathers (forward, backward) and 1 reduce-scatter per block
+    counts = {(e["unit"], e["op"]): e["count"] for e in fsdp["eager_collectives"]}
+    assert counts[("layers.2", "all_gather")] == 2 and counts[("layers.2", "reduce_scatter")] == 1
+    assert fsdp["optimizer"] == "Adam" and fsdp["memory"][0]["optimizer"] > 0  # Adam's step on meta DTensors
+    assert any("8 CUDA graphs per step from 2 compiled graphs" in n for n in fsdp["notes"])
+    _schema_validates(doc, "fsdp2")
+
+
+def test_cudagraphs_fsdp2_table_gives_each_graph_its_verdict_at_80_columns(cli):
+    rc, out, err = cli("cudagraphs", FSDP2 / "per_block.py", "--fsdp2", "--world-size", "2")
+    assert rc == 0, err
+    assert "under FSDP2 (2 ranks): 2 compiled graphs" in out
+    assert "  graph 1 (2x per step): CUDA graphs applied (forward, backward)" in out
+    assert "the script compiled 3 module(s) itself" in " ".join(out.split())
+    fsdp_view = out[out.index("under FSDP2"):].splitlines()
+    assert max(len(line) for line in fsdp_view) <= 80
+
+
+def test_trace_fsdp2_cudagraphs_gives_each_graph_its_verdict(cli):
+    doc = _trace(cli, FSDP2 / "blocks.py", "--cudagraphs", "inductor")
+    assert doc["cudagraphs"]["eligible"] is True
+    assert [g["runs_per_step"] for g in doc["fsdp2"]["graphs"]] == [1, 3]
+    _schema_validates(doc)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--world-size", "0"], "--world-size 0: a process group needs at least one rank"),
+    (["--device", "meta"], "--fsdp2 cannot run on --device meta"),
+    (["--ddp"], "--fsdp2 with --ddp"),
+])
+def test_bad_cudagraphs_fsdp2_options_exit_2(cli, args, expected):
+    rc, out, err = cli("cudagraphs", FSDP2 / "blocks.py", "--fsdp2", *args)
+    assert rc == 2 and out == ""
+    assert expected in err

@@ -378,3 +378,52 @@ def test_memory_ddp_table_reads_at_80_columns_and_says_when_no_optimizer_is_give
     block = out[out.index("per rank under DDP (2 ranks):"):]
     assert "DDP buckets" in block and "no get_optimizer(model)" in block
     assert max(len(line) for line in block.splitlines()) <= 80
+
+
+def test_memory_fsdp2_gives_each_ranks_shards_and_activations(cli):
+    """blocks.py over 4 ranks: 250 rows split 63/63/63/61, so the last rank owns fewer gradient and Adam
+    rows but allocates the same padded shards; the two compiled graphs save once per block (4 calls).
+    tests/truth/test_fsdp2_truth.py compares the rows with real gloo ranks."""
+    from tests.helpers import FIXTURES
+
+    rc, out, err = cli("memory", FIXTURES / "fsdp2" / "blocks.py", "--fsdp2", "--world-size", "4", "--backend",
+                       "aot_eager", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    import jsonschema
+
+    schema = json.loads(resources.files("graphtool.schema").joinpath("memory.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    rank, rows = doc["rank_memory"], doc["rank_memory"]["per_rank"]
+    assert rank["rank"] == 0 and [r["rank"] for r in rows] == [0, 1, 2, 3]
+    assert {r["params_bytes"] for r in rows} == {doc["fsdp2"]["memory"][0]["params"]}
+    assert rows[3]["grads_bytes"] < rows[0]["grads_bytes"] and rows[3]["optimizer_bytes"] < rows[0]["optimizer_bytes"]
+    per_graph = {r["region"]: r["activation_bytes"] for r in doc["memory"]["regions"]}
+    assert rank["activations_bytes"] == per_graph[0] + 3 * per_graph[1]  # block 0's graph, then the others' (3 calls)
+    assert rank["bucket_bytes"] == 0 and rank["total_bytes"] == rows[0]["total_bytes"]
+
+
+def test_memory_fsdp2_table_reads_at_80_columns(cli):
+    from tests.helpers import FIXTURES
+
+    rc, out, err = cli("memory", FIXTURES / "fsdp2" / "blocks.py", "--fsdp2", "--world-size", "8", "--backend",
+                       "aot_eager")
+    assert rc == 0, err
+    block = out[out.index("per rank under FSDP2 (8 ranks): up to"):]
+    assert "\n  0-6 " in block and "\n  7 " in block  # 250 rows: 32 each, the last rank 26
+    assert "the root's own ops" in " ".join(block.split())
+    assert max(len(line) for line in block.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--world-size", "0"], "--world-size 0: a process group needs at least one rank"),
+    (["--device", "meta"], "--fsdp2 cannot run on --device meta"),
+    (["--ddp"], "--fsdp2 with --ddp"),
+    (["--dynamic"], "memory --fsdp2 with --dynamic"),
+])
+def test_bad_memory_fsdp2_options_exit_2(cli, args, expected):
+    from tests.helpers import FIXTURES
+
+    rc, out, err = cli("memory", FIXTURES / "fsdp2" / "blocks.py", "--fsdp2", *args)
+    assert rc == 2 and out == ""
+    assert expected in err

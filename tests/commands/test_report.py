@@ -244,3 +244,38 @@ def test_report_ddp_says_unused_parameters_fail_the_second_step(cli, tmp_path):
     assert rc == 0, err
     section = out.read_text().split('<section id="ddp">')[1].split("</section>")[0]
     assert "Parameters without gradient: unused.weight, unused.bias; step 2 raised: RuntimeError: Expected to" in section
+
+
+def test_report_fsdp2_has_an_fsdp2_section_with_each_graphs_verdict_and_each_ranks_memory(cli, tmp_path):
+    """blocks.py over 4 ranks: 2 compiled graphs (regions of the page), block 0's and the other three's,
+    each CUDA-graphed; each rank's row with the activations its compiled graphs save."""
+    from tests.helpers import FIXTURES
+
+    out = tmp_path / "r.html"
+    rc, _, err = cli("report", FIXTURES / "fsdp2" / "blocks.py", "--fsdp2", "--world-size", "4", "-o", str(out))
+    assert rc == 0, err
+    page = out.read_text()
+    section = page[page.index('<section id="fsdp2">'):]
+    section = section[:section.index("</section>")]
+    assert "on 4 ranks: 2 compiled graphs, 1 graph break" in section
+    assert section.count("applied (forward, backward)") == 2
+    assert "<td>region 1</td><td>3</td>" in section
+    assert "Memory per rank (optimizer: Adam)" in section and "<th>activations</th>" in section
+    assert "Predicted only: the CUDA-graph verdict" in section
+    data = _page_data(page)
+    assert sorted({p["region"] for p in data["pictures"]}) == [0, 1]
+    assert "--fsdp2 --world-size 4" in page  # the command that makes the page again
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--world-size", "0"], "--world-size 0: a process group needs at least one rank"),
+    (["--device", "meta"], "--fsdp2 cannot run on --device meta"),
+    (["--ddp"], "--fsdp2 with --ddp"),
+])
+def test_bad_report_fsdp2_options_exit_2_and_write_nothing(cli, tmp_path, args, expected):
+    from tests.helpers import FIXTURES
+
+    out = tmp_path / "r.html"
+    rc, _, err = cli("report", FIXTURES / "fsdp2" / "blocks.py", "--fsdp2", *args, "-o", str(out))
+    assert rc == 2 and expected in err
+    assert not out.exists()

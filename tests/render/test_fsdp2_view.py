@@ -67,6 +67,25 @@ def test_fsdp2_view_at_80_columns(snapshot):
     assert text == snapshot
 
 
+def _verdict(cudagraphed: bool) -> dict:
+    return {"cudagraphed": cudagraphed, "graphs": {"forward": True, "backward": cudagraphed}, "partitions": 2,
+            "partitions_cudagraphed": 1 + cudagraphed, "skips": []}
+
+
+def test_fsdp2_view_with_each_graphs_cuda_graph_verdict_at_80_columns(snapshot):
+    """``cudagraphs --fsdp2``: each compiled graph, how many blocks it serves per step, its verdict."""
+    from dataclasses import replace
+
+    from graphtool.analysis.fsdp2_cudagraphs import FSDP2_CG_NOTE, Fsdp2Graph
+
+    report = replace(REPORT, graphs=(Fsdp2Graph(0, 1, _verdict(True)), Fsdp2Graph(1, 3, _verdict(False))),
+                     notes=REPORT.notes + (FSDP2_CG_NOTE.format(replays="8 CUDA graphs", graphs="2 compiled graphs"),))
+    text = render_text(fsdp2_view(report), 80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "  graph 1 (3x per step): CUDA graphs partly: 1 of 2 partitions CUDA-graphed" in text
+    assert text == snapshot
+
+
 def test_the_last_rank_holds_fewer_rows_but_the_same_padded_bytes():
     first, last = REPORT.memory[0], REPORT.memory[-1]
     assert first.params == last.params

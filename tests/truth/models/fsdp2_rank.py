@@ -6,7 +6,9 @@ gloo group of WORLD processes (a FileStore at STORE), then a second step under t
 ``CommDebugMode`` (dynamo compiles nothing under a dispatch mode, and FSDP2's collectives run in its
 eager hooks either way: the count is the same). Writes what torch itself reports: the graphs the
 backend was handed (node counts), dynamo's graph-break reasons on the structured-trace logger, this
-rank's local shards, gradients and optimizer state in bytes, and every c10d collective with its sizes.
+rank's local shards, gradients and optimizer state in bytes, every c10d collective with its sizes, and
+the bytes the compiled graphs save for backward in a third step compiled with aot_eager (read from the
+autograd graph, parameters and inputs left out; a saved-tensors hook would change what dynamo compiles).
 """
 
 import json
@@ -77,6 +79,35 @@ def watch_unsharded(model, peak):
         setattr(FSDPParamGroup, name, watched)
 
 
+def local_storage(t):
+    """The data pointer of ``t``'s (local) storage; None for a storage with none (a freed unsharded parameter)."""
+    t = t.to_local() if hasattr(t, "to_local") else t
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
+
+
+def compiled_saved(out, model, inputs) -> int:
+    """The bytes the compiled graphs saved for backward in this forward: each ``CompiledFunctionBackward``
+    node's ``saved_tensors`` (one per call of a compiled graph) reached from ``out``, each storage once,
+    parameters and inputs left out (a block's unsharded parameters are freed by then: no bytes)."""
+    held = {local_storage(p) for p in model.parameters()} | {local_storage(x) for x in inputs}
+    seen, stack, saved = set(), [out.grad_fn], {}
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if "CompiledFunction" in type(node).__name__:
+            for t in node.saved_tensors:
+                key = local_storage(t)
+                if key is not None and key not in held:
+                    saved[key] = t.untyped_storage().nbytes()
+        stack.extend(n for n, _ in node.next_functions)
+    return sum(saved.values())
+
+
 def local(t):
     t = t.to_local() if hasattr(t, "to_local") else t
     return int(t.numel() * t.element_size())
@@ -135,14 +166,21 @@ def main(script, rank, world, store_path, out):
     with sizes:
         out2 = compiled(*inputs)
         torch.autograd.backward([out2], [torch.ones_like(out2)])
+    from torch._dynamo.utils import counters
+
+    unique_graphs, graphs_seen = counters["stats"]["unique_graphs"], list(graphs)  # before the third step's compiles
+    # a third step compiled anew with aot_eager (the recording backend hands no graph to AOT autograd):
+    # what its compiled graphs save for backward
+    torch._dynamo.reset()
+    out3 = original_compile(model, backend="aot_eager")(*inputs)
+    saved = compiled_saved(out3, model, inputs)
+    torch.autograd.backward([out3], [torch.ones_like(out3)])
     dist.barrier()
     with open(out, "w") as f:
-        from torch._dynamo.utils import counters
-
-        json.dump({"graphs": graphs, "unique_graphs": counters["stats"]["unique_graphs"],
+        json.dump({"graphs": graphs_seen, "unique_graphs": unique_graphs,
                    "break_reasons": sorted(listener.reasons),
                    "params_unpadded": sum(local(p) for p in model.parameters()), "params_padded": padded,
-                   "grads": grads, "unsharded_peak": peak[0], "optimizer": state if optimizer is not None else None,
+                   "grads": grads, "unsharded_peak": peak[0], "saved_activations": saved, "optimizer": state if optimizer is not None else None,
                    "comm_counts": {str(k): v for k, v in sizes.get_comm_counts().items()},
                    "calls": sizes.calls}, f)
     dist.destroy_process_group()
