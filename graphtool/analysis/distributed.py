@@ -28,7 +28,7 @@ COMPILED_DDP_NOTE = ("the script's get_distributed_model returned DDP(model): tr
                      "{graphs} graph(s) and split none (DDPOptimizer splits only DDP(torch.compile(model))); "
                      "the graph breaks say where dynamo stopped")
 WORLD_SIZE_NOTE = ("the splits do not depend on the world size (DDPOptimizer counts parameter bytes against "
-                   "bucket_cap_mb), and every rank compiles the same graphs from the same code and shapes")
+                   "bucket_cap_mb)")
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class DdpReport:
     dynamo_graphs: int
     collectives: tuple[Collective, ...]
     notes: tuple[str, ...]
+    ranks: Any = None  # RanksReport (graphtool.analysis.ranks): which ranks compile which graphs
 
     @property
     def graph_count(self) -> int:
@@ -92,6 +93,7 @@ class DdpReport:
             "graphs_at_bucket_cap_mb": [{"bucket_cap_mb": cap, "graphs": n} for cap, n in self.graphs_at],
             "collectives": [c.to_dict() for c in self.collectives],
             "notes": list(self.notes),
+            **({"ranks": self.ranks.to_dict()} if self.ranks is not None else {}),
         }
 
 

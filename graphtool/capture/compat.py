@@ -935,3 +935,11 @@ def ddp_buckets_at(gm: Any, example_inputs: list, bucket_bytes: int) -> list:
         if original_log is not None:
             module.pretty_print_buckets = original_log
     return list(opt.buckets)
+
+
+def fake_process_group_store() -> Any:
+    """A ``FakeStore`` for ``init_process_group("fake", store=..., rank=r, world_size=n)``: torch's fake
+    process group (``torch.testing._internal.distributed.fake_pg``), which lets one process be any rank
+    of any world size. Importing the module registers the ``"fake"`` backend. Its collectives return
+    without communicating (DDP's allreduce hook yields None: give DDP a comm hook of its own)."""
+    return _require("torch.testing._internal.distributed.fake_pg", "FakeStore")()

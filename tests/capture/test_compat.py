@@ -442,3 +442,16 @@ def test_recording_ddp_splits_keeps_each_split_and_restores_compile_fn():
         opt.compile_fn(gm, example_inputs)
     assert cls.compile_fn is original and seen == [gm]
     assert len(records) == 1 and records[0][1] is gm and len(records[0][0].buckets) == 3
+
+
+def test_fake_process_group_store_makes_one_process_any_rank_of_any_world_size():
+    import torch.distributed as dist
+
+    dist.init_process_group("fake", store=compat.fake_process_group_store(), rank=5, world_size=8)
+    try:
+        assert (dist.get_rank(), dist.get_world_size()) == (5, 8)
+        t = torch.ones(2)
+        dist.all_reduce(t)  # returns at once, communicating nothing
+        assert t.tolist() == [1.0, 1.0]
+    finally:
+        dist.destroy_process_group()

@@ -39,7 +39,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out):
     else:
         model, inputs = ns["model"], ns["example_inputs"]
     names = {id(p): n for n, p in model.named_parameters()}
-    graphs = []
+    graphs, input_shapes = [], []  # input_shapes: each dynamo graph's inputs that are not parameters (the batch)
 
     def backend(gm, example_inputs):
         nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -53,6 +53,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out):
     buckets = []
 
     def compile_fn(self, gm, example_inputs, **kw):
+        input_shapes.append([list(t.shape) for t in example_inputs if isinstance(t, torch.Tensor) and id(t) not in names])
         try:
             return original(self, gm, example_inputs, **kw)
         finally:
@@ -74,7 +75,8 @@ def main(script, rank, world, store_path, cap_mb, unused, out):
     wrapped(*inputs).sum().backward()
     dist.barrier()
     with open(out, "w") as f:
-        json.dump({"graphs": len(graphs), "buckets": buckets, "split_children": listener.children,
+        json.dump({"graphs": len(graphs), "buckets": buckets, "first_input_shapes": input_shapes[0] if input_shapes else [],
+                   "split_children": listener.children,
                    "split_graphs": listener.split_graphs,
                    "graph_breaks": sum(counters["graph_break"].values()),
                    "graph_break_reasons": len(counters["graph_break"])}, f)
