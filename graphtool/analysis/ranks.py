@@ -32,13 +32,18 @@ class RankBreak:
     file: Optional[str]
     line: Optional[int]
     reason: str
+    code: Optional[str] = None  # the line of the user's code, as written
 
     @property
     def where(self) -> str:
         return f"{display_path(self.file)}:{self.line}" if self.file else "an unknown line"
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "reason": self.reason}
+        return {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code}
+
+    @property
+    def what(self) -> str:
+        return f"`{self.code}`: {self.reason}" if self.code else self.reason
 
 
 @dataclass(frozen=True)
@@ -79,9 +84,12 @@ class RanksReport:
 
 def capture_outcome(capture: Any) -> tuple[int, tuple[RankBreak, ...]]:
     """(graphs compiled, distinct graph breaks) of one rank's trace."""
+    import linecache
+
     breaks = []
     for b in capture.breaks:
-        rb = RankBreak(b.file, b.line, b.reason)
+        code = linecache.getline(b.file, b.line).strip() if b.file and b.line else ""
+        rb = RankBreak(b.file, b.line, b.reason, code or None)
         if rb not in breaks:
             breaks.append(rb)
     return len(capture.regions), tuple(breaks)
@@ -169,10 +177,10 @@ def _why(ranks, sig, base, outcome, base_outcome, guard: Optional[str]) -> tuple
     mine_b, base_b = set(outcome[1]), set(base_outcome[1])
     for b in base_outcome[1]:
         if b not in mine_b:
-            lines.append(f"rank 0 takes a graph break at {b.where} ({b.reason}) that {who} do{'es' if len(ranks) == 1 else ''}n't")
+            lines.append(f"rank 0 takes a graph break at {b.where} ({b.what}) that {who} do{'es' if len(ranks) == 1 else ''}n't")
     for b in outcome[1]:
         if b not in base_b:
-            lines.append(f"{who} take{'s' if len(ranks) == 1 else ''} a graph break at {b.where} ({b.reason}) that rank 0 doesn't")
+            lines.append(f"{who} take{'s' if len(ranks) == 1 else ''} a graph break at {b.where} ({b.what}) that rank 0 doesn't")
     return tuple(lines)
 
 

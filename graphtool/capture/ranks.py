@@ -130,7 +130,11 @@ def signature_of(spec: Any, rank: int, read_rank: bool = False) -> RankSignature
 
 @contextlib.contextmanager
 def on_rank(rank: int, world_size: int):
-    """Name the rank in any error graphtool reports from inside (the script raising, ``--timeout``)."""
+    """Name the rank in any error graphtool reports from inside (the script raising, ``--timeout``);
+    with one rank there is nothing to tell apart."""
+    if world_size == 1:
+        yield
+        return
     try:
         yield
     except GraphtoolError as exc:

@@ -115,10 +115,10 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
 def _ddp_rank(target, entry, device, inference, backend, ddp: dict, debug, progress, rank: int):
     """One rank's trace under DDP in the fake process group: (capture, session, entry, factory args)."""
     from graphtool.capture.distributed import DdpSession
-    from graphtool.capture.ranks import launch_env
+    from graphtool.capture.ranks import launch_env, on_rank
     from graphtool.errors import UserScriptError
 
-    with launch_env(rank, ddp["world_size"]), DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
+    with on_rank(rank, ddp["world_size"]), launch_env(rank, ddp["world_size"]), DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
                                                          rank=rank) as session:
         try:
             entry, factory_args = session.entry(target, entry)

@@ -78,7 +78,7 @@ def test_ranks_to_trace_takes_one_of_each_signature_and_the_edges_when_the_rank_
 
 
 def test_reads_rank_finds_get_rank_and_the_rank_variable_without_importing():
-    assert reads_rank(str(DDP_FIXTURES / "rank0_print.py")) == (15,)
+    assert reads_rank(str(DDP_FIXTURES / "rank0_print.py")) == (16,)
     assert reads_rank(str(DDP_FIXTURES / "mlp8.py")) == ()
 
 

@@ -43,5 +43,5 @@ def test_each_rank_compiles_what_graphtool_predicts_for_it(cli, tmp_path, script
     else:
         assert other["ranks"] == list(range(1, world))
         (why,) = other["why"]
-        assert why.startswith("rank 0 takes a graph break at ") and f"{script}:16 (" in why
+        assert why.startswith("rank 0 takes a graph break at ") and f"{script}:17 (`print(\"loss scale ok\")`: " in why
         assert why.endswith("that rank 1 doesn't" if world == 2 else "that ranks 1-3 don't")
