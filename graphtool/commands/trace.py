@@ -118,8 +118,9 @@ def _ddp_rank(target, entry, device, inference, backend, ddp: dict, debug, progr
     from graphtool.capture.ranks import launch_env, on_rank
     from graphtool.errors import UserScriptError
 
-    with on_rank(rank, ddp["world_size"]), launch_env(rank, ddp["world_size"]), DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
-                                                         rank=rank) as session:
+    world = ddp["world_size"]
+    with on_rank(rank, world), launch_env(rank, world), \
+            DdpSession(world_size=world, bucket_cap_mb=ddp["bucket_cap_mb"], rank=rank) as session:
         try:
             entry, factory_args = session.entry(target, entry)
             capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
