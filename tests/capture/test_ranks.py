@@ -86,3 +86,14 @@ def test_world_size_one_is_one_rank_the_same(cli):
     rc, out, err = cli("trace", DDP_FIXTURES / "mlp8.py", "--ddp", "--world-size", "1", "--format", "json")
     assert rc == 0, err
     assert json.loads(out)["ddp"]["ranks"]["groups"][0]["ranks"] == [0]
+
+
+def test_ranks_json_follows_the_schema(cli):
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    rc, out, err = cli("trace", DDP_FIXTURES / "uneven_batch.py", "--ddp", "--world-size", "4", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert [g["ranks"] for g in doc["ddp"]["ranks"]["groups"]] == [[0, 1, 2], [3]]
+    jsonschema.validate(doc, json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text()))
