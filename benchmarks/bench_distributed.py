@@ -30,7 +30,9 @@ ROOT = HERE.parent
 GT = shutil.which("graphtool") or "graphtool"
 RANK = ROOT / "tests" / "truth" / "models" / "ddp_rank.py"
 MODELS = {"mlp8 (8 x Linear 512)": ROOT / "tests" / "fixtures" / "ddp" / "mlp8.py",
-          "hf_llama (transformers decoder)": ROOT / "examples" / "hf_llama.py"}
+          "hf_llama (transformers decoder)": ROOT / "examples" / "hf_llama.py",
+          # its forward reads the rank: --ddp traces rank 0, rank 1 and the last rank
+          "rank0_print (forward reads its rank)": ROOT / "tests" / "fixtures" / "ddp" / "rank0_print.py"}
 TARGET = 2.0
 
 

@@ -32,7 +32,7 @@ COMPILED_DDP_SPLIT = "which DDPOptimizer splits by bucket as under DDP(torch.com
 COMPILED_DDP_NONE = ("but a forward of torch's own (nn.Sequential, a bare layer) is not a frame dynamo compiles: no "
                      "graph; a forward of your own is compiled and split")
 WORLD_SIZE_NOTE = ("the splits do not depend on the world size (DDPOptimizer counts parameter bytes against "
-                   "bucket_cap_mb), and every rank compiles the same graphs from the same code and shapes")
+                   "bucket_cap_mb)")
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ class DdpReport:
     collectives: tuple[Collective, ...]
     notes: tuple[str, ...]
     unused: Optional[dict] = None  # parameters no step gave a gradient (analysis.ddp_cudagraphs.unused_parameters)
+    ranks: Any = None  # RanksReport (graphtool.analysis.ranks): which ranks compile which graphs
 
     @property
     def graph_count(self) -> int:
@@ -100,6 +101,7 @@ class DdpReport:
             "collectives": [c.to_dict() for c in self.collectives],
             "notes": list(self.notes),
             **({"unused_parameters": self.unused} if self.unused is not None else {}),
+            **({"ranks": self.ranks.to_dict()} if self.ranks is not None else {}),
         }
 
 

@@ -1215,3 +1215,10 @@ def ddp_bucket_sizes(ddp: Any) -> dict:
         "total_parameter_size_bytes": int(data.get("total_parameter_size_bytes", 0)),
         "gradient_as_bucket_view": bool(int(data.get("gradient_as_bucket_view", 0))),
     }
+
+
+def fake_process_group_store() -> Any:
+    """A ``FakeStore`` instance (:func:`fake_store_class`) for ``init_process_group("fake", store=...,
+    rank=r, world_size=n)``: one process as any rank of any world size (``--ddp``'s ranks). Its
+    collectives return without communicating (DDP's allreduce hook yields None: give DDP a comm hook)."""
+    return fake_store_class()()

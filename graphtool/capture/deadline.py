@@ -76,8 +76,9 @@ def _timed_out(alarm: _Alarm, seconds: float, what: str) -> TimedOut:
         frames = own
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
     running = f" in {frames[-1].name}()" if frames and frames[-1].name != "<module>" else ""
+    rank = getattr(alarm, "on_rank", None)  # set by graphtool.capture.ranks.on_rank: the rank it stopped in
     return TimedOut(
-        f"{where}{what + ': ' if what else ''}still running after {_shown(seconds)} s (--timeout {_shown(seconds)}){running}",
+        f"{rank + ': ' if rank else ''}{where}{what + ': ' if what else ''}still running after {_shown(seconds)} s (--timeout {_shown(seconds)}){running}",
         detail="".join(traceback.format_list(frames)) if frames else None,
         hint=None if frames else "the time ran out inside torch or graphtool, not in the script's own code; "
                                  "a larger model may need a larger --timeout",

@@ -4,10 +4,12 @@
 splits it where DDP's gradient buckets end, so one graph becomes several. Where the split falls
 depends on the bucket cap and on the parameters' sizes in graph order, never on the world size
 (torch/_dynamo/backends/distributed.py: ``compile_fn`` counts ``untyped_storage().nbytes()`` of
-each parameter against ``bucket_bytes_cap``), and each rank compiles the same graphs from the same
-code. So graphtool needs no GPU and no other process: a gloo group of one process (an in-memory
-``HashStore``) makes DDP's forward run, and the splits it yields are those of every rank at any
-world size. A test compares them with real gloo runs of 2 processes.
+each parameter against ``bucket_bytes_cap``), and a rank compiles what its own code and shapes
+give it. So graphtool needs no GPU and no other process: torch's fake process group makes one
+process any rank of any world size (``dist.get_world_size()`` is the launch's), DDP's forward runs
+in it and splits as it does under gloo (measured: the same graphs as a one-process gloo group), and
+:mod:`graphtool.capture.ranks` runs the other ranks that could differ. A test compares them with
+real gloo runs of 2 and 4 processes.
 
 Example::
 
@@ -22,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import dataclass
@@ -102,15 +105,16 @@ def check_bucket_cap(bucket_cap_mb: float) -> float:
 
 
 class DdpSession:
-    """A one-process gloo group, dynamo's DDPOptimizer on, and a record of each split it makes.
+    """A fake process group (this process is rank ``rank`` of ``world_size``), dynamo's DDPOptimizer on, and a record of each split it makes.
 
     Open it before the script is loaded: a script that starts its own process group then fails at
     its own line instead of waiting for ranks that never come."""
 
     def __init__(self, *, world_size: int = 2, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
-                 find_unused_parameters: bool = False):
+                 find_unused_parameters: bool = False, rank: int = 0):
         self.world_size = check_world_size(world_size)
         self.find_unused_parameters = find_unused_parameters
+        self.rank = rank
         self.bucket_cap_mb = check_bucket_cap(bucket_cap_mb)
         self.records: list = []
         #: dynamo's placeholder name -> (kind, name): the split graphs' inputs reach the backend fake
@@ -147,7 +151,9 @@ class DdpSession:
         if dist.is_initialized():
             raise UsageError("a default process group already exists in this process: --ddp starts its own")
         stack = contextlib.ExitStack()
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        # torch's fake group: the script sees the launch's world size and this rank; DDP splits as under gloo
+        dist.init_process_group("fake", store=compat.fake_process_group_store(), rank=self.rank,
+                                world_size=self.world_size)
         stack.callback(_destroy_group)
         stack.enter_context(compat.optimize_ddp_on())
         stack.enter_context(compat.recording_ddp_splits(self.records, before=self._name_inputs))
@@ -177,6 +183,7 @@ class DdpSession:
             self.bucket_cap_mb = inner.bucket_bytes_cap / _MB  # the script's own DDP's cap
             self.find_unused_parameters = bool(inner.find_unused_parameters)
             self.ddp = inner
+            _no_allreduce(inner)
             return compiled
         if isinstance(inner, DDP):
             where = f"{spec.location}: " if spec is not None else ""
@@ -192,7 +199,8 @@ class DdpSession:
             # reducer's search for unused parameters copies data, so the session answers for it (it moves no split)
             return compat.ddp_on_meta(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, init_sync=False),
                                       before_forward=self._prior_reduction_ended)
-        self.ddp = DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, find_unused_parameters=self.find_unused_parameters)
+        self.ddp = _no_allreduce(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb,
+                                     find_unused_parameters=self.find_unused_parameters))
         return self.ddp
 
     def _watch_grads(self, module: Any) -> None:
@@ -246,6 +254,16 @@ def _defines(path: str, name: str) -> bool:
     except (OSError, SyntaxError, ValueError):
         return False  # importing it later reports the problem with the script's own line
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body)
+
+
+def _no_allreduce(ddp: Any) -> Any:
+    """The fake group's allreduce yields no tensor and DDP's reducer asserts on it: a hook that hands
+    each bucket back as it is (the allreduce runs outside every graph, so the graphs stay the same)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+
+    with contextlib.suppress(RuntimeError):  # the script registered its own hook: that one runs
+        ddp.register_comm_hook(None, noop_hook)
+    return ddp
 
 
 def _destroy_group() -> None:

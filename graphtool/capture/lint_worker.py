@@ -112,7 +112,7 @@ def lint_one(job: LintJob) -> LintResult:
 
 
 def _ddp_session(job: LintJob):
-    """``--ddp``: a one-process gloo group and DDP's optimizer on, before the script is imported;
+    """``--ddp``: torch's fake process group and DDP's optimizer on, before the script is imported;
     ``--fsdp2``: a fake process group of the job's world size (FSDP2 applied by the session's ``wrap``)."""
     if job.fsdp2 is not None:
         from graphtool.capture.fsdp2 import Fsdp2Session

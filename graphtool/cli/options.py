@@ -68,7 +68,7 @@ def check_format(fmt: str) -> str:
 
 DdpOpt = typer.Option(
     False, "--ddp",
-    help="Run the model as DDP(torch.compile(model)) in a one-process gloo group (no GPU): the graphs DDP's optimizer splits at gradient buckets.",
+    help="Run the model as DDP(torch.compile(model)) in torch's fake process group (no GPU): the graphs DDP's optimizer splits at gradient buckets.",
 )
 WorldSizeOpt = typer.Option(2, "--world-size", metavar="N", help="With --ddp or --fsdp2: the number of ranks the launch will use.")
 Fsdp2Opt = typer.Option(

@@ -111,14 +111,33 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
 
 
 def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug, progress):
-    from graphtool.analysis.distributed import build_ddp_report
-    from graphtool.capture.distributed import DdpSession
+    from dataclasses import replace
 
-    progress.phase("starting a one-process gloo group for DDP...")
+    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.commands.ranks import rank_differences
+
+    world = ddp["world_size"]
+    progress.phase("starting a fake process group for DDP...")
+    capture, session, factory, factory_args = _ddp_rank(target, entry, device, inference, backend, ddp, debug, progress, 0)
+    report = build_ddp_report(capture, session.result(capture))
+
+    def trace_rank(rank):
+        return _ddp_rank(target, entry, device, inference, backend, ddp, debug, progress, rank)[0]
+
+    ranks = rank_differences(target, factory, factory_args, world, capture, trace_rank, progress)
+    return capture, replace(report, ranks=ranks)
+
+
+def _ddp_rank(target, entry, device, inference, backend, ddp: dict, debug, progress, rank: int):
+    """One rank's trace under DDP in the fake process group: (capture, session, entry, factory args)."""
+    from graphtool.capture.distributed import DdpSession
+    from graphtool.capture.ranks import launch_env, on_rank
     from graphtool.errors import UserScriptError
 
-    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
-                    find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
+    world = ddp["world_size"]
+    with on_rank(rank, world), launch_env(rank, world), \
+            DdpSession(world_size=world, bucket_cap_mb=ddp["bucket_cap_mb"], rank=rank,
+                       find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
         try:
             entry, factory_args = session.entry(target, entry)
             # two steps: DDP fails on the second when a parameter got no gradient in the first
@@ -129,7 +148,7 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
             if "process group" in exc.message and not exc.hint:
                 raise exc.with_hint(OWN_GROUP_HINT) from None
             raise
-        return capture, build_ddp_report(capture, session.result(capture))
+        return capture, session, entry, factory_args
 
 
 def _trace_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, debug, progress):

@@ -78,6 +78,10 @@ def ddp_view(report, width: int = 78) -> Group:
     for note in report.notes:
         wrapped = textwrap.wrap(note, width=width, initial_indent="  note: ", subsequent_indent="        ")
         lines.extend(Text(w, style="dim") for w in wrapped)
+    if getattr(report, "ranks", None) is not None:
+        from graphtool.render.ranks import ranks_lines
+
+        lines.extend(ranks_lines(report.ranks, width))
     return Group(*lines)
 
 

@@ -56,7 +56,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
     else:
         model, inputs = ns["model"], ns["example_inputs"]
     names = {id(p): n for n, p in model.named_parameters()}
-    graphs = []
+    graphs, input_shapes = [], []  # input_shapes: each dynamo graph's inputs that are not parameters (the batch)
 
     def backend(gm, example_inputs):
         nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -70,6 +70,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
     buckets = []
 
     def compile_fn(self, gm, example_inputs, **kw):
+        input_shapes.append([list(t.shape) for t in example_inputs if isinstance(t, torch.Tensor) and id(t) not in names])
         try:
             return original(self, gm, example_inputs, **kw)
         finally:
@@ -133,7 +134,8 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
                         seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
             extra["optimizer_bytes"] = sum(seen.values())
     with open(out, "w") as f:
-        json.dump({"graphs": first if per_step else len(graphs), "buckets": buckets[:first] if per_step else buckets,
+        json.dump({"first_input_shapes": input_shapes[0] if input_shapes else [],
+                   "graphs": first if per_step else len(graphs), "buckets": buckets[:first] if per_step else buckets,
                    "split_children": listener.children[:first] if per_step else listener.children,
                    "split_graphs": listener.split_graphs,
                    "graph_breaks": sum(counters["graph_break"].values()),
