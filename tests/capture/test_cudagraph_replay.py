@@ -288,3 +288,14 @@ def test_a_dropout_model_is_replay_checked_without_dropout_then_captured_with_it
 
     assert random_ops(checked) == set() and random_ops(timed)
     assert timed.replays == 1 and fake_cuda.leftovers() == []
+
+
+def test_the_pool_is_measured_after_the_cache_is_emptied(fake_cuda):
+    """On an H200 the pool's bytes came out negative (-29360128) when an earlier mode had left blocks in the
+    caching allocator's cache: the capture empties it, so the 'before' must be read after that."""
+    from graphtool.capture.bench_modes import cuda_graph_step
+
+    static = torch.ones(3)
+    fake_cuda.cached = 28 << 20  # left by an earlier mode
+    _, _, pool = cuda_graph_step(torch, lambda args, kwargs: args[0] * 2, (static,), {})
+    assert pool == 1 << 20

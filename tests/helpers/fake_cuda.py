@@ -180,6 +180,7 @@ class FakeCuda:
         self.released_pools: list = []
         self._pool_ids = 0
         self.generator = FakeGenerator()
+        self.cached = 0  # bytes the caching allocator holds free (released by empty_cache)
 
     def current_stream(self, device=None):
         return self.streams[-1]
@@ -232,8 +233,8 @@ class FakeCuda:
             "Event": FakeEvent,
             "current_device": lambda: 0,
             "graph_pool_handle": pool_handle,
-            "empty_cache": lambda: None,
-            "memory_reserved": lambda device=None: 1 << 20 if fake.graphs and fake.graphs[-1].ops else 0,
+            "empty_cache": lambda: setattr(fake, "cached", 0),
+            "memory_reserved": lambda device=None: fake.cached + (1 << 20 if fake.graphs and fake.graphs[-1].ops else 0),
             "reset_peak_memory_stats": lambda device=None: None,
             "max_memory_allocated": lambda device=None: 4096,
             "default_generators": (fake.generator,),
