@@ -156,8 +156,10 @@ def _bytes(val: Any) -> Optional[int]:
 
 #: facts graphtool cannot compare with a real run on CPU, named in every FSDP2 report
 PREDICTED_ONLY = (
-    "the all-gather peak: the unsharded parameters held at once (checked) plus the next block's all-gather "
-    "output in flight while one runs (FSDP2's prefetch; its buffer is never measured on CPU)",
+    "the all-gather peak: the unsharded parameters held at once (checked against gloo) plus the next block's "
+    "all-gather output in flight while one runs (FSDP2's prefetch, which a CPU cannot measure); measured on an "
+    "H200 (torch 2.11, fake group of 8) for tests/fixtures/fsdp2/blocks.py only: 264,704 bytes held as the first "
+    "block runs, graphtool's 263,712 rounded up to the caching allocator's 512-byte blocks",
     "the CUDA-graph verdict (cudagraphs --fsdp2): torch's checks run on the meta stand-in; measured on an H200 "
     "(torch 2.11, one NCCL rank, reduce-overhead) for one model only, 4 residual blocks with fully_shard per block "
     "and root: 2 graphs, 4 functions CUDA-graphed, 9 captures over 5 steps, 8 replays per step, no skip, as "

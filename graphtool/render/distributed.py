@@ -147,7 +147,7 @@ def fsdp2_view(report, width: int = 78) -> Group:
                           f"{_size(m.unsharded_peak):>10} {_size(m.allgather_peak):>11} {_size(m.total):>10}"))
     lines.extend(Text(w, style="dim") for w in textwrap.wrap(
         "params include FSDP2's padding; unsharded: the root's and the largest block's parameters gathered at "
-        "once; all-gather*: that and the next block's all-gather buffer (predicted only); total counts "
+        "once; all-gather*: that and the next block's all-gather buffer (prefetch; see below); total counts "
         "all-gather*", width=width, initial_indent="    ", subsequent_indent="    "))
     same = "yes" if report.same_graphs_on_every_rank else "not predicted (see notes)"
     lines.append(Text(f"  same graphs on every rank: {same}"))

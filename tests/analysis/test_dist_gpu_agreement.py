@@ -88,3 +88,18 @@ def test_fsdp2_cudagraphs_agree_with_the_h200(case, script):
     assert all(g["cudagraphs"]["cudagraphed"] for g in graphs)
     # block 0's graph, then the one the recompile (its input requires grad) gave the other three
     assert [g["runs_per_step"] for g in graphs] == [1, 3]
+
+
+def test_fsdp2_all_gather_peak_agrees_with_what_the_h200_allocator_held(cli):
+    """tests/truth/gpu/fsdp2_memory.py on an H200 (fake group of 8, tests/fixtures/fsdp2/blocks.py): bytes held
+    above the step's baseline when the first block starts its forward, i.e. the root's and the first block's
+    gathered parameters and the second block's prefetched all-gather buffer. graphtool's all-gather peak is
+    that; the allocator rounds each buffer up to its 512-byte blocks."""
+    row = json.loads((ROOT / "tests" / "truth" / "gpu" / "fsdp2-memory-h200-torch2.11.json").read_text())
+    rc, out, _ = cli("trace", ROOT / "tests" / "fixtures" / "fsdp2" / "blocks.py", "--fsdp2", "--world-size",
+                     row["world_size"], "--format", "json")
+    fsdp2 = json.loads(out)["fsdp2"]
+    gathers = {c["unit"]: c["received_bytes"] for c in fsdp2["eager_collectives"] if c["op"] == "all_gather"}
+    held = [gathers[""], gathers["layers.0"], gathers["layers.1"]]  # the root, the running block, the next one
+    assert rc == 0 and fsdp2["memory"][0]["allgather_peak"] == sum(held)
+    assert sum(-(-b // 512) * 512 for b in held) == row["held_at_block_pre_forward"]["layers.0"]
