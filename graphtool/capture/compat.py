@@ -1089,13 +1089,26 @@ def fsdp2_on_meta(model: Any):
     def handle_for(device_type: str = "cuda") -> Any:
         return torch.cpu if device_type == "meta" else handle(device_type)
 
+    # 2.15: foreach_reduce records the reduce-scatter's output buffer on its stream through a custom op
+    # that reads ``stream.stream_id``, which the cpu stream stub standing for meta's lacks; it skips cpu
+    # buffers itself (no device free to order), and a meta buffer has none either
+    record = getattr(collectives, "record_grad_output_stream", None)
+
+    def record_for(buffer: Any, stream: Any) -> None:
+        if buffer.device.type != "meta":
+            record(buffer, stream)
+
     collectives._get_device_handle = handle_for
     group_cls._validate_no_meta_params = lambda self: None
+    if record is not None:
+        collectives.record_grad_output_stream = record_for
     try:
         yield model
     finally:
         collectives._get_device_handle = handle
         group_cls._validate_no_meta_params = check
+        if record is not None:
+            collectives.record_grad_output_stream = record
 
 
 #: the torch.distributed functions FSDP2's hooks call for its collectives (2.13: ``all_gather_single``,

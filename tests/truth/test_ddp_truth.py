@@ -167,17 +167,18 @@ def test_unused_parameters_fail_the_second_step_as_predicted(cli, tmp_path, worl
             assert steady["steps"] == 1 and steady["failed"].startswith(f"step 2 raised: RuntimeError: {UNFINISHED_REDUCTION}")
 
 
-MEMORY_CASES = [("mlp_adam.py", 25.0), ("mlp8.py", 1.0)]
+MEMORY_CASES = [("mlp_adam.py", 25.0, 2), ("mlp8.py", 1.0, 2), ("mlp_adam.py", 25.0, 4)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script, cap_mb", MEMORY_CASES, ids=[f"{s[:-3]}-{c:g}MB" for s, c in MEMORY_CASES])
-def test_memory_ddp_rank_bytes_equal_torchs_own_objects_on_a_real_gloo_run(cli, tmp_path, script, cap_mb):
-    """Each rank of a real 2-process loop: its parameters' storages, the flat bucket tensors DDP's comm
-    hook gets in each step (the first step's buckets, then the rebuilt ones), DDP's logged bucket sizes,
+@pytest.mark.parametrize("script, cap_mb, world", MEMORY_CASES, ids=[f"{s[:-3]}-{c:g}MB-ws{w}" for s, c, w in MEMORY_CASES])
+def test_memory_ddp_rank_bytes_equal_torchs_own_objects_on_a_real_gloo_run(cli, tmp_path, script, cap_mb, world):
+    """Each rank of a real loop of 2 (and 4) processes: its parameters' storages, the flat bucket tensors DDP's
+    comm hook gets in each step (the first step's buckets, then the rebuilt ones), DDP's logged bucket sizes,
     and the state of the script's optimizer after one step, against ``memory --ddp``'s RankMemory."""
-    ranks = run_ranks(DDP_FIXTURES / script, 2, cap_mb, False, tmp_path, steps=2, memory=True)
-    rc, out, err = cli("memory", DDP_FIXTURES / script, "--ddp", "--bucket-cap-mb", cap_mb, "--format", "json")
+    ranks = run_ranks(DDP_FIXTURES / script, world, cap_mb, False, tmp_path, steps=2, memory=True)
+    rc, out, err = cli("memory", DDP_FIXTURES / script, "--ddp", "--bucket-cap-mb", cap_mb, "--world-size", world,
+                       "--format", "json")
     assert rc == 0, err
     rank = json.loads(out)["rank_memory"]
     for real in ranks:
