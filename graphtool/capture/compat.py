@@ -1004,11 +1004,13 @@ def fake_store_class() -> Any:
     return _require("torch.testing._internal.distributed.fake_pg", "FakeStore")
 
 
-def init_fake_process_group(world_size: int) -> None:
-    """The default process group as rank 0 of ``world_size`` ranks, none of which exists."""
+def init_fake_process_group(world_size: int, rank: int = 0) -> None:
+    """The default process group as ``rank`` of ``world_size`` ranks, none of which exists: one process
+    stands for any rank of any world size (``--ddp``, ``--fsdp2``). Its collectives return without
+    communicating (DDP's allreduce hook then yields None: give DDP a comm hook)."""
     import torch.distributed as dist
 
-    dist.init_process_group("fake", store=fake_store_class()(), rank=0, world_size=world_size)
+    dist.init_process_group("fake", store=fake_store_class()(), rank=rank, world_size=world_size)
 
 
 def fsdp_param_group(module: Any) -> Any:
@@ -1228,10 +1230,3 @@ def ddp_bucket_sizes(ddp: Any) -> dict:
         "total_parameter_size_bytes": int(data.get("total_parameter_size_bytes", 0)),
         "gradient_as_bucket_view": bool(int(data.get("gradient_as_bucket_view", 0))),
     }
-
-
-def fake_process_group_store() -> Any:
-    """A ``FakeStore`` instance (:func:`fake_store_class`) for ``init_process_group("fake", store=...,
-    rank=r, world_size=n)``: one process as any rank of any world size (``--ddp``'s ranks). Its
-    collectives return without communicating (DDP's allreduce hook yields None: give DDP a comm hook)."""
-    return fake_store_class()()

@@ -131,29 +131,15 @@ class DdpSession:
     def entry(self, target: str, entry: str | None) -> tuple[str | None, tuple]:
         """The factory to call and its arguments: the script's ``get_distributed_model(world_size)``
         when it defines one and no other entry was asked for (found without importing the script)."""
-        from graphtool.capture.script import split_target
-
-        if not isinstance(target, (str, os.PathLike)):  # a model object (graphtool.api): no script to read
-            return entry, ()
-        path, inline = split_target(os.fspath(target))
-        if entry or inline or not _defines(path, DISTRIBUTED_FACTORY):
-            return entry, ()
-        self.from_factory = True
-        return DISTRIBUTED_FACTORY, (self.world_size,)
+        return factory_entry(self, target, entry)
 
     def __enter__(self) -> DdpSession:
         import contextlib
 
-        import torch.distributed as dist
-
-        if not dist.is_available():
-            raise UsageError("this torch was built without torch.distributed: --ddp cannot run")
-        if dist.is_initialized():
-            raise UsageError("a default process group already exists in this process: --ddp starts its own")
+        check_no_group("--ddp")
         stack = contextlib.ExitStack()
         # torch's fake group: the script sees the launch's world size and this rank; DDP splits as under gloo
-        dist.init_process_group("fake", store=compat.fake_process_group_store(), rank=self.rank,
-                                world_size=self.world_size)
+        compat.init_fake_process_group(self.world_size, rank=self.rank)
         stack.callback(_destroy_group)
         stack.enter_context(compat.optimize_ddp_on())
         stack.enter_context(compat.recording_ddp_splits(self.records, before=self._name_inputs))
@@ -243,6 +229,31 @@ class DdpSession:
             region += len(buckets)
         return DdpRun(self.wrapper, self.world_size, self.bucket_cap_mb, compat.ddp_first_bucket_bytes(), tuple(frames),
                       self.unused(), self.find_unused_parameters)
+
+
+def factory_entry(session: Any, target: Any, entry: str | None) -> tuple[str | None, tuple]:
+    """The factory a wrapper session (``--ddp``, ``--fsdp2``) calls and its arguments: the script's
+    ``get_distributed_model(world_size)`` when it defines one and no other entry was asked for (found
+    without importing the script); ``session.from_factory`` says so."""
+    from graphtool.capture.script import split_target
+
+    if not isinstance(target, (str, os.PathLike)):  # a model object (graphtool.api): no script to read
+        return entry, ()
+    path, inline = split_target(os.fspath(target))
+    if entry or inline or not _defines(path, DISTRIBUTED_FACTORY):
+        return entry, ()
+    session.from_factory = True
+    return DISTRIBUTED_FACTORY, (session.world_size,)
+
+
+def check_no_group(option: str) -> None:
+    """Before a wrapper session starts its process group: torch.distributed is there, and no group is yet."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise UsageError(f"this torch was built without torch.distributed: {option} cannot run")
+    if dist.is_initialized():
+        raise UsageError(f"a default process group already exists in this process: {option} starts its own")
 
 
 def _defines(path: str, name: str) -> bool:

@@ -27,12 +27,11 @@ Example::
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from graphtool.capture import compat
-from graphtool.capture.distributed import DISTRIBUTED_FACTORY, _defines, _destroy_group, check_world_size
+from graphtool.capture.distributed import _destroy_group, check_no_group, check_world_size, factory_entry
 from graphtool.errors import UsageError
 
 #: the optional factory of the optimizer whose state is measured: ``get_optimizer(model)``
@@ -114,25 +113,12 @@ class Fsdp2Session:
     def entry(self, target: Any, entry: str | None) -> tuple[str | None, tuple]:
         """As ``--ddp``: the script's ``get_distributed_model(world_size)`` when it defines one and
         no other entry was asked for."""
-        from graphtool.capture.script import split_target
-
-        if not isinstance(target, (str, os.PathLike)):
-            return entry, ()
-        path, inline = split_target(os.fspath(target))
-        if entry or inline or not _defines(path, DISTRIBUTED_FACTORY):
-            return entry, ()
-        self.from_factory = True
-        return DISTRIBUTED_FACTORY, (self.world_size,)
+        return factory_entry(self, target, entry)
 
     def __enter__(self) -> Fsdp2Session:
         import contextlib
 
-        import torch.distributed as dist
-
-        if not dist.is_available():
-            raise UsageError("this torch was built without torch.distributed: --fsdp2 cannot run")
-        if dist.is_initialized():
-            raise UsageError("a default process group already exists in this process: --fsdp2 starts its own")
+        check_no_group("--fsdp2")
         stack = contextlib.ExitStack()
         compat.init_fake_process_group(self.world_size)
         stack.callback(_destroy_group)

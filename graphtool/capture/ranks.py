@@ -92,7 +92,7 @@ def as_rank(rank: int, world_size: int):
         reads.append(1)
         return original(*args, **kwargs)
 
-    dist.init_process_group("fake", store=compat.fake_process_group_store(), rank=rank, world_size=world_size)
+    compat.init_fake_process_group(world_size, rank=rank)
     dist.get_rank = get_rank
     try:
         with launch_env(rank, world_size):
