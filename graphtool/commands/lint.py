@@ -59,7 +59,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
     targets = _targets(models, run, script_args, cfg, override, dynamic)
-    if ddp is not None:  # each model runs as DDP(torch.compile(model)) in its child's one-process gloo group
+    if ddp is not None:  # each model runs as DDP(torch.compile(model)) in its child, in torch's fake process group
         if run:
             raise UsageError("--ddp lints a model script; a script run with --run wraps its model itself")
         from dataclasses import replace

@@ -32,7 +32,7 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     ``dynamic`` traces the input sizes that differ from the script's ``dynamic_inputs`` (else the
     batch) as symbols, so each saved tensor's bytes is also a formula of them. ``ddp`` (``world_size``,
     ``bucket_cap_mb``, ``find_unused_parameters``): the step runs as ``DDP(torch.compile(model))`` in a
-    one-process gloo group, and the result's ``rank`` (a
+    fake process group (as rank 0 of ``world_size``), and the result's ``rank`` (a
     :class:`~graphtool.analysis.rank_memory.RankMemory`) says what each rank holds. ``fsdp2``
     (``world_size``): the step runs under ``fully_shard`` per block and root as rank 0 of a fake
     process group; ``rank`` is the busiest rank's RankMemory with every rank in ``per_rank``, and
@@ -93,7 +93,7 @@ def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, dd
     from graphtool.capture.tracer import trace_model
     from graphtool.errors import UserScriptError
 
-    progress.phase("starting a one-process gloo group for DDP...")
+    progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP...")
     with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
                     find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
         try:

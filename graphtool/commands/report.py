@@ -220,13 +220,13 @@ def _fsdp2_rank_memory(memory, report, capture):
 
 
 def _own_device_under_ddp(target, ent, device, inference, backend, want_memory, debug, progress, ddp: dict):
-    """:func:`_own_device` in a one-process gloo group, the model run as ``DDP(torch.compile(model))``
+    """:func:`_own_device` in torch's fake process group, the model run as ``DDP(torch.compile(model))``
     for two steps (the second is where parameters without gradient fail): also the DDP report."""
     from graphtool.analysis.distributed import build_ddp_report
     from graphtool.capture.distributed import DdpSession
     from graphtool.errors import UserScriptError
 
-    progress.phase("starting a one-process gloo group for DDP...")
+    progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP...")
     with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
                     find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
         try:

@@ -264,7 +264,7 @@ def standin_under_ddp(target, entry, device, inference, backend, ddp: dict, *, d
     from graphtool.capture.distributed import DdpSession
     from graphtool.errors import UserScriptError
 
-    progress.phase("starting a one-process gloo group for DDP (stand-in)...")
+    progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP (stand-in)...")
     with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
                     find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
         try:
