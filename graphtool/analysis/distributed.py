@@ -65,9 +65,11 @@ class Collective:
     op: str
     group: Optional[str]
     bytes: Optional[int]
+    group_size: Optional[int] = None  # the group's ranks (None: the group was gone, or torch keeps no table)
 
     def to_dict(self) -> dict:
-        return {"region": self.region, "graph": self.graph, "op": self.op, "group": self.group, "bytes": self.bytes}
+        return {"region": self.region, "graph": self.graph, "op": self.op, "group": self.group,
+                "group_size": self.group_size, "bytes": self.bytes}
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def build_ddp_report(capture: Any, run: Any) -> DdpReport:
     for frame in run.frames:
         for cap, n in frame.graphs_at:
             totals[cap] = totals.get(cap, 0) + n
-    collectives = tuple(collectives_in(capture))
+    collectives = tuple(collectives_in(capture, getattr(run, "group_sizes", None)))
     notes = [WORLD_SIZE_NOTE]
     if not collectives:
         notes.insert(0, ALLREDUCE_NOTE)
@@ -131,8 +133,10 @@ def build_ddp_report(capture: Any, run: Any) -> DdpReport:
                      unused_parameters(capture, run))
 
 
-def collectives_in(capture: Any):
-    """Every c10d collective in the regions' forward and backward graphs."""
+def collectives_in(capture: Any, group_sizes: Optional[dict] = None):
+    """Every c10d collective in the regions' forward and backward graphs; ``group_sizes`` (group name ->
+    ranks, :func:`graphtool.capture.compat.process_group_sizes` taken while the group lived) gives each
+    one's group size."""
     for region in capture.regions:
         for kind, gm in (("forward", region.forward), ("backward", region.backward)):
             if gm is None:
@@ -142,7 +146,8 @@ def collectives_in(capture: Any):
                 if "c10d" not in name or "wait_tensor" in name:
                     continue
                 group = next((a for a in reversed(node.args) if isinstance(a, str)), None)
-                yield Collective(region.index, kind, name, group, _bytes(node.meta.get("val")))
+                yield Collective(region.index, kind, name, group, _bytes(node.meta.get("val")),
+                                 (group_sizes or {}).get(group))
 
 
 def _bytes(val: Any) -> Optional[int]:
@@ -377,7 +382,7 @@ def build_fsdp2_report(capture: Any, run: Any) -> Fsdp2Report:
         user = next((f for f in reversed(b.stack) if is_user_file(f.file)), None)
         torch_at = Source(b.file, b.line) if b.file and b.line else None
         breaks.append(FsdpBreak(b.reason, b.skips_frame, torch_at, Source(user.file, user.line) if user else None))
-    in_graphs = tuple(collectives_in(capture))
+    in_graphs = tuple(collectives_in(capture, getattr(run, "group_sizes", None)))
     uneven = [p.name for u in run.units for p in u.params
               if p.shape and p.shape[0] != p.padded_shard[0] * run.world_size]
     notes = [EAGER_NOTE if run.skip_fsdp_hooks else TRACEABLE_NOTE]

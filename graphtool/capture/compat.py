@@ -1230,3 +1230,14 @@ def ddp_bucket_sizes(ddp: Any) -> dict:
         "total_parameter_size_bytes": int(data.get("total_parameter_size_bytes", 0)),
         "gradient_as_bucket_view": bool(int(data.get("gradient_as_bucket_view", 0))),
     }
+
+
+def process_group_sizes() -> dict[str, int]:
+    """Each live process group's name (what a functional collective in a graph names its group by:
+    ``_c10d_functional.all_reduce(x, "sum", "0")``) -> its number of ranks, from ``distributed_c10d._world.pg_names``;
+    empty where torch keeps no such table."""
+    c10d = importlib.import_module("torch.distributed.distributed_c10d")
+    names = getattr(getattr(c10d, "_world", None), "pg_names", None)
+    if not isinstance(names, dict):
+        return {}
+    return {str(name): int(pg.size()) for pg, name in names.items()}

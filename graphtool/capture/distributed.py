@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from graphtool.capture import compat
@@ -82,6 +82,7 @@ class DdpRun:
     #: parameters that require grad and got none in the steps run (DDP needs find_unused_parameters=True)
     unused_params: tuple[str, ...] = ()
     find_unused_parameters: bool = False
+    group_sizes: dict = field(default_factory=dict)  # process group name -> ranks (collectives in graphs)
 
 
 def check_world_size(world_size: int) -> int:
@@ -147,6 +148,7 @@ class DdpSession:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.group_sizes = compat.process_group_sizes()  # the group goes with the stack; result() may come after
         self._stack.close()
 
     def wrap(self, compiled: Any, spec: Any = None) -> Any:
@@ -228,7 +230,7 @@ class DdpSession:
             frames.append(SplitFrame(buckets, region, graphs_at))
             region += len(buckets)
         return DdpRun(self.wrapper, self.world_size, self.bucket_cap_mb, compat.ddp_first_bucket_bytes(), tuple(frames),
-                      self.unused(), self.find_unused_parameters)
+                      self.unused(), self.find_unused_parameters, getattr(self, "group_sizes", None) or compat.process_group_sizes())
 
 
 def factory_entry(session: Any, target: Any, entry: str | None) -> tuple[str | None, tuple]:

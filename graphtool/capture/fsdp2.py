@@ -27,7 +27,7 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from graphtool.capture import compat
@@ -79,6 +79,7 @@ class Fsdp2Run:
     optimizer: Optional[str]  # the optimizer's class name, when the script gave one
     optimizer_state: tuple[tuple[str, str, tuple, int], ...]  # (param, state key, shape, bytes) on rank 0
     compiled_by_script: tuple[str, ...] = ()  # modules the script compiled itself (``module.compile()``)
+    group_sizes: dict = field(default_factory=dict)  # process group name -> ranks (collectives in graphs)
 
 
 class Fsdp2Session:
@@ -127,6 +128,7 @@ class Fsdp2Session:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.group_sizes = compat.process_group_sizes()  # the group goes with the stack; result() may come after
         self._stack.close()
 
     def wrap(self, compiled: Any, spec: Any = None) -> Any:
@@ -236,7 +238,7 @@ class Fsdp2Session:
             state = tuple(_optimizer_state(self.model, self.optimizer))
         return Fsdp2Run(self.wrapper, self.world_size, tuple(units), collectives, compat.skip_fsdp_hooks(),
                         type(self.optimizer).__name__ if self.optimizer is not None else None, state,
-                        tuple(self.recompiled))
+                        tuple(self.recompiled), getattr(self, "group_sizes", None) or compat.process_group_sizes())
 
 
 def _common(names: list[str]) -> str:

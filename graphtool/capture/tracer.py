@@ -34,7 +34,6 @@ from graphtool.capture.steady_state import CallLogger, run_steps
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user_code import full_traceback
 from graphtool.errors import GraphtoolBug, GraphtoolError, TraceFailed
-from graphtool.text import first_line
 
 
 @dataclass
@@ -384,17 +383,19 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
                 "stand-in: check it on a GPU"
             )
         return model_call_error(spec, eager_exc)
-    first = first_line(exc) or ""
+    from graphtool.capture.bench_modes import describe_error
+
+    said = describe_error(exc)  # BackendCompilerFailed says only "backend=... raised:": name the cause it wraps
     if backend is not None and not standin and _torch_compiles(spec, backend, training):
         return GraphtoolBug(
             f"{spec.location}: graphtool could not trace this model, which torch.compile(backend={backend!r}) "
-            f"compiles and runs: {type(exc).__name__}: {first}",
+            f"compiles and runs: {said}",
             hint="this is a bug in graphtool: please report it with the output of --debug",
             full_traceback=full_traceback(exc),
         )
     return TraceFailed(
         f"{spec.location}: torch.compile could not trace the model "
-        f"(it runs eagerly): {type(exc).__name__}: {first}",
+        f"(it runs eagerly): {said}",
         hint="run with --debug for torch's full message",
         full_traceback=full_traceback(exc),
     )

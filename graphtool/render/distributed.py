@@ -57,7 +57,9 @@ def ddp_view(report, width: int = 78) -> Group:
         lines.append(Text(f"  graphs at bucket_cap_mb {caps}"))
     for c in report.collectives:
         size = f", {c.bytes} bytes" if c.bytes is not None else ""
-        lines.append(Text(f"  region {c.region} {c.graph}: {c.op} (group {c.group}{size})"))
+        ranks = f" of {c.group_size} ranks" if c.group_size is not None else ""
+        lines.extend(Text(w) for w in textwrap.wrap(f"region {c.region} {c.graph}: {c.op} (group {c.group}{ranks}{size})",
+                                                    width=width, initial_indent="  ", subsequent_indent="    "))
     if report.unused is not None:
         u = report.unused
         names = ", ".join(u["parameters"][:4]) + (f" and {len(u['parameters']) - 4} more" if len(u["parameters"]) > 4 else "")
@@ -130,7 +132,9 @@ def fsdp2_view(report, width: int = 78) -> Group:
     if report.collectives:
         for c in report.collectives:
             size = f", {_size(c.bytes)}" if c.bytes is not None else ""
-            lines.append(Text(_clip(f"  in graph {c.region} {c.graph}: {c.op} (group {c.group}{size})", width)))
+            ranks = f" of {c.group_size} ranks" if c.group_size is not None else ""
+            lines.extend(Text(w) for w in textwrap.wrap(f"in graph {c.region} {c.graph}: {c.op} (group {c.group}{ranks}{size})",
+                                                        width=width, initial_indent="  ", subsequent_indent="    "))
     else:
         lines.append(Text("  collectives in compiled graphs: none"))
     if report.eager:

@@ -622,3 +622,14 @@ def test_init_fake_process_group_makes_one_process_any_rank_of_any_world_size():
         assert t.tolist() == [1.0, 1.0]
     finally:
         dist.destroy_process_group()
+
+
+def test_process_group_sizes_names_each_live_group_with_its_ranks():
+    import torch.distributed as dist
+
+    assert compat.process_group_sizes() == {}  # no group yet
+    compat.init_fake_process_group(4)
+    try:
+        assert compat.process_group_sizes() == {dist.group.WORLD.group_name: 4}
+    finally:
+        dist.destroy_process_group()

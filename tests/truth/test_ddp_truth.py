@@ -186,3 +186,21 @@ def test_memory_ddp_rank_bytes_equal_torchs_own_objects_on_a_real_gloo_run(cli, 
         assert rank["bucket_bytes"] == sum(real["logged_bucket_sizes"])
         assert [sum(step) for step in real["bucket_buffers_per_step"]] == [rank["bucket_bytes"]] * 2
         assert rank["optimizer_bytes"] == real.get("optimizer_bytes", 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_collective_inside_the_graph_is_the_one_each_real_rank_compiles(cli, tmp_path, world):
+    """tests/fixtures/ddp/allreduce_in_forward.py calls a functional all_reduce in its forward: each real
+    rank's graph holds it (op, group, the group's ranks, bytes), and graphtool lists it in that forward graph,
+    and AOT autograd's backward all_reduce of the gradient too."""
+    script = DDP_FIXTURES / "allreduce_in_forward.py"
+    ranks = run_ranks(script, world, 25.0, False, tmp_path)
+    doc = predict(cli, script, 25.0, world, False)
+    forward = [[c["op"], c["group"], c["group_size"], c["bytes"]] for c in doc["ddp"]["collectives"] if c["graph"] == "forward"]
+    for real in ranks:  # dynamo's graph names the op's packet, AOT's graph its overload (.default)
+        assert [[op + ".default", *rest] for op, *rest in real["collectives"]] == forward and len(forward) == 1
+    assert forward[0][0] == "_c10d_functional.all_reduce.default" and forward[0][2] == world
+    assert forward[0][3] == 16 * 512 * 4
+    assert any(c["graph"] == "backward" and c["op"] == "_c10d_functional.all_reduce.default"
+               for c in doc["ddp"]["collectives"])

@@ -57,10 +57,18 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
         model, inputs = ns["model"], ns["example_inputs"]
     names = {id(p): n for n, p in model.named_parameters()}
     graphs, input_shapes = [], []  # input_shapes: each dynamo graph's inputs that are not parameters (the batch)
+    collectives = []  # c10d collectives in the graphs the backend was handed: [op, group name, group size, bytes]
 
     def backend(gm, example_inputs):
         nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
         graphs.append(sorted(names[id(t)] for n, t in zip(nodes, example_inputs) if id(t) in names))
+        for node in gm.graph.nodes:
+            target = str(node.target) if node.op == "call_function" else ""
+            if "c10d" in target and "wait_tensor" not in target:
+                group = next((a for a in reversed(node.args) if isinstance(a, str)), None)
+                val = node.meta.get("example_value")
+                size = dist.distributed_c10d._resolve_process_group(group).size() if group is not None else None
+                collectives.append([target, group, size, int(val.numel() * val.element_size()) if val is not None else None])
         return gm.forward
 
     # the split graphs' inputs reach the backend as fake tensors: name them from the dynamo graph
@@ -134,7 +142,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
                         seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
             extra["optimizer_bytes"] = sum(seen.values())
     with open(out, "w") as f:
-        json.dump({"first_input_shapes": input_shapes[0] if input_shapes else [],
+        json.dump({"first_input_shapes": input_shapes[0] if input_shapes else [], "collectives": collectives,
                    "graphs": first if per_step else len(graphs), "buckets": buckets[:first] if per_step else buckets,
                    "split_children": listener.children[:first] if per_step else listener.children,
                    "split_graphs": listener.split_graphs,
