@@ -51,8 +51,10 @@ def test_a_signal_to_lint_kills_every_child_and_removes_the_temporary_folder(tmp
     marker, tmp = tmp_path / "pids", tmp_path / "tmp"
     tmp.mkdir()
     env = graphtool_env(GRAPHTOOL_TEST_MARKER=str(marker), TMPDIR=str(tmp))
+    # as from a terminal: under `nohup` (SIGHUP ignored, inherited) graphtool stays deaf to SIGHUP on purpose
     proc = subprocess.Popen([sys.executable, "-m", "graphtool", "lint", str(HOSTILE / "sleeps_with_child.py")],
-                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     try:
         pids = _wait_for(marker)  # the lint child and the subprocess the model started
         assert all(_alive(p) for p in pids)
