@@ -87,16 +87,12 @@ def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, dd
     from graphtool.analysis.memory import build_memory_report
     from graphtool.analysis.rank_memory import ddp_rank_memory
     from graphtool.capture import compat
-    from graphtool.capture.distributed import DdpSession
     from graphtool.capture.optimizer_state import optimizer_state_bytes
     from graphtool.capture.saved_tensors import capture_saved
     from graphtool.capture.tracer import trace_model
-    from graphtool.errors import UserScriptError
 
-    progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP...")
-    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
-                    find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
-        try:
+    with steps.ddp_session(ddp, progress) as session:
+        with steps.own_group_hint("--ddp"):
             ent, factory_args = session.entry(target, ent)
             spec = steps.load(target, ent, device, progress, factory_args)
             progress.phase("running the forward eagerly, recording what autograd saves...")
@@ -107,10 +103,6 @@ def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, dd
                 capture = trace_model(spec, backend=backend, record_breaks=False, quiet=not debug, wrapper=session,
                                       on_region=lambda i: progress.phase(f"tracing region {i}..."))
                 optimizer = optimizer_state_bytes(spec)
-        except UserScriptError as exc:
-            if "process group" in exc.message and not exc.hint:
-                raise exc.with_hint(steps.OWN_GROUP_HINT) from None
-            raise
         buckets = compat.ddp_bucket_sizes(session.ddp) if session.ddp is not None else None
         ddp_report = build_ddp_report(capture, session.result(capture))
     report = build_memory_report(eager, capture, by=by, depth=depth, top=top)

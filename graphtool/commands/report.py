@@ -223,20 +223,12 @@ def _own_device_under_ddp(target, ent, device, inference, backend, want_memory, 
     """:func:`_own_device` in torch's fake process group, the model run as ``DDP(torch.compile(model))``
     for two steps (the second is where parameters without gradient fail): also the DDP report."""
     from graphtool.analysis.distributed import build_ddp_report
-    from graphtool.capture.distributed import DdpSession
-    from graphtool.errors import UserScriptError
 
-    progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP...")
-    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
-                    find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
-        try:
+    with steps.ddp_session(ddp, progress) as session:
+        with steps.own_group_hint("--ddp"):
             ent, factory_args = session.entry(target, ent)
             capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
                                                 wrapper=session, factory_args=factory_args, n_steps=2)
-        except UserScriptError as exc:
-            if "process group" in exc.message and not exc.hint:
-                raise exc.with_hint(steps.OWN_GROUP_HINT) from None
-            raise
         return capture, memory, note, build_ddp_report(capture, session.result(capture))
 
 

@@ -261,21 +261,13 @@ def standin_under_ddp(target, entry, device, inference, backend, ddp: dict, *, d
     one graph DDP's optimizer split off, judged as torch judges its own compiled function. ``n_steps``
     steps run, so recompiles across steps under DDP are seen."""
     from graphtool.analysis.distributed import build_ddp_report
-    from graphtool.capture.distributed import DdpSession
-    from graphtool.errors import UserScriptError
 
-    progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP (stand-in)...")
-    with DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"],
-                    find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
-        try:
+    with ddp_session(ddp, progress, what=" (stand-in)") as session:
+        with own_group_hint("--ddp"):
             entry, factory_args = session.entry(target, entry)
             capture, accel = trace_standin(target, entry, device, inference, backend=backend, dynamic=dynamic,
                                            debug=debug, progress=progress, steps=n_steps, wrapper=session,
                                            factory_args=factory_args)
-        except UserScriptError as exc:
-            if "process group" in exc.message and not exc.hint:
-                raise exc.with_hint(OWN_GROUP_HINT) from None
-            raise
         return capture, accel, build_ddp_report(capture, session.result(capture))
 
 
@@ -296,6 +288,16 @@ def check_fsdp2(fsdp2: dict, ddp, device) -> None:
     if device == "meta":
         raise UsageError("--fsdp2 cannot run on --device meta: fully_shard copies each parameter's values into "
                          "its shard", hint="drop --device meta; a smaller config of the model shards the same way per layer")
+
+
+def ddp_session(ddp: dict, progress: Progress = SILENT, *, rank: int = 0, what: str = ""):
+    """A :class:`~graphtool.capture.distributed.DdpSession` for ``--ddp``'s settings (``world_size``,
+    ``bucket_cap_mb``, ``find_unused_parameters``) as ``rank``, to open before the script loads."""
+    from graphtool.capture.distributed import DdpSession
+
+    progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP{what}...")
+    return DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"], rank=rank,
+                      find_unused_parameters=ddp.get("find_unused_parameters", False))
 
 
 def fsdp2_session(fsdp2: dict, progress: Progress = SILENT):

@@ -130,24 +130,17 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
 
 def _ddp_rank(target, entry, device, inference, backend, ddp: dict, debug, progress, rank: int):
     """One rank's trace under DDP in the fake process group: (capture, session, entry, factory args)."""
-    from graphtool.capture.distributed import DdpSession
     from graphtool.capture.ranks import launch_env, on_rank
-    from graphtool.errors import UserScriptError
 
     world = ddp["world_size"]
-    with on_rank(rank, world), launch_env(rank, world), \
-            DdpSession(world_size=world, bucket_cap_mb=ddp["bucket_cap_mb"], rank=rank,
-                       find_unused_parameters=ddp.get("find_unused_parameters", False)) as session:
-        try:
+    # the group's progress line is _trace_under_ddp's, once for every rank traced
+    with on_rank(rank, world), launch_env(rank, world), steps.ddp_session(ddp, rank=rank) as session:
+        with steps.own_group_hint("--ddp"):
             entry, factory_args = session.entry(target, entry)
             # two steps: DDP fails on the second when a parameter got no gradient in the first
             capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
                                              progress=progress, wrapper=session, factory_args=factory_args,
                                              steps=DDP_STEPS)
-        except UserScriptError as exc:
-            if "process group" in exc.message and not exc.hint:
-                raise exc.with_hint(OWN_GROUP_HINT) from None
-            raise
         return capture, session, entry, factory_args
 
 
@@ -161,6 +154,5 @@ def _trace_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, d
         return capture, build_fsdp2_report(capture, session.result(capture))
 
 
-OWN_GROUP_HINT = steps.OWN_GROUP_HINT
 #: the steps ``trace --ddp`` runs: the second is where DDP fails on parameters without gradient
 DDP_STEPS = 2
