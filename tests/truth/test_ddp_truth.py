@@ -30,16 +30,23 @@ RANK_DEADLINE = 240
 
 def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path, steps: int = 1,
               memory: bool = False) -> list[dict]:
-    """Run ``world`` real ranks and return each one's report, or fail naming the rank that did not finish."""
-    store = tmp / "store"
+    """Run ``world`` real ranks of ``models/ddp_rank.py`` and return each one's report."""
+    return spawn_ranks(
+        lambda rank, out: [str(RANK), str(script), str(rank), str(world), str(tmp / "store"), str(cap_mb),
+                           "1" if unused else "0", out, str(steps)],
+        world, tmp, {**os.environ, "GRAPHTOOL_RANK_MEMORY": "1" if memory else "0"})
+
+
+def spawn_ranks(argv, world: int, tmp: Path, env: dict) -> list[dict]:
+    """Run ``python *argv(rank, out_json)`` for each of ``world`` ranks, each in its own process group,
+    and return each one's JSON report, or fail naming the rank that did not finish; every group is
+    killed on the way out."""
     procs = []
     try:
         for rank in range(world):
             procs.append(subprocess.Popen(
-                [sys.executable, str(RANK), str(script), str(rank), str(world), str(store), str(cap_mb),
-                 "1" if unused else "0", str(tmp / f"rank{rank}.json"), str(steps)],
-                stdout=subprocess.DEVNULL, stderr=open(tmp / f"rank{rank}.err", "wb"), start_new_session=True,
-                env={**os.environ, "GRAPHTOOL_RANK_MEMORY": "1" if memory else "0"},
+                [sys.executable, *argv(rank, str(tmp / f"rank{rank}.json"))],
+                stdout=subprocess.DEVNULL, stderr=open(tmp / f"rank{rank}.err", "wb"), start_new_session=True, env=env,
             ))
         deadline = time.monotonic() + RANK_DEADLINE
         for rank, proc in enumerate(procs):

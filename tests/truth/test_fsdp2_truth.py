@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,41 +23,20 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import FIXTURES
+from tests.truth.test_ddp_truth import spawn_ranks
 
 RANK = Path(__file__).parent / "models" / "fsdp2_rank.py"
 BLOCKS = FIXTURES / "fsdp2" / "blocks.py"
-RANK_DEADLINE = 240
 #: c10d's op -> graphtool's name for it
 OPS = {"c10d::_allgather_base_": "all_gather", "c10d::_reduce_scatter_base_": "reduce_scatter",
        "c10d::allreduce_": "all_reduce"}
 
 
 def run_ranks(script: Path, world: int, tmp: Path) -> list[dict]:
-    """Run ``world`` real ranks and return each one's report, or fail naming the rank that did not finish."""
-    store = tmp / "store"
-    procs = []
+    """Run ``world`` real ranks of ``models/fsdp2_rank.py`` and return each one's report."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
-    try:
-        for rank in range(world):
-            procs.append(subprocess.Popen(
-                [sys.executable, str(RANK), str(script), str(rank), str(world), str(store), str(tmp / f"rank{rank}.json")],
-                stdout=subprocess.DEVNULL, stderr=open(tmp / f"rank{rank}.err", "wb"), start_new_session=True, env=env,
-            ))
-        deadline = time.monotonic() + RANK_DEADLINE
-        for rank, proc in enumerate(procs):
-            try:
-                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"rank {rank} of {world} did not finish in {RANK_DEADLINE} s")
-            assert proc.returncode == 0, (tmp / f"rank{rank}.err").read_text()[-2000:]
-    finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
-    return [json.loads((tmp / f"rank{rank}.json").read_text()) for rank in range(world)]
+    return spawn_ranks(lambda rank, out: [str(RANK), str(script), str(rank), str(world), str(tmp / "store"), out],
+                       world, tmp, env)
 
 
 def predict(cli, script: Path, world: int) -> dict:
