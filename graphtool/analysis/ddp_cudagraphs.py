@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from graphtool.text import count
+
 #: the note every ``--ddp`` CUDA-graph verdict adds
 SPLIT_NOTE = ("each split graph is its own compiled function: CUDA graphs judge and record each one apart "
-              "({graphs} split graphs, each with its forward and backward), and DDP's allreduce runs between the "
+              "({graphs}, each with its forward and backward), and DDP's allreduce runs between the "
               "backward graphs in the reducer's hooks, outside every CUDA graph")
 MISMATCH_NOTE = ("the stand-in run under DDP split {standin} graph(s) where the run on the model's own device "
                  "split {own}: the CUDA-graph verdict is the stand-in's")
@@ -52,7 +54,7 @@ def with_split_verdicts(report, verdict, *, standin=None):
     and the note on what CUDA graphs do under DDP. ``standin``: the stand-in's DDP report when the
     verdict came from another run than ``report``'s (``trace --ddp --cudagraphs``)."""
     graphs = tuple(replace(g, cudagraphs=split_verdict(verdict, g.region)) for g in report.graphs)
-    notes = list(report.notes) + [SPLIT_NOTE.format(graphs=len(graphs))]
+    notes = list(report.notes) + [SPLIT_NOTE.format(graphs=count(len(graphs), "split graph"))]
     if standin is not None and standin.graph_count != report.graph_count:
         notes.append(MISMATCH_NOTE.format(standin=standin.graph_count, own=report.graph_count))
     return replace(report, graphs=graphs, notes=tuple(notes))
