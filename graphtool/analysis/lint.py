@@ -155,6 +155,16 @@ class ModelLint:
     def counted_breaks(self) -> list[Break]:
         return [b for b in self.breaks if not b.allowed]
 
+    def ungated(self) -> tuple[tuple[str, int], ...]:
+        """``(kind, n)`` for each kind of finding that no budget (nor, for breaks, a baseline) judged:
+        found, shown, and passed whatever the count."""
+        b = self.target.budget
+        baselined = any(x.new is not None for x in self.breaks)
+        found = (("graph break", len(self.counted_breaks), b.max_graph_breaks is not None or baselined),
+                 ("recompile", len(self.recompiles), b.max_recompiles is not None),
+                 ("skipped frame", len(self.skipped_frames), b.max_skipped_frames is not None))
+        return tuple((kind, n) for kind, n, gated in found if n and not gated)
+
     def to_dict(self) -> dict:
         t = self.target
         return {
@@ -201,6 +211,22 @@ class LintReport:
         """0 within budget; 1 over budget or new breaks; 2 a model could not be linted."""
         return 2 if self.errored else 0 if self.passed else 1
 
+    def ungated(self) -> tuple[str, ...]:
+        """What was found but judged by nothing, with the option that would judge it: a run with no
+        budget passes whatever it finds, and its verdict must not read as "no breaks".
+
+        >>> from graphtool.capture.lint_job import BreakRecord
+        >>> b = BreakRecord("print", None, "m.py", 3, "print(x)", None, 1)
+        >>> LintReport((judge(LintTarget("m.py"), LintResult(ok=True, graph_count=2, breaks=(b,))),), None).ungated()
+        ('1 graph break; no budget set: --max-graph-breaks N or a baseline gates it',)
+        """
+        totals: dict[str, int] = {}
+        for m in self.models:
+            for kind, n in m.ungated():
+                totals[kind] = totals.get(kind, 0) + n
+        return tuple(f"{count(n, kind)}; no budget set: {_GATES[kind]} gates {'it' if n == 1 else 'them'}"
+                     for kind, n in totals.items())
+
     def to_dict(self) -> dict:
         from graphtool import __version__
 
@@ -211,6 +237,10 @@ class LintReport:
             "baseline": self.baseline,
             "models": [m.to_dict() for m in self.models],
         }
+
+
+_GATES = {"graph break": "--max-graph-breaks N or a baseline", "recompile": "--max-recompiles N",
+          "skipped frame": "--max-skipped-frames N"}
 
 
 def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, baseline: dict | None = None,

@@ -23,6 +23,8 @@ def register(app: typer.Typer) -> None:
         help=(
             "Compile each model with a recording backend (no code generation) and report graph breaks,\n"
             "recompiles and skipped frames; fail when over budget or when breaks are new.\n\n"
+            "There is no budget by default: with no --max-* option, config budget or --baseline, lint reports\n"
+            "what it finds and passes.\n\n"
             "Exit codes: 0 within budget, 1 over budget or new breaks, 2 could not lint.\n\n"
         ) + options.examples(
             "graphtool lint model.py --max-graph-breaks 0",
@@ -39,10 +41,12 @@ def lint(
     run_script: Optional[str] = typer.Option(
         None, "--run", help="Run this script unchanged (as __main__), every torch.compile redirected; arguments after --."
     ),
-    max_graph_breaks: Optional[int] = typer.Option(None, "--max-graph-breaks", help="Fail when a model has more graph breaks."),
-    max_recompiles: Optional[int] = typer.Option(None, "--max-recompiles", help="Fail when a model recompiles more often."),
+    max_graph_breaks: Optional[int] = typer.Option(
+        None, "--max-graph-breaks", help="Fail when a model has more graph breaks (default: no budget; breaks are shown, not failed)."
+    ),
+    max_recompiles: Optional[int] = typer.Option(None, "--max-recompiles", help="Fail when a model recompiles more often (default: no budget)."),
     max_skipped_frames: Optional[int] = typer.Option(
-        None, "--max-skipped-frames", help="Fail when dynamo gives up on more frames (runs them eagerly) in a model."
+        None, "--max-skipped-frames", help="Fail when dynamo gives up on more frames (runs them eagerly) in a model (default: no budget)."
     ),
     dynamic: bool = typer.Option(
         False, "--dynamic",

@@ -105,6 +105,8 @@ def lint_view(report, verdict: str | None = None) -> Group:
         parts.append(diagnostics_view(diags))
     if verdict is None:
         verdict = "lint " + ("passed" if report.passed else "could not lint every model" if report.errored else "failed")
+        if report.passed and report.ungated():  # say what passed: found, but judged by nothing
+            verdict += ": " + "; ".join(report.ungated())
         style = "verdict.ok" if report.passed else "verdict.bad"
     else:
         style = "verdict.ok"

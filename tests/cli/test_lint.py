@@ -243,3 +243,21 @@ def test_max_skipped_frames_from_the_flag_and_the_config(cli, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     rc, out, _ = cli("lint", "--format", "json")
     assert rc == 1 and json.loads(out)["models"][0]["budget"]["max_skipped_frames"] == 0
+
+
+def test_a_pass_with_no_budget_says_what_nothing_judged():
+    # a break found with no budget used to end in a bare "lint passed", as if there were none
+    from graphtool.analysis.lint import Budget, LintReport, LintResult, LintTarget, judge
+    from graphtool.capture.lint_job import BreakRecord
+    from graphtool.cli.main import app
+    from graphtool.render.lint import lint_view
+    from tests.helpers.console import render_text
+
+    result = LintResult(ok=True, graph_count=2, breaks=(BreakRecord("print", None, "m.py", 3, "print(x)", None, 1),))
+    free = LintReport((judge(LintTarget("m.py"), result),), None)
+    text = " ".join(render_text(lint_view(free), 200).split())
+    assert text.endswith("lint passed: 1 graph break; no budget set: --max-graph-breaks N or a baseline gates it")
+    gated = LintReport((judge(LintTarget("m.py", budget=Budget(max_graph_breaks=1)), result),), None)
+    assert render_text(lint_view(gated), 200).splitlines()[-1] == "lint passed"
+    (cmd,) = [c for c in app.registered_commands if c.name == "lint"]
+    assert "There is no budget by default" in cmd.help
