@@ -124,11 +124,11 @@ class Result:
         if self.kind == "trace":
             return format_diagnostics(r.diagnostics())
         if self.kind == "mutations":
-            from graphtool.analysis.diagnostics import mutation_diagnostics
+            from graphtool.analysis.diagnostics import mutation_diagnostics, python_allow
             from graphtool.analysis.mutations import is_allowed
 
             accepted = {m.name for m in r.mutated if is_allowed(m, self.extra.get("allow", ()))}
-            return format_diagnostics(mutation_diagnostics(r, skip=accepted, model=None))
+            return format_diagnostics(mutation_diagnostics(r, skip=accepted, model=None, accept=python_allow))
         if self.kind == "cudagraphs":
             from rich.console import Group
 
@@ -145,9 +145,10 @@ class Result:
             verdict = self.extra.get("verdict")
             return trace_view(r, verdict.summary() if verdict is not None else None)
         if self.kind == "mutations":
+            from graphtool.analysis.diagnostics import python_allow
             from graphtool.render.mutations import mutations_view
 
-            return mutations_view(r, allowed=self.extra.get("allow", ()))
+            return mutations_view(r, allowed=self.extra.get("allow", ()), accept=python_allow)
         if self.kind == "devices":
             from graphtool.render.devices import devices_view
 

@@ -139,10 +139,27 @@ def recompile(function: str, file: str | None, line: int | None, reason: str, *,
     return with_source(d, lines)
 
 
-def _mutation_help(m) -> str | None:
-    """What happens to a mutated input under torch.compile, and what to do, for its kind."""
+def cli_allow(names: Iterable[str]) -> str:
+    """How the CLI accepts these mutations: ``cli_allow(["buffers"])`` is ```mutations --check --allow buffers```."""
+    return "`mutations --check " + " ".join(f"--allow {n}" for n in names) + "`"
+
+
+def python_allow(names: Iterable[str]) -> str:
+    """How the Python API accepts them (``graphtool.mutations``, ``assert_no_input_mutations``).
+
+    >>> python_allow(["x", "cache"])
+    '`allow=["x", "cache"]`'
+    """
+    import json
+
+    return f"`allow={json.dumps(list(names))}`"
+
+
+def _mutation_help(m, names: list[str], accept: Callable[[Iterable[str]], str] = cli_allow) -> str | None:
+    """What happens to a mutated input under torch.compile, and what to do, for its kind; ``names`` (the
+    user inputs of one diagnostic) are what ``accept`` writes as the way to accept them."""
     if m.kind == "buffer":
-        return "expected for BatchNorm statistics and KV caches: accept it with `mutations --check --allow buffers`"
+        return f"expected for BatchNorm statistics and KV caches: accept it with {accept(['buffers'])}"
     if m.kind == "parameter":
         return "a parameter changed inside forward: CUDA graphs and AOT autograd copy it back after every call"
     if m.kind != "user_input":
@@ -152,12 +169,14 @@ def _mutation_help(m) -> str | None:
     how = ("the compiled graph itself writes the new value into the caller's tensor (a copy_ at its end: "
            "inductor keeps input mutations in the graph)" if m.in_graph else
            "AOT autograd writes the new value back into the caller's tensor after the graph")
-    return (f"{how}; for a cache the caller owns that is expected: accept it with `mutations --check --allow {m.name}`; "
+    return (f"{how}; for a cache the caller owns that is expected: accept it with {accept(names)}; "
             "CUDA graphs want it at one address (allocate it once; torch._dynamo.mark_static_address)")
 
 
-def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), lines: LineReader | None = None) -> list[Diagnostic]:
+def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), lines: LineReader | None = None,
+                         accept: Callable[[Iterable[str]], str] = cli_allow) -> list[Diagnostic]:
     """GT-M001..M004 for a :class:`~graphtool.analysis.mutations.MutationReport`; inputs named in ``skip`` (accepted) left out.
+    ``accept`` writes how to accept a mutation in the caller's terms: :func:`cli_allow` or :func:`python_allow`.
 
     Mutations of one kind at one line (the three statistics of a BatchNorm, each layer of a
     Sequential built in one line) are one diagnostic that names them all and says how many."""
@@ -172,7 +191,7 @@ def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), 
             changed = [k for k, on in (("metadata", m.mutates_metadata), ("storage", m.mutates_storage)) if on]
             what = f"{' and '.join(changed)} changed"
         region = "region " + ",".join(map(str, m.regions)) if m.regions else None
-        help_text = _mutation_help(m)
+        help_text = _mutation_help(m, [m.name], accept)
         if m.note:
             help_text = f"{m.note}; {help_text}" if help_text else m.note
         src = m.source
@@ -186,7 +205,9 @@ def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), 
             names = ", ".join(m.name for m in members)
             message = f"{len(members)} {noun}s {what}: {names}"
             if members[0].kind == "user_input":
-                help_text = help_text.replace(f"--allow {members[0].name}", "--allow " + " --allow ".join(m.name for m in members))
+                help_text = _mutation_help(members[0], [m.name for m in members], accept)
+                if members[0].note:
+                    help_text = f"{members[0].note}; {help_text}"
         d = Diagnostic(code, message, file, line, help=help_text, model=model, region=region, severity="warning")
         out.append(with_source(d, lines))
     for o in report.aliased_outputs:

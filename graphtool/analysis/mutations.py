@@ -149,15 +149,27 @@ ALLOW_KINDS = {"buffers": "buffer", "parameters": "parameter", "user_inputs": "u
 
 def is_allowed(m: InputMutation, allow) -> bool:
     """Whether ``--allow`` accepts this mutation: a kind (``buffers``, ``parameters``, ``user_inputs``)
-    or an FQN pattern (``*.k_cache``, ``bn.running_*``, fnmatch rules).
+    or an FQN pattern (``*.k_cache``, ``bn.running_*``, fnmatch rules). A leading ``*.`` also matches
+    nothing, so ``*.k_cache`` accepts a top-level ``k_cache`` as well as ``layers.0.k_cache``.
 
     >>> m = InputMutation("layers.0.k_cache", "buffer", True, False, False, True, None, (0,))
     >>> is_allowed(m, ["buffers"]), is_allowed(m, ["*.k_cache"]), is_allowed(m, ["parameters"])
     (True, True, False)
+    >>> is_allowed(InputMutation("k_cache", "buffer", True, False, False, True, None, (0,)), ["*.k_cache"])
+    True
+    """
+    return any(ALLOW_KINDS.get(a) == m.kind or fqn_matches(m.name, a) for a in allow)
+
+
+def fqn_matches(name: str, pattern: str) -> bool:
+    """fnmatch, case-sensitive, where a leading ``*.`` may also match nothing (a module at the top).
+
+    >>> fqn_matches("k_cache", "*.k_cache"), fqn_matches("a.k_cache", "*.k_cache"), fqn_matches("xk_cache", "*.k_cache")
+    (True, True, False)
     """
     from fnmatch import fnmatchcase
 
-    return any(ALLOW_KINDS.get(a) == m.kind or fnmatchcase(m.name, a) for a in allow)
+    return fnmatchcase(name, pattern) or (pattern.startswith("*.") and fnmatchcase(name, pattern[2:]))
 
 
 def _mutation_sources(region) -> dict[int, Source | None]:

@@ -18,9 +18,10 @@ def _flags(m) -> str:
     return text
 
 
-def mutations_view(report, *, show_all: bool = False, allowed=()) -> Group:
-    """``allowed``: names ``--allow`` accepted; they are listed, not counted as findings."""
-    from graphtool.analysis.diagnostics import mutation_diagnostics
+def mutations_view(report, *, show_all: bool = False, allowed=(), accept=None) -> Group:
+    """``allowed``: names ``--allow`` accepted; they are listed, not counted as findings. ``accept``
+    writes how to accept a mutation (the CLI's ``--allow`` unless the Python API passes its ``allow=``)."""
+    from graphtool.analysis.diagnostics import cli_allow, mutation_diagnostics
 
     parts = [Text(report.verdict(), style="verdict")]
     if show_all and report.inputs:
@@ -33,7 +34,7 @@ def mutations_view(report, *, show_all: bool = False, allowed=()) -> Group:
     accepted = [m for m in report.mutated if is_allowed(m, allowed)] if allowed else []
     if accepted:
         parts.append(Text(f"accepted by --allow {' '.join(allowed)}: {', '.join(m.name for m in accepted)}", style="note"))
-    diags = mutation_diagnostics(report, skip={m.name for m in accepted})
+    diags = mutation_diagnostics(report, skip={m.name for m in accepted}, accept=accept or cli_allow)
     if diags:
         parts.append(diagnostics_view(diags, headers=False))
     return Group(*parts)

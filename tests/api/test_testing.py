@@ -79,3 +79,22 @@ def test_lint_takes_a_baseline_file_and_counts_only_new_breaks(tmp_path):
     again = graphtool.lint(Chatty(), torch.randn(2), baseline=path, max_graph_breaks=0)
     assert again.passed and [b.new for b in again.graph_breaks] == [False]
     assert not graphtool.lint(Chatty(), torch.randn(2), max_graph_breaks=0).passed
+
+
+class TopCache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k_cache", torch.zeros(2))
+
+    def forward(self, x):
+        self.k_cache.add_(x)
+        return x * 2
+
+
+def test_a_star_dot_pattern_accepts_a_top_level_buffer_and_the_help_is_python():
+    # the README's allow=["*.k_cache"] failed for a buffer at the top (FQN "k_cache"), and the
+    # failure told a Python caller to run `mutations --check --allow buffers`
+    with pytest.raises(AssertionError) as info:
+        testing.assert_no_input_mutations(TopCache(), torch.randn(2))
+    assert 'accept it with `allow=["buffers"]`' in str(info.value) and "--allow" not in str(info.value)
+    testing.assert_no_input_mutations(TopCache(), torch.randn(2), allow=["*.k_cache"])

@@ -62,3 +62,11 @@ def test_config_default_applies_to_a_model_named_on_the_command_line(cli, tmp_pa
     assert rc == 1
     rc, _, _ = cli("mutations", "convnet_bn.py", "--check", "--allow", "*.num_batches_tracked")  # the CLI adds to it
     assert rc == 0
+
+
+def test_a_star_dot_pattern_accepts_a_top_level_buffer(cli):
+    # '*.steps' is how the README writes a buffer pattern; the buffer here is at the top: FQN 'steps'
+    from tests.helpers import FIXTURES
+
+    rc, out, _ = cli("mutations", FIXTURES / "stateful_buffer.py", "--check", "--allow", "*.steps")
+    assert rc == 0 and "accepted by --allow *.steps: steps" in out
