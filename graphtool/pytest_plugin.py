@@ -34,7 +34,8 @@ format (each entry's ``model`` is the test's node id):
 The file is written whole (temporary file, then rename) and only when every ``graphtool``-marked test
 collected in the run performed its check (a ``-k`` selection, ``-x`` stopping early, a test that
 failed before its check: nothing written) and no check was refused. Entries of tests this run did not
-collect (another folder of the suite) are kept.
+collect (another folder of the suite) are kept. The terminal summary says what was written and where,
+or why nothing was.
 """
 
 from __future__ import annotations
@@ -82,7 +83,15 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 def pytest_sessionfinish(session, exitstatus) -> None:
     state = session.config.stash.get(_BASELINE, None)
     if state is not None:
-        state.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop))
+        state.said = state.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    # a baseline written (or not) in silence reads as "nothing happened": say which, and where
+    state = terminalreporter.config.stash.get(_BASELINE, None)
+    if state is not None and state.said:
+        terminalreporter.write_sep("-", "graphtool baseline")
+        terminalreporter.write_line(state.said)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -163,33 +172,54 @@ class _Baseline:
         self.data = None if self.recording else _read(path)
         self.expected: set[str] = set()
         self.models: dict[str, Any] = {}  # nodeid -> ModelLint of its (last) check
-        self.new_breaks = False
+        self.new_breaks: list[str] = []  # nodeids whose check found a break not in the baseline
+        self.said: str | None = None  # what :meth:`finish` did, for the terminal summary
 
     def record(self, nodeid: str, result) -> None:
         (model,) = result.report.models
         self.models[nodeid] = model
-        if any(b.new for b in model.breaks):
-            self.new_breaks = True
+        if any(b.new for b in model.breaks) and nodeid not in self.new_breaks:
+            self.new_breaks.append(nodeid)
 
-    def finish(self, *, interrupted: bool) -> None:
+    def finish(self, *, interrupted: bool) -> str:
+        """Write the file when it is safe; return what was done, or why nothing was, in one line."""
         from graphtool.analysis.lint import LintReport, make_baseline
+        from graphtool.display_paths import display_path
+        from graphtool.text import count
 
-        missing = self.expected - set(self.models)
-        if interrupted or missing or not self.models:
-            return
-        if self.new_breaks and not self.update:
-            return  # a new break fails its test; the baseline does not learn it unless asked
+        where = display_path(str(self.path))
+        missing = sorted(self.expected - set(self.models))
+        if interrupted:
+            return f"{where} not written: the run stopped early"
+        if missing:
+            return (f"{where} not written: {count(len(missing), 'graphtool-marked test')} of {len(self.expected)} did not "
+                    f"check (deselected with -k/-m, or failed before graphtool.check): {_some(missing)}")
+        if not self.models:
+            return f"{where} not written: no test called graphtool.check"
+        if self.new_breaks and not self.update:  # a new break fails its test; the baseline does not learn it unless asked
+            return (f"{where} not written: new graph breaks in {_some(self.new_breaks)}; "
+                    "--graphtool-update-baseline records them")
         fresh = make_baseline(LintReport(tuple(self.models.values()), None), root=self.path.parent)
+        recorded = (f"{count(len(fresh['breaks']), 'graph break')} of {count(len(self.models), 'test')}")
         if self.data is not None:
             ran = {os.path.relpath(str(self.root / n), self.path.parent).replace(os.sep, "/") for n in self.models}
             kept = [e for e in self.data.get("breaks", []) if e.get("model") not in ran]
             fresh = {**fresh, "breaks": kept + fresh["breaks"]}
             old = {k: v for k, v in self.data.items() if k != "root"}
             if fresh == old:
-                return
+                return f"{where} unchanged: {recorded} as recorded"
         from graphtool.render.documents import format_json, write_atomic
 
         write_atomic(self.path, format_json(fresh))
+        if self.data is None:
+            return f"{where} written (there was none): recorded {recorded}"
+        return f"{where} updated: {recorded}" + (f", {count(len(kept), 'entry', 'entries')} of tests not collected kept" if kept else "")
+
+
+def _some(nodeids: list[str], shown: int = 3) -> str:
+    """The first few test ids, and how many more."""
+    more = len(nodeids) - shown
+    return ", ".join(nodeids[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _read(path: Path) -> dict:

@@ -104,26 +104,52 @@ def test_clean(graphtool):
 def test_the_baseline_records_ratchets_and_survives_partial_runs(pytester):
     base = pytester.path / "graph-breaks.json"
     _baseline_test(pytester, '        print("hi")\n        return self.fc(x)')
-    _run(pytester, "--graphtool-baseline", str(base)).assert_outcomes(passed=2)  # recorded
+    result = _run(pytester, "--graphtool-baseline", str(base))
+    result.assert_outcomes(passed=2)  # recorded
+    result.stdout.fnmatch_lines(["*graphtool baseline*", "graph-breaks.json written (there was none): recorded 1 graph break of 2 tests"])
     data = json.loads(base.read_text())
     assert data["version"] == 2 and [e["model"] for e in data["breaks"]] == ["test_models.py::test_chatty"]
     assert data["breaks"][0]["kind"] == "gb0059" and data["breaks"][0]["source_text"] == 'print("hi")'
     written = base.read_text()
 
-    _run(pytester, "--graphtool-baseline", str(base)).assert_outcomes(passed=2)  # known break: passes, file unchanged
-    assert base.read_text() == written
+    result = _run(pytester, "--graphtool-baseline", str(base))
+    result.assert_outcomes(passed=2)  # known break: passes, file unchanged
+    assert base.read_text() == written and "unchanged: 1 graph break of 2 tests as recorded" in result.stdout.str()
 
     # a new break fails its test and is not learnt
     _baseline_test(pytester, '        print("hi")\n        x = self.fc(x)\n        print("again")\n        return x')
     result = _run(pytester, "--graphtool-baseline", str(base))
     result.assert_outcomes(passed=1, failed=1)
     assert "(new)" in result.stdout.str() and base.read_text() == written
+    assert "not written: new graph breaks in test_models.py::test_chatty; --graphtool-update-baseline records them" in result.stdout.str()
 
     # a partial run (-k) writes nothing, even with --graphtool-update-baseline
     _baseline_test(pytester, '        return self.fc(x)')
-    _run(pytester, "--graphtool-baseline", str(base), "--graphtool-update-baseline", "-k", "clean").assert_outcomes(passed=1)
+    result = _run(pytester, "--graphtool-baseline", str(base), "--graphtool-update-baseline", "-k", "clean")
+    result.assert_outcomes(passed=1)
     assert base.read_text() == written
+    assert "not written: 1 graphtool-marked test of 2 did not check (deselected with -k/-m" in result.stdout.str()
 
     # the break is fixed: the full run passes and the baseline tightens
     _run(pytester, "--graphtool-baseline", str(base)).assert_outcomes(passed=2)
     assert json.loads(base.read_text()) == {"version": 2, "breaks": []}
+
+
+def test_the_baseline_says_what_it_wrote_or_why_it_wrote_nothing(tmp_path):
+    # the first run wrote the file, and a -k run wrote nothing, both without a word
+    from graphtool.analysis.lint import LintResult, LintTarget, judge
+    from graphtool.capture.lint_job import BreakRecord
+    from graphtool.pytest_plugin import _Baseline
+
+    path = tmp_path / "gb.json"
+    state = _Baseline(path, False, tmp_path)
+    state.expected = {"test_m.py::test_a", "test_m.py::test_b"}
+    chatty = LintResult(ok=True, graph_count=2, breaks=(BreakRecord("print", None, str(tmp_path / "m.py"), 3, "print(x)", None, 1),))
+    state.models["test_m.py::test_a"] = judge(LintTarget(str(tmp_path / "test_m.py::test_a")), chatty)
+    said = state.finish(interrupted=False)
+    assert not path.exists() and said.endswith(
+        "gb.json not written: 1 graphtool-marked test of 2 did not check (deselected with -k/-m, "
+        "or failed before graphtool.check): test_m.py::test_b")
+    state.models["test_m.py::test_b"] = judge(LintTarget(str(tmp_path / "test_m.py::test_b")), LintResult(ok=True, graph_count=1))
+    said = state.finish(interrupted=False)
+    assert path.exists() and said.endswith("gb.json written (there was none): recorded 1 graph break of 2 tests")
