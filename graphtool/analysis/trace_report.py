@@ -63,7 +63,7 @@ class TraceReport:
     path: str
     entry: str
     device: str
-    training: bool
+    training: bool  # graphtool traced a backward (not ``--inference``, and something requires grad)
     regions: tuple[RegionReport, ...]
     breaks: tuple[BreakInfo, ...]
     mutations: MutationReport
@@ -71,6 +71,8 @@ class TraceReport:
     no_graph: str | None = None  # torch.compile captured no graph: the cause
     skipped_frames: tuple[SkippedInfo, ...] = ()
     no_backward: str | None = None  # training, yet no backward graph: why
+    module_training: bool | None = None  # the model's own .training flag (JSON "training"); None: a function
+    grad_enabled: bool = True  # the grad mode the model was called in
 
     def diagnostics(self, lines=None) -> list:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
@@ -94,8 +96,8 @@ class TraceReport:
             "schema_version": SCHEMA_VERSION,
             "graphtool_version": self.graphtool_version,
             "torch_version": self.torch_version,
-            "model": {"path": self.path, "entry": self.entry, "device": self.device, "training": self.training,
-                      "backend": self.backend},
+            "model": {"path": self.path, "entry": self.entry, "device": self.device, "training": self.module_training,
+                      "grad_enabled": self.grad_enabled, "backend": self.backend},
             "no_graph": self.no_graph,
             "no_backward": self.no_backward,
             "graph_breaks": [b.to_dict() for b in self.breaks],
@@ -145,4 +147,6 @@ def build_trace_report(capture) -> TraceReport:
         skipped_frames=tuple(SkippedInfo(f.function, f.file, f.line, f.reason, f.break_file, f.break_line)
                              for f in getattr(capture, "skipped_frames", ())),
         no_backward=getattr(capture, "no_backward", None),
+        module_training=getattr(capture, "module_training", None),
+        grad_enabled=getattr(capture, "grad_enabled", True),
     )

@@ -71,6 +71,10 @@ class Capture:
     skipped_frames: list = field(default_factory=list)  # SkippedFrame: frames dynamo gave up on (run eagerly)
     no_backward: str | None = None  # training, yet the output holds nothing to differentiate: why no backward graph
     steps: Any = None  # steady_state.StepLog: every graph call and recompile over the loop's steps
+    # as the user set them, apart from ``training`` (whether graphtool runs a backward): the model's own
+    # ``.training`` flag (None for a function, which has none) and the grad mode its forward was called in
+    module_training: bool | None = None
+    grad_enabled: bool = True
 
     @property
     def regions_judged(self) -> int:
@@ -207,6 +211,7 @@ def trace_model(
     # a model built on meta makes real meta constants inside the trace (pytorch#139092): accept them
     meta_constants = compat.meta_constants_as_fake()
     with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config(), host, meta_constants:
+        grad_enabled = torch.is_grad_enabled()  # a script's own torch.set_grad_enabled(False) included
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,
                                 steps=steps, frames=recorder.frames,
@@ -233,7 +238,15 @@ def trace_model(
         stopped=stopped,
         no_backward=_no_backward(out) if training and keeping.regions and not stopped else None,
         steps=getattr(keeping, "step_log", None),
+        module_training=module_training(spec),
+        grad_enabled=grad_enabled,
     )
+
+
+def module_training(spec: ModelSpec) -> bool | None:
+    """The model's own ``.training`` flag (``model.eval()`` clears it); None for a plain function."""
+    flag = getattr(spec.model, "training", None)
+    return flag if isinstance(flag, bool) else None
 
 
 def _no_backward(out) -> str | None:

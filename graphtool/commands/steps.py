@@ -176,7 +176,8 @@ def model_header(capture) -> dict:
         "backend": capture.backend,
         "entry": capture.spec.entry,
         "device": capture.device,
-        "training": capture.training,
+        "training": capture.module_training,  # the model's own flag; whether a backward ran is in the graphs
+        "grad_enabled": capture.grad_enabled,
         "stopped": capture.stopped,
         "regions_compiled": capture.regions_compiled if capture.regions_compiled is not None else len(capture.regions),
         "regions_judged": capture.regions_judged,

@@ -73,3 +73,18 @@ def test_the_steady_state_of_trace_cudagraphs_validates():
     steady["per_step"][0]["surprise"] = 1
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, SCHEMA)
+
+
+def test_an_eval_model_under_no_grad_is_reported_as_it_is(cli, tmp_path):
+    # the JSON said training: true for any model with a parameter that requires grad
+    import torch
+
+    script = tmp_path / "eval_model.py"
+    script.write_text("import torch\n\nmodel = torch.nn.Linear(4, 2).eval()\nexample_inputs = (torch.randn(3, 4),)\n"
+                      "torch.set_grad_enabled(False)\n")
+    with torch.enable_grad():  # the script's grad mode stays in its run, not in this process
+        rc, out, err = cli("trace", script, "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert (doc["model"]["training"], doc["model"]["grad_enabled"]) == (False, False)
+    jsonschema.validate(doc, SCHEMA)

@@ -127,6 +127,7 @@ TRACE = TraceReport(
     entry="get_model_and_inputs",
     device="cpu",
     training=True,
+    module_training=True,
     regions=(RegionReport(0, FORWARD_0, BACKWARD_0), RegionReport(1, FORWARD_1, None)),
     breaks=(
         BreakInfo(f"{PROJECT}/{KV_MODEL}", 88, "Unsupported Tensor.item() call with capture_scalar_outputs=False"),
