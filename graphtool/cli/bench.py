@@ -13,6 +13,7 @@ from graphtool.errors import NoCudaDevice
 def register(app: typer.Typer) -> None:
     app.command(
         "bench",
+        short_help="Time eager, torch.compile and CUDA-graph replay side by side.",
         help=(
             "Time eager, torch.compile and (with --cudagraphs) graphtool's own CUDA-graph replay and\n"
             "mode=\"reduce-overhead\", side by side on the same inputs; every mode is checked against\n"

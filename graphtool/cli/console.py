@@ -105,15 +105,16 @@ class RichProgress:
 def show_models(results, fmt: str, view, check: bool) -> int:
     """Print each model's table, or one document; the exit code ``--check`` asks for."""
     if fmt == "table":
+        from rich.text import Text
+
         for r in results:
             if len(results) > 1:  # several models (a config): each block says whose it is
                 from graphtool.display_paths import display_path
 
                 path = r.header.get("path")
-                stdout_console().print(f"{display_path(path) or path}:", style="header", markup=False, highlight=False)
+                print_view(Text(f"{display_path(path) or path}:", style="header"))
             if r.header.get("no_graph"):
-                stdout_console().print(f"torch.compile captured no graph: {r.header['no_graph']}",
-                                 style="verdict.bad", markup=False, highlight=False)
+                print_view(Text(f"torch.compile captured no graph: {r.header['no_graph']}", style="verdict.bad"))
             print_view(view(r))
     else:
         emit_all([r.to_dict() for r in results], fmt)

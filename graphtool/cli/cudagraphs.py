@@ -12,6 +12,7 @@ from graphtool.cli import console, options
 def register(app: typer.Typer) -> None:
     app.command(
         "cudagraphs",
+        short_help="Would CUDA graphs be applied, region by region; if not, why.",
         help=(
             "Would CUDA graphs be applied, region by region, and if not, why (torch's own checks,\n"
             "run on a stand-in trace: no GPU needed).\n\n"

@@ -12,6 +12,7 @@ from graphtool.cli import console, options
 def register(app: typer.Typer) -> None:
     app.command(
         "devices",
+        short_help="Which device every node would run on, on a GPU.",
         help=(
             "Which device every node would run on, on a GPU: nodes off the main device and every\n"
             "cross-device copy, with the user's file and line. Without a GPU the meta device stands in.\n\n"

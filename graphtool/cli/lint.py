@@ -19,6 +19,7 @@ LINT_FORMATS = ("text", "json", "sarif", "junit", "github", "html")
 def register(app: typer.Typer) -> None:
     app.command(
         "lint",
+        short_help="A CI gate for graph breaks, recompiles and skipped frames.",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
         help=(
             "Compile each model with a recording backend (no code generation) and report graph breaks,\n"

@@ -20,12 +20,30 @@ import time
 import traceback
 
 import typer
+from typer.core import TyperGroup
 
 from graphtool import __version__
 from graphtool.cli.options import examples as _examples
 from graphtool.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, GraphtoolError, OutputFailed, Terminated, defer_stop
 
+
+class _RootGroup(TyperGroup):
+    """The root command, whose list of commands shows each one's summary whole: click cuts it with
+    "..." to fit a width, even in a pipe, where nothing has a width to fit."""
+
+    def format_commands(self, ctx, formatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=10_000)))  # the summary, wrapped, never cut
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 app = typer.Typer(
+    cls=_RootGroup,
     name="graphtool",
     help=(
         "See what torch.compile, AOT autograd and CUDA graphs will do to your model.\n\n"

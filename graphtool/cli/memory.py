@@ -12,6 +12,7 @@ from graphtool.cli import console, options
 def register(app: typer.Typer) -> None:
     app.command(
         "memory",
+        short_help="What training keeps for backward, eager beside compiled.",
         help=(
             "What training keeps for backward: parameters, gradients and every saved activation\n"
             "(shape, dtype, bytes, op, your line, module), eager autograd beside the compiled graphs,\n"
@@ -63,7 +64,7 @@ def memory(
         from graphtool.render.memory import memory_view
 
         for r in results:
-            console.stdout_console().print(memory_view(r.report, top=top))
+            console.print_view(memory_view(r.report, top=top))
             if r.rank is not None:
                 from graphtool.render.rank_memory import rank_memory_view
 

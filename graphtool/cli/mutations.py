@@ -12,6 +12,7 @@ from graphtool.cli import console, options
 def register(app: typer.Typer) -> None:
     app.command(
         "mutations",
+        short_help="Inputs the model mutates, and outputs that alias inputs.",
         help=(
             "Which inputs the model mutates (and how, and where), and which outputs alias inputs.\n\n"
         ) + options.examples(

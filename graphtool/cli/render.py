@@ -13,6 +13,7 @@ from graphtool.cli import console, options
 def register(app: typer.Typer) -> None:
     app.command(
         "render",
+        short_help="Draw the autograd graph or an AOT graph with Graphviz.",
         help=(
             "Draw the autograd graph, or the forward, backward or joint AOT graph, with Graphviz.\n\n"
             "Large graphs fold into one box per module, and identical repeated blocks into one\n"

@@ -15,6 +15,7 @@ from graphtool.cli import console, options
 def register(app: typer.Typer) -> None:
     app.command(
         "report",
+        short_help="Write one self-contained HTML report of everything.",
         help=(
             "Write one self-contained HTML report: summary, findings with their source and fix, each region's\n"
             "forward and backward pictures (pan, zoom, fold by module, search, click a node for its facts),\n"

@@ -14,6 +14,7 @@ from graphtool.cli import console, options
 def register(app: typer.Typer) -> None:
     app.command(
         "trace",
+        short_help="The graphs dynamo and AOT autograd make of a model.",
         help=(
             "Trace a model through dynamo and AOT autograd and report its graphs.\n\n"
         ) + options.examples(

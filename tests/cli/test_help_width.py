@@ -45,6 +45,17 @@ def test_the_root_help_examples_stay_whole_at_80_columns():
     assert max(len(ln) for ln in out.splitlines()) <= 80
 
 
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_the_root_help_lists_every_command_whole(columns):
+    # click cut each summary to fit ("...and report..."), in a pipe too
+    from typer.testing import CliRunner
+
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": columns, "NO_COLOR": "1"}).output
+    listing = out.split("Commands:\n", 1)[1]
+    assert "..." not in listing and not [ln for ln in out.splitlines() if ln.endswith(" ")]
+    assert {ln.split()[0] for ln in listing.splitlines() if ln.startswith("  ") and not ln.startswith("   ")} == set(COMMANDS)
+
+
 def test_every_command_is_covered():
     assert {"trace", "mutations", "devices", "cudagraphs", "render", "bench", "lint", "memory"} <= set(COMMANDS)
 

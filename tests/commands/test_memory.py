@@ -295,6 +295,9 @@ def test_table_shows_both_columns(cli):
     rc, out, _ = cli("memory", str(MODELS["mlp"]), "--backend", "aot_eager")
     assert rc == 0
     assert "compiled (aot_eager)" in out and "eager" in out and "examples/mlp.py:13" in out
+    # in a pipe (as here) nothing is laid out to a width: the verdict stays one line, no line is padded
+    assert out.splitlines()[0].startswith("activations saved for backward: ") and out.splitlines()[0].endswith(" of eager)")
+    assert not [ln for ln in out.splitlines() if ln.endswith(" ")]
 
 
 def test_meta_device_runs_without_data():
