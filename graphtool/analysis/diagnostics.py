@@ -131,10 +131,77 @@ def skipped_frame(function: str | None, file: str | None, line: int | None, reas
     return with_source(d, lines)
 
 
+_SIZE_HELP = "mark the changing size dynamic (torch._dynamo.mark_dynamic) or keep it constant"
+_ITEM_HELP = ("a number computed before the graph break (a tensor's .item() or .tolist()) is a constant of the next graph, "
+              "so each new value compiles again: keep it a tensor (torch.where instead of `if`, multiply by the tensor) "
+              "or set torch._dynamo.config.capture_scalar_outputs = True")
+_FLOAT_HELP = ("a Python float (an argument or attribute) is a constant of the graph, so each new value compiles again: pass it as a tensor "
+               "(torch.tensor(v)) or set torch._dynamo.config.specialize_float = False")
+_VALUE_HELP = ("the graph was compiled for this value of a Python variable (an argument, attribute or global): "
+               "expected when it selects a mode; otherwise keep it constant or pass it as a tensor")
+_TRAINING_HELP = "a module switched between train() and eval(): each mode compiles once, expected when they alternate"
+_GLOBAL_HELP = {
+    "grad_mode": "the grad mode changed (torch.no_grad() or inference_mode around some calls): each mode compiles once, "
+                 "expected for training and evaluation in one process",
+    "autocast": "autocast was switched on or off between calls: each setting compiles once; keep it the same around every call",
+}
+_GLOBAL_STATE_HELP = ("torch's global state changed between calls (grad mode, autocast, deterministic algorithms, "
+                      "default dtype): each state compiles once; keep it the same around every call")
+_TENSOR_HELP = {
+    "dtype": "an input's dtype changed: cast it before the call so every call passes the same dtype",
+    "device": "an input's device changed: move it to one device before the call",
+    "requires_grad": "an input's requires_grad changed: pass it the same way every call (.detach() it, or not)",
+    "stride": "an input's memory layout changed (a transposed or sliced tensor): pass .contiguous() tensors",
+    "dispatch key set": "an input's kind changed (device, grad mode, a tensor subclass): pass the same kind every call",
+}
+_TYPE_HELP = "an argument's type changed (see the type named above): pass the same type every call"
+_ID_HELP = ("a different object (a function, module or other Python object) was passed where the graph holds one: "
+            "each object compiles its own graph; pass the same object, or its data as tensors")
+_LEN_HELP = "the length of a list, tuple or dict changed: keep it fixed, or stack the items into one tensor"
+_OTHER_HELP = "a guard of the compiled graph failed: keep what it checks the same between calls (TORCH_LOGS=guards lists them)"
+
+
+def recompile_help(reason: str) -> str:
+    """What to do about a recompile, for the kind of guard that failed (the first line of torch's reason).
+
+    >>> recompile_help("tensor 'x' size mismatch at index 0. expected 2, actual 3") == _SIZE_HELP
+    True
+    >>> recompile_help("GLOBAL_STATE changed: grad_mode ").startswith("the grad mode changed")
+    True
+    """
+    import re
+
+    first = reason.splitlines()[0] if reason else ""
+    guard = re.sub(r"^\d+/\d+: ", "", first).split("  #")[0].strip()  # "1/0: " is torch's frame/compile id
+    if m := re.match(r"tensor '[^']*' (dtype|device|requires_grad|stride|dispatch key set) mismatch", guard):
+        return _TENSOR_HELP[m.group(1)]
+    if re.match(r"tensor '[^']*' (size|rank) mismatch", guard) or re.search(r"\.(size|stride)\(\)", guard):
+        return _SIZE_HELP
+    if guard.startswith("GLOBAL_STATE changed"):
+        changed = guard.split(":", 1)[-1]
+        return next((h for k, h in _GLOBAL_HELP.items() if k in changed), _GLOBAL_STATE_HELP)
+    if guard.startswith("___check_type_id") or guard.startswith("type("):
+        return _TYPE_HELP
+    if guard.startswith("___check_obj_id") or " is " in guard:
+        return _ID_HELP
+    if guard.startswith("len("):
+        return _LEN_HELP
+    if m := re.match(r"(.+?) == (.+)$", guard):
+        name, value = m.groups()
+        if name.endswith(".training"):
+            return _TRAINING_HELP
+        if name.startswith("___stack"):  # a value the frame before a graph break handed to its resume function
+            return _ITEM_HELP
+        if re.fullmatch(r"-?(\d+\.\d*(e[-+]?\d+)?|inf|nan)", value):
+            return _FLOAT_HELP
+        return _VALUE_HELP
+    return _OTHER_HELP
+
+
 def recompile(function: str, file: str | None, line: int | None, reason: str, *, model: str | None = None,
               lines: LineReader | None = None) -> Diagnostic:
-    d = Diagnostic("GT-B003", f"recompile of {function}: {reason}", file, line,
-                   help="mark the changing size dynamic (torch._dynamo.mark_dynamic) or keep it constant",
+    """A recompile (GT-B003), its help written for the kind of guard that failed (:func:`recompile_help`)."""
+    d = Diagnostic("GT-B003", f"recompile of {function}: {reason}", file, line, help=recompile_help(reason),
                    model=model, severity="warning")
     return with_source(d, lines)
 

@@ -261,3 +261,31 @@ def test_a_pass_with_no_budget_says_what_nothing_judged():
     assert render_text(lint_view(gated), 200).splitlines()[-1] == "lint passed"
     (cmd,) = [c for c in app.registered_commands if c.name == "lint"]
     assert "There is no budget by default" in cmd.help
+
+
+# torch 2.13's guard failure reasons, one of each kind (the value guard as lint records it after an .item() break)
+_ITEM_GUARD = ("1/0: ___stack0 == 1.5233110189437866                          # if scale > 1.0:  # rescale  "
+               "# m.py:12 in torch_dynamo_resume_in_forward_at_11\nUser stack trace:\n  File \"m.py\", line 12\n")
+
+
+@pytest.mark.parametrize("reason, says", [
+    ("0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3", "mark the changing size dynamic"),
+    ("0/0: tensor 'x' rank mismatch. expected 1, actual 2", "mark the changing size dynamic"),
+    (_ITEM_GUARD, "a tensor's .item()"),
+    ("0/0: s == 1.5                                                 # return x * s  # m.py:4 in f", "specialize_float"),
+    ("0/0: s == 'a'                                                 # if s == 'a':  # m.py:4 in f", "value of a Python variable"),
+    ("0/0: ___check_type_id(m, 94786827147072), type=<class 'torch.nn.modules.linear.Linear'>  # m(x)", "type changed"),
+    ("0/0: ___check_obj_id(f, 140356093453600), type=<class 'builtin_function_or_method'>  # f(x)", "a different object"),
+    ("0/0: GLOBAL_STATE changed: grad_mode ", "grad mode changed"),
+    ("0/0: GLOBAL_STATE changed: autocast(cpu)_enabled ", "autocast"),
+    ("0/0: m.training == True                                       # return F.dropout(...)", "train() and eval()"),
+    ("0/0: tensor 'x' dtype mismatch. expected Float, actual Double", "dtype changed"),
+    ("0/0: len(xs) == 1                                             # xs[0] * len(xs)", "length"),
+])
+def test_recompile_help_follows_the_guard_that_failed(reason, says):
+    # every recompile said "mark the changing size dynamic", a value guard from .item() included, where no size changed
+    from graphtool.analysis import diagnostics as dg
+
+    help_text = dg.recompile("forward", "m.py", 11, reason, lines=lambda p, n: None).help
+    assert says in help_text
+    assert ("mark_dynamic" in help_text) == ("size" in reason or "rank" in reason)
