@@ -225,7 +225,9 @@ def analyze_mutations(capture) -> MutationReport:
             # AOT's mutations_under_no_grad_or_inference_mode, as torch says it (True for every mutation
             # of a --inference trace, which runs under no_grad; and for a @torch.no_grad() decode step)
             entry["under_no_grad"] |= rec.under_no_grad
-            entry["source"] = entry["source"] or sources.get(index_of.get(id(rec.ref))) or written.get(rec.graph_name)
+            index = index_of.get(id(rec.ref))
+            entry["source"] = (entry["source"] or sources.get(index) or written.get(rec.graph_name)
+                               or user_source(region.input_writes.get(index)))
             entry["in_graph"] |= rec.graph_name in written
         outputs.extend(_output_aliases(region))
     for name, how in capture.metadata_changes.items():

@@ -53,6 +53,9 @@ class Region:
     aot_input_types: list = field(default_factory=list)
     cudagraph_annotation: Any = None  # (fwd, bwd) from torch._dynamo.override_cudagraphs, or None
     step: int = 1  # the step of the loop in which dynamo compiled it (2+: a recompile)
+    # dynamo input index -> the stack trace of the last in-place op on it in dynamo's graph: the user's line of a
+    # mutation whose new value AOT takes straight from another input (copy_(x)), which carries none
+    input_writes: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,6 +126,7 @@ class KeepingBackend:
             example_inputs=list(example_inputs),
             cudagraph_annotation=compat.cudagraph_annotation(gm),
             step=self.calls.step,
+            input_writes=_in_place_writes(gm),
         )
         self.regions.append(region)
         if self.on_region:
@@ -328,6 +332,19 @@ def tensor_names(spec: ModelSpec) -> dict[int, tuple[str, str]]:
 
 def _placeholders(gm) -> list:
     return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _in_place_writes(gm) -> dict[int, str]:
+    """Placeholder index -> the stack trace of the last in-place method or function (``copy_``, ``add_``) called on it."""
+    index = {n: i for i, n in enumerate(_placeholders(gm))}
+    found: dict[int, str] = {}
+    for node in gm.graph.nodes:
+        if node.op not in ("call_method", "call_function") or not node.args or node.args[0] not in index:
+            continue
+        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        if name.endswith("_") and not name.startswith("_") and node.meta.get("stack_trace"):
+            found[index[node.args[0]]] = node.meta["stack_trace"]
+    return found
 
 
 def _classify(value, node, names, placeholder_names=None) -> InputRef:

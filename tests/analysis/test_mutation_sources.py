@@ -30,3 +30,27 @@ def test_an_input_mutated_in_place_names_its_line(backend):
     report = analyze_mutations(traced("mutate_input.py", backend=backend))
     m = next(m for m in report.inputs if m.name == "total")
     assert m.source is not None and m.source.line == _line_of("mutate_input.py", "total.add_(")
+
+
+
+def test_a_buffer_copied_from_an_input_names_the_copy():
+    # ``self.k_cache.copy_(x)``: the new value is an input itself, so AOT's in-graph ``copy_(primals_1, primals_2)``
+    # has no stack trace to give, and the mutation read "<unknown location>" (``copy_(x * 2)`` had its line)
+    import torch
+
+    import graphtool
+
+    class CopyIn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("k_cache", torch.zeros(2, 4))
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            self.k_cache.copy_(x)
+            return self.lin(x)
+
+    report = graphtool.mutations(CopyIn(), torch.randn(2, 4))  # inductor, the default
+    (m,) = [m for m in report.inputs if m.name == "k_cache"]
+    line = CopyIn.forward.__code__.co_firstlineno + 1
+    assert m.source is not None and (m.source.file, m.source.line) == (__file__, line)
