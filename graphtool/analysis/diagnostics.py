@@ -76,16 +76,40 @@ class Diagnostic:
         return ":".join(str(p) for p in (d.path, d.line, d.col) if p is not None)
 
     def located(self) -> Diagnostic:
-        """With ``col`` and ``span`` filled from the source line when unknown: the statement, indentation left out."""
+        """With ``col`` and ``span`` filled from the source line when unknown: the code, indentation
+        and a trailing comment left out."""
         if self.source is None or self.col is not None:
             return self
-        stripped = self.source.strip()
-        if not stripped:
+        code = code_part(self.source)
+        if not code.strip():
             return self
-        return replace(self, col=len(self.source) - len(self.source.lstrip()) + 1, span=len(stripped))
+        indent = len(code) - len(code.lstrip())
+        return replace(self, col=indent + 1, span=len(code) - indent)
 
     def to_dict(self) -> dict:
         return asdict(self.located())
+
+
+def code_part(line: str) -> str:
+    """``line`` without its comment and trailing whitespace (a ``#`` inside a string stays).
+
+    >>> code_part("    if y.sum().item() > 0:  # branch on '#' signs")
+    '    if y.sum().item() > 0:'
+    >>> code_part("s = '# not a comment'   ")
+    "s = '# not a comment'"
+    """
+    import io
+    import tokenize
+
+    end = len(line)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line.lstrip()).readline):
+            if tok.type == tokenize.COMMENT:
+                end = len(line) - len(line.lstrip()) + tok.start[1]
+                break
+    except (tokenize.TokenError, SyntaxError):  # a line of a longer statement: the comment, if any, came first
+        pass
+    return line[:end].rstrip()
 
 
 def with_source(d: Diagnostic, lines: LineReader | None = None, source_text: str | None = None) -> Diagnostic:
@@ -99,7 +123,8 @@ def with_source(d: Diagnostic, lines: LineReader | None = None, source_text: str
         return d
     if source_text and source_text.strip() in text:
         col = text.index(source_text.strip()) + 1
-        return replace(d, source=text, col=col, span=len(source_text.strip())).located()
+        span = len(code_part(text[col - 1:col - 1 + len(source_text.strip())]))
+        return replace(d, source=text, col=col, span=span or len(source_text.strip())).located()
     return replace(d, source=text).located()
 
 

@@ -137,6 +137,15 @@ def test_diagnostic_format_like_ruff():
     assert d.to_dict()["col"] == 5 and d.to_dict()["url"].endswith("gb0124.html")
 
 
+def test_the_caret_stops_before_a_comment():
+    # the caret ran under the whole line, the comment and its trailing spaces included
+    lines = {("m.py", 6): "    if y.sum().item() > 0:  # branch on the sign   "}
+    read = lambda p, n: lines.get((p, n))  # noqa: E731
+    for d in (dg.graph_break("Unsupported Tensor.item() call", "m.py", 6, lines=read),
+              dg.graph_break("Unsupported Tensor.item() call", "m.py", 6, source_text=lines[("m.py", 6)].strip(), lines=read)):
+        assert format_diagnostics([d]).splitlines()[3] == "   |     " + "^" * len("if y.sum().item() > 0:")
+
+
 def test_paths_are_relative_under_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     d = dg.Diagnostic("GT-D001", "copy", str(tmp_path / "models" / "m.py"), 7)
