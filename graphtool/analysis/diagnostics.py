@@ -135,14 +135,19 @@ def _gb_help(hint: str | None, code: str | None) -> tuple[str | None, str | None
 
 def graph_break(reason: str, file: str | None, line: int | None, *, code: str | None = None, hint: str | None = None,
                 source_text: str | None = None, model: str | None = None, region: str | None = None, tag: str = "",
-                severity: str = "warning", lines: LineReader | None = None) -> Diagnostic:
-    """A graph break (GT-B001); ``code`` is torch's gb id, which names its explanation page."""
+                severity: str = "warning", lines: LineReader | None = None, col: int | None = None,
+                end_col: int | None = None) -> Diagnostic:
+    """A graph break (GT-B001); ``code`` is torch's gb id, which names its explanation page; ``col``..``end_col``
+    (0-based, from torch's positions) the expression that broke, underlined instead of the whole line."""
     help_text, url = _gb_help(hint, code)
     if help_text is None:
         help_text = "the code after this line runs eagerly until torch.compile starts a new region"
     message = f"graph break{tag}: {reason}" + (f" [{code}]" if code else "")
-    d = Diagnostic("GT-B001", message, file, line, help=help_text, url=url, model=model, region=region, severity=severity)
-    return with_source(d, lines, source_text)
+    d = with_source(Diagnostic("GT-B001", message, file, line, help=help_text, url=url, model=model, region=region,
+                               severity=severity), lines, source_text)
+    if d.source is not None and col is not None and end_col is not None and 0 <= col < end_col <= len(d.source):
+        d = replace(d, col=col + 1, span=end_col - col)
+    return d
 
 
 def skipped_frame(function: str | None, file: str | None, line: int | None, reason: str, *, break_file: str | None = None,

@@ -107,6 +107,8 @@ class Break:
     # where torch saw it when that is library code; ``file``/``line`` are then the user's frame
     library_file: str | None = None
     library_line: int | None = None
+    col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
+    end_col: int | None = None
 
     @property
     def kind(self) -> str:
@@ -259,7 +261,7 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
     breaks = []
     for d in result.breaks:
         b = Break(d.reason, d.code, d.file, d.line, d.source_text, d.hint, d.occurrences,
-                  library_file=d.library_file, library_line=d.library_line)
+                  library_file=d.library_file, library_line=d.library_line, col=d.col, end_col=d.end_col)
         b = replace(b, allowed=any(p.search(b.reason) for p in patterns))
         if known is not None:
             b = replace(b, new=_break_key(b, root) not in known)

@@ -35,6 +35,8 @@ class BreakInfo:
     reason: str
     code: str | None = None  # torch's graph-break id (gb0124)
     hint: str | None = None  # torch's suggested fix
+    col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
+    end_col: int | None = None
 
     def to_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
@@ -78,7 +80,8 @@ class TraceReport:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
         from graphtool.analysis import diagnostics as dg
 
-        out = [dg.graph_break(b.reason, b.file, b.line, code=b.code, hint=b.hint, lines=lines) for b in self.breaks]
+        out = [dg.graph_break(b.reason, b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col)
+               for b in self.breaks]
         out += [dg.skipped_frame(s.function, s.file, s.line, s.reason, break_file=s.break_file, break_line=s.break_line, lines=lines)
                 for s in self.skipped_frames]
         return out
@@ -114,7 +117,8 @@ def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
         key = (b.file, b.line, b.reason)
         if key not in seen:
             seen.add(key)
-            out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None)))
+            out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
+                                 getattr(b, "col", None), getattr(b, "end_col", None)))
     return tuple(out)
 
 

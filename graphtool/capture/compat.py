@@ -806,6 +806,21 @@ def tracing_stack() -> list[tuple[str, int, str]]:
     return [(f.filename, f.lineno, f.name) for f in ctx.extract_stack()]
 
 
+def tracing_span() -> tuple[str, int, int, int] | None:
+    """``(file, line, col, end_col)`` of the expression dynamo is tracing right now in its innermost
+    frame (0-based columns of the instruction's source range, Python 3.11+); None outside a trace,
+    before 3.11, or when the range spans lines."""
+    ctx = _require("torch._guards", "TracingContext").try_get()
+    stack = ctx.extract_stack() if ctx is not None else []
+    if not stack:
+        return None
+    f = stack[-1]
+    col, end_col = getattr(f, "colno", None), getattr(f, "end_colno", None)
+    if col is None or end_col is None or getattr(f, "end_lineno", f.lineno) not in (None, f.lineno) or end_col <= col:
+        return None
+    return f.filename, f.lineno, col, end_col
+
+
 def partitioner_tag(node: Any) -> str | None:
     """Which half of the joint graph an AOT node came from, as the partitioner tagged it:
     ``"is_forward"`` or ``"is_backward"`` (``node.meta["partitioner_tag"]``). A call in a backward

@@ -60,6 +60,9 @@ class GraphBreak:
     skipped_function: str | None = field(default=None, compare=False)  # convert_frame's path names the frame
     skipped_file: str | None = field(default=None, compare=False)
     skipped_line: int | None = field(default=None, compare=False)
+    # 0-based column range of the expression that broke on ``line`` (Python 3.11+ positions), when known
+    col: int | None = field(default=None, compare=False)
+    end_col: int | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -144,6 +147,9 @@ class BreakRecorder(TraceLogListener):
         if isinstance(artifact, dict) and artifact.get("name") == "dynamo_graph_break_reason":
             b = parse_break(str(getattr(record, "payload", "") or ""), compile_id=_compile_key(meta))
             b = replace(b, stack=_break_stack(b.stack))
+            span = compat.tracing_span()
+            if span and span[:2] == (b.file, b.line):
+                b = replace(b, col=span[2], end_col=span[3])
             (self.skip_notes if b.skipped_function else self.breaks).append(b)
         elif "compilation_metrics" in meta:
             self.frames.append(_named(_frame_event(meta), self.frames))

@@ -68,6 +68,9 @@ class BreakRecord:
     # ``line`` are then the user's own frame that led there
     library_file: Optional[str] = None
     library_line: Optional[int] = None
+    # 0-based column range of the expression that broke on ``line`` (Python 3.11+), when torch says
+    col: Optional[int] = None
+    end_col: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -247,8 +247,10 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
 
 def _break_record(b, called_at: StackFrame | None) -> BreakRecord:
     file, line, library_file, library_line = _at_user_code(b.file, b.line, b.stack, called_at)
+    here = (file, line) == (b.file, b.line)  # the columns are of torch's place, not of a user's call that led there
     return BreakRecord(reason=b.reason, code=b.code, file=file, line=line, source_text=_source_text(file, line), hint=b.hint,
-                       library_file=library_file, library_line=library_line)
+                       library_file=library_file, library_line=library_line,
+                       col=b.col if here else None, end_col=b.end_col if here else None)
 
 
 def _frame_record(function, file, line, reason, stack, called_at: StackFrame | None) -> FrameRecord:

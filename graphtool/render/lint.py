@@ -58,7 +58,7 @@ def lint_diagnostics(report) -> list:
             tag = " (allowed)" if b.allowed else " (new)" if b.new else " (baselined)" if b.new is False else ""
             severity = "note" if b.allowed or b.new is False else "error" if failing else "warning"
             d = dg.graph_break(b.reason + _in_library(b.library_file, b.library_line), b.file, b.line, code=b.code, hint=b.hint,
-                               source_text=b.source_text, model=model, tag=tag, severity=severity)
+                               source_text=b.source_text, model=model, tag=tag, severity=severity, col=b.col, end_col=b.end_col)
             out.append(d)
         for r in m.recompiles:
             out.append(dg.recompile(r["function"], r.get("file"), r.get("line"), f"{r['reason']}{_library_note(r)}", model=model))

@@ -80,6 +80,8 @@ def test_graph_breaks_give_regions_in_order():
     report = build_trace_report(cap)
     assert len(report.regions) == 2
     assert [(b.line, "item()" in b.reason) for b in report.breaks] == [(13, True)]
+    (d,) = [d for d in report.diagnostics() if d.code == "GT-B001"]
+    assert d.source[d.col - 1:d.col - 1 + d.span] == "y.sum().item()"  # not the whole `if ...:` line
 
 
 def test_inference_has_no_backward():

@@ -65,6 +65,15 @@ def test_breaks_equal_torchs_graph_break_log(name, torch_graph_break_log):
     assert {line for _, line in ours} == CASES[name]
 
 
+def test_a_break_underlines_the_expression_that_broke():
+    from graphtool.analysis.lint import LintReport, LintTarget, judge
+    from graphtool.render.lint import lint_diagnostics
+
+    result = lint_one(LintJob(str(BREAKS / "item_branch.py"), reset=True))
+    (d,) = [d for d in lint_diagnostics(LintReport((judge(LintTarget("m.py"), result),), None)) if d.code == "GT-B001"]
+    assert d.source[d.col - 1:d.col - 1 + d.span] == "y.sum().item()"  # the caret ran under the whole line
+
+
 @pytest.mark.parametrize("name", ["before_first_op.py", "in_loop.py"])
 def test_explain_miscounts_where_lint_is_right(name):
     from graphtool.capture.script import load_model
