@@ -284,9 +284,10 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
                             f"{'occurs' if len(fixed) == 1 else 'occur'} (--strict): update the baseline")
     return ModelLint(
         target=target,
-        status="over_budget" if failures else "ok",
-        error=None,
-        error_detail=None,
+        # an error beside findings: the --dynamic run failed after the example inputs' run, whose findings stand
+        status="error" if result.error else "over_budget" if failures else "ok",
+        error=result.error,
+        error_detail=result.detail,
         graph_count=result.graph_count,
         breaks=tuple(breaks),
         recompiles=recompiles,

@@ -138,6 +138,14 @@ class BreakRecorder(TraceLogListener):
     # logging.Handler uses identity hashing; the dataclass would make it unhashable.
     __hash__ = logging.Handler.__hash__
 
+    def mark(self) -> tuple[int, int, int]:
+        """Where the records stand now, for :meth:`rewind`."""
+        return len(self.breaks), len(self.frames), len(self.skip_notes)
+
+    def rewind(self, mark: tuple[int, int, int]) -> None:
+        """Forget what was recorded since ``mark`` (a run that failed part way: its records are not findings)."""
+        del self.breaks[mark[0]:], self.frames[mark[1]:], self.skip_notes[mark[2]:]
+
 
     def emit(self, record: logging.LogRecord) -> None:
         meta = getattr(record, "metadata", None)

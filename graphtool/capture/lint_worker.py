@@ -90,6 +90,7 @@ def lint_one(job: LintJob) -> LintResult:
     if job.reset:  # a fresh child process has nothing compiled yet
         compat.dynamo_reset()
     original = torch.compile  # before the user's code runs: a script may replace it on import
+    dynamic_failed = None
     with quiet_torch_logs(not job.debug), BreakRecorder() as rec, contextlib.redirect_stdout(sys.stderr):
         if job.run:
             seen, called_at = _run_script(torch, job.path, list(job.args), backend), None
@@ -101,14 +102,27 @@ def lint_one(job: LintJob) -> LintResult:
                 if hasattr(ddp, "use_backend"):
                     ddp.use_backend(backend)
                 runner = ddp.wrap(compiled, spec) if ddp is not None else compiled
-                _run_model(spec, runner, compiled, job)
+                dynamic_failed = _run_model(spec, runner, compiled, job, rec, graphs)
             seen = CompileSeen(expected=original, found=torch.compile)
             # graphtool makes the call on the user's behalf: the script's example inputs stand for the call site
             called_at = StackFrame(str(Path(spec.path).resolve()), spec.line, spec.entry) if spec.line else None
         result = _result(rec, graphs, time.perf_counter() - started, called_at)
         if not graphs:
             result = replace(result, no_graph=no_graph_cause(rec, seen))
+    if dynamic_failed is not None:
+        result = _beside(result, dynamic_failed)
     return result
+
+
+def _beside(result: LintResult, err: GraphtoolError) -> LintResult:
+    """``result`` (what the example inputs' run found, kept) with the ``--dynamic`` run's failure said beside it."""
+    return replace(result, error=error_text(err), detail=err.detail, exit_code=err.exit_code)
+
+
+def error_text(err: GraphtoolError) -> str:
+    """An error as lint reports it; the hint travels in the message, so a missing package's install
+    line reaches lint's report too."""
+    return f"{err.message} (hint: {err.hint})" if err.hint else err.message
 
 
 def _ddp_session(job: LintJob):
@@ -125,13 +139,27 @@ def _ddp_session(job: LintJob):
     return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1])
 
 
-def _run_model(spec, runner, compiled, job: LintJob) -> None:
+def _run_model(spec, runner, compiled, job: LintJob, rec: BreakRecorder, graphs: list) -> GraphtoolError | None:
+    """Run the example inputs (their failure raises), then with ``--dynamic`` the other size: its
+    failure is returned, so what the first run found is still reported."""
     try:
         runner(*spec.args, **spec.kwargs)
-        if job.dynamic:  # a model that does not take the varied sizes is told how to declare them
-            run_variant(spec, compiled)
     except Exception as exc:
         raise explain_failure(spec, exc) from None
+    return _run_variant(spec, compiled, rec, graphs) if job.dynamic else None
+
+
+def _run_variant(spec, compiled, rec: BreakRecorder, graphs: list) -> GraphtoolError | None:
+    """The other size's run; when it fails, what it recorded is forgotten (the frame its error made dynamo
+    skip, a recompile half done) and the failure returned."""
+    mark, compiled_before = rec.mark(), len(graphs)
+    try:
+        run_variant(spec, compiled)
+    except Exception as exc:  # a model that does not take the varied sizes is told how to declare them
+        rec.rewind(mark)
+        del graphs[compiled_before:]
+        return explain_failure(spec, exc)
+    return None
 
 
 def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: bool = False) -> LintResult:
@@ -154,14 +182,15 @@ def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: 
         try:
             for args in calls if calls is not None else [spec.args]:
                 compiled(*args, **spec.kwargs)
-            if dynamic:
-                run_variant(spec, compiled)
         except Exception as exc:
             raise explain_failure(spec, exc) from None
+        dynamic_failed = _run_variant(spec, compiled, rec, graphs) if dynamic else None
         called_at = StackFrame(str(Path(spec.path).resolve()), spec.line, spec.entry) if spec.line else None
         result = _result(rec, graphs, time.perf_counter() - started, called_at)
         if not graphs:
             result = replace(result, no_graph=no_graph_cause(rec, CompileSeen(expected=original, found=torch.compile)))
+        if dynamic_failed is not None:
+            result = _beside(result, dynamic_failed)
     compat.dynamo_reset()  # the recording backend's frames are not the caller's
     return result
 
@@ -284,8 +313,7 @@ def main(argv: list[str]) -> int:
     try:
         result = lint_one(job)
     except GraphtoolError as err:
-        # the hint travels in the message: a missing package's install line must reach lint's report too
-        result = LintResult.failed(f"{err.message} (hint: {err.hint})" if err.hint else err.message, err.detail, err.exit_code)
+        result = LintResult.failed(error_text(err), err.detail, err.exit_code)
     except Exception as exc:
         import traceback
 

@@ -49,8 +49,9 @@ def lint_diagnostics(report) -> list:
     for m in report.models:
         model = m.target.name
         failing = m.status != "ok"
-        if m.error:
-            out.append(dg.Diagnostic("GT-L003", f"could not lint: {m.error}", m.target.path, model=model, severity="error"))
+        if m.error:  # with findings, the example inputs' run went through and the --dynamic one failed
+            said = "only the example inputs were linted" if m.graph_count or m.breaks else "could not lint"
+            out.append(dg.Diagnostic("GT-L003", f"{said}: {m.error}", m.target.path, model=model, severity="error"))
         if m.no_graph:
             out.append(dg.Diagnostic("GT-L001", m.no_graph_finding, m.target.path, model=model,
                                      severity="error" if m.no_graph_finding in m.failures else "warning"))

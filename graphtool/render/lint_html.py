@@ -35,7 +35,8 @@ def _diagnostic(where: str, code: str, message: str, source: str | None, help_te
 def _model(m) -> str:
     items = []
     if m.error:
-        items.append(_diagnostic(m.target.name, "error", f"could not lint: {m.error}", None, m.error_detail, "error"))
+        said = "only the example inputs were linted" if m.graph_count or m.breaks else "could not lint"  # see lint_diagnostics
+        items.append(_diagnostic(m.target.name, "error", f"{said}: {m.error}", None, m.error_detail, "error"))
     if m.no_graph:
         items.append(_diagnostic(m.target.name, "no-graph", m.no_graph_finding or m.no_graph, None, None, "error"))
     for b in m.breaks:

@@ -71,8 +71,11 @@ def test_dynamic_dims_by_position(monkeypatch):
 
 def test_lint_says_the_varied_size_does_not_fit_and_how_to_declare_it(cli):
     rc, out, _ = cli("lint", DYN / "fixed_length.py", "--dynamic", "--format", "json")
-    error = json.loads(out)["models"][0]["error"]
-    assert rc == 2
+    model = json.loads(out)["models"][0]
+    error = model["error"]
+    assert rc == 2 and model["status"] == "error"
+    # what the example inputs' run found stays (it read "graphs 0 breaks 0"); the failed run's records are not findings
+    assert (model["graph_count"], model["recompile_count"], model["skipped_frame_count"]) == (1, 0, 0)
     assert "fixed_length.py:13: --dynamic: the model does not accept inputs of another size" in error
     assert "tokens 2x12 -> 2x13, dim 1: the sequence of integer token ids" in error
     assert "dynamic_dims = {'tokens': 0}" in error and "dynamic_inputs" in error
