@@ -18,6 +18,7 @@ import functools
 import importlib
 import os
 import re
+import warnings
 from typing import Any
 
 from graphtool import SUPPORTED_TORCH
@@ -139,10 +140,19 @@ def freeze_gc_after_import() -> None:
     gc.freeze()
 
 
+def _import(module: str) -> Any:
+    """``importlib.import_module``, without the DeprecationWarnings of torch's own ``torch.utils.mkldnn``:
+    inductor imports it, and its ScriptModule classes raise "`torch.jit.script_method` is deprecated"
+    14 times, which land in the warnings summary of a user's pytest run that never used torch.jit."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`torch.jit.script_method` is deprecated", category=DeprecationWarning)
+        return importlib.import_module(module)
+
+
 def _require(module: str, attr: str) -> Any:
     """Fetch ``module.attr`` or raise UnsupportedTorch naming the torch version and the symbol."""
     try:
-        mod = importlib.import_module(module)
+        mod = _import(module)
     except ImportError as exc:
         raise _missing(f"{module}") from exc
     obj = getattr(mod, attr, None)
@@ -157,7 +167,7 @@ def _optional(module: str, attr: str) -> Any:
     Each such symbol is listed in :data:`OPTIONAL` with what graphtool does without it, and
     ``tests/capture/test_compat.py`` checks both sides on every torch it runs on."""
     try:
-        mod = importlib.import_module(module)
+        mod = _import(module)
     except ImportError:
         return None
     return getattr(mod, attr, None)
@@ -495,7 +505,7 @@ def mutation_skip_message(gm: Any, indices) -> str:
 
 def input_storage_mutation_reason(gm: Any) -> str | None:
     """inductor's ``input storage mutation (N instances)`` check (``set_`` on a graph input)."""
-    get_info = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "get_input_storage_mutation_info", None)
+    get_info = getattr(_import("torch._inductor.cudagraph_utils"), "get_input_storage_mutation_info", None)
     if get_info is None:  # torch 2.11 and 2.12 have no storage-mutation check: nothing to report
         return None
     return _require("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason")(get_info(gm))

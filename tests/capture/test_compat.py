@@ -633,3 +633,16 @@ def test_process_group_sizes_names_each_live_group_with_its_ranks():
         assert compat.process_group_sizes() == {dist.group.WORLD.group_name: 4}
     finally:
         dist.destroy_process_group()
+
+
+def test_inductors_import_adds_no_jit_deprecation_warnings(monkeypatch):
+    # inductor imports torch.utils.mkldnn, whose ScriptModule classes warned "`torch.jit.script_method` is
+    # deprecated" 14 times into the pytest summary of a user who never used torch.jit
+    import sys
+    import warnings
+
+    monkeypatch.delitem(sys.modules, "torch.utils.mkldnn", raising=False)  # imported here, as on a first trace
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert compat._require("torch.utils.mkldnn", "MkldnnLinear") is not None
+    assert not [w for w in caught if "script_method" in str(w.message)]
