@@ -1,17 +1,20 @@
 """Run jobs in child processes, ``jobs`` at a time, each with its own timeout.
 
 A job that crashes the interpreter, hangs or raises becomes an error result for that job alone;
-every job asked for comes back, in the order asked.
+every job asked for comes back, in the order asked. What a child prints (the user's script's own
+``print``, its warnings) comes out on graphtool's stderr as it is printed, never on stdout.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +29,7 @@ class _Running:
     proc: subprocess.Popen
     result_path: Path
     started: float
-    stderr_path: Path
+    output: _Pump
     result_seen: float | None = None  # when the result file was first seen while the child still ran
 
 
@@ -70,8 +73,11 @@ def run_jobs(
                         else:
                             continue
                         _kill(r.proc)
+                        r.output.join(timeout=1.0)
                     else:
                         _kill(r.proc)  # the child is done: whatever it left running in its group goes too
+                        # the group is killed: the pipe ends once its last bytes are read, before the report prints
+                        r.output.join(timeout=1.0)
                         result = _collect(r)
                     result.setdefault("seconds", round(elapsed, 3))
                     results[r.index] = result
@@ -107,22 +113,48 @@ def _result_lingers(r: _Running, grace: float) -> bool:
     return time.perf_counter() - r.result_seen >= grace
 
 
+class _Pump(threading.Thread):
+    """Copies a child's output (stdout and stderr, one pipe) to graphtool's stderr as it comes, keeping
+    its last few KiB for the error of a child that dies without a result. ``sys.stderr`` is looked up
+    at each write: a rich progress display on the terminal redirects it and prints the lines above itself."""
+
+    KEEP = 4096
+
+    def __init__(self, stream):
+        super().__init__(daemon=True)  # a grandchild that escaped the group may hold the pipe open
+        self.stream = stream
+        self.tail = ""
+
+    def run(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with self.stream:
+            while chunk := self.stream.read1(65536):
+                text = decoder.decode(chunk)
+                self.tail = (self.tail + text)[-self.KEEP:]
+                try:
+                    sys.stderr.write(text)
+                    sys.stderr.flush()
+                except (OSError, ValueError):  # graphtool's own stderr is gone (a closed pipe): keep the tail
+                    pass
+
+
 def _start(index: int, job: dict, tmpdir: Path, worker: str, running: list[_Running]) -> None:
     """Start a child and add it to ``running`` with no moment between where a signal could lose it."""
     job_path = tmpdir / f"job{index}.json"
     result_path = tmpdir / f"result{index}.json"
-    stderr_path = tmpdir / f"stderr{index}.txt"
     job_path.write_text(json.dumps(job))
-    with open(stderr_path, "wb") as err, stop_deferred():
+    with stop_deferred():
         proc = subprocess.Popen(
             [sys.executable, "-m", worker, str(job_path), str(result_path)],
             stdin=subprocess.DEVNULL,
-            stdout=err,
-            stderr=err,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: killed whole, and not by the terminal's Ctrl-C
             cwd=job.get("cwd") or os.getcwd(),
         )
-        running.append(_Running(index, proc, result_path, time.perf_counter(), stderr_path))
+        output = _Pump(proc.stdout)
+        output.start()
+        running.append(_Running(index, proc, result_path, time.perf_counter(), output))
 
 
 def _read_result(r: _Running) -> dict:
@@ -136,7 +168,7 @@ def _collect(r: _Running) -> dict:
     if r.result_path.exists():
         return _read_result(r)
     code = r.proc.returncode
-    tail = r.stderr_path.read_text(errors="replace")[-1500:] if r.stderr_path.exists() else ""
+    tail = r.output.tail[-1500:]
     if code is not None and code < 0:
         error = f"the interpreter crashed: it was killed by signal {-code} ({_signal_name(-code)})"
     else:

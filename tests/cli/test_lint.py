@@ -13,7 +13,8 @@ BREAKS = FIXTURES / "breaks"
 
 
 def test_budget_pass_and_fail(cli):
-    rc, out, _ = cli("lint", BREAKS / "print_mid.py", "--max-graph-breaks", "1", "--format", "json")
+    rc, out, err = cli("lint", BREAKS / "print_mid.py", "--max-graph-breaks", "1", "--format", "json")
+    assert "mid\n" in err  # the model's own print, on stderr (it was swallowed), and stdout stays JSON
     data = json.loads(out)
     assert rc == 0 and data["passed"] is True
     m = data["models"][0]
@@ -171,9 +172,10 @@ def test_nothing_to_lint(cli, tmp_path, monkeypatch):
 
 
 def test_run_script_mode_with_arguments(cli):
-    rc, out, _ = cli("lint", "--run", BREAKS / "train_script.py", "--max-recompiles", "0", "--format", "json", "--", "3")
+    rc, out, err = cli("lint", "--run", BREAKS / "train_script.py", "--max-recompiles", "0", "--format", "json", "--", "3")
     m = json.loads(out)["models"][0]
     assert rc == 1 and m["mode"] == "script" and m["recompile_count"] == 2
+    assert "step\n" in err  # the script's own output is not swallowed
 
 
 # -- nothing compiled is a finding ------------------------------------------------------------------
