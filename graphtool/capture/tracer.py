@@ -335,14 +335,16 @@ def _placeholders(gm) -> list:
 
 
 def _in_place_writes(gm) -> dict[int, str]:
-    """Placeholder index -> the stack trace of the last in-place method or function (``copy_``, ``add_``) called on it."""
+    """Placeholder index -> the stack trace of the last in-place method or function (``copy_``, ``add_``,
+    ``x[:] = y``) called on it."""
     index = {n: i for i, n in enumerate(_placeholders(gm))}
     found: dict[int, str] = {}
     for node in gm.graph.nodes:
         if node.op not in ("call_method", "call_function") or not node.args or node.args[0] not in index:
             continue
         name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-        if name.endswith("_") and not name.startswith("_") and node.meta.get("stack_trace"):
+        in_place = (name.endswith("_") and not name.startswith("_")) or name == "setitem"  # cache[:] = x
+        if in_place and node.meta.get("stack_trace"):
             found[index[node.args[0]]] = node.meta["stack_trace"]
     return found
 

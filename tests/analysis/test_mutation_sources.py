@@ -44,13 +44,15 @@ def test_a_buffer_copied_from_an_input_names_the_copy():
         def __init__(self):
             super().__init__()
             self.register_buffer("k_cache", torch.zeros(2, 4))
+            self.register_buffer("v_cache", torch.zeros(2, 4))
             self.lin = torch.nn.Linear(4, 4)
 
         def forward(self, x):
             self.k_cache.copy_(x)
+            self.v_cache[:] = x
             return self.lin(x)
 
     report = graphtool.mutations(CopyIn(), torch.randn(2, 4))  # inductor, the default
-    (m,) = [m for m in report.inputs if m.name == "k_cache"]
-    line = CopyIn.forward.__code__.co_firstlineno + 1
-    assert m.source is not None and (m.source.file, m.source.line) == (__file__, line)
+    first = CopyIn.forward.__code__.co_firstlineno
+    lines = {m.name: (m.source.file, m.source.line) if m.source else None for m in report.inputs if m.mutates_data}
+    assert lines == {"k_cache": (__file__, first + 1), "v_cache": (__file__, first + 2)}
