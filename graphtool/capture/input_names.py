@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 from graphtool.capture.script import ModelSpec, is_module
@@ -40,6 +41,24 @@ def argument_names(spec: ModelSpec) -> dict[int, str]:
     return names
 
 
+def source_kind_and_name(source: str) -> tuple[str, str]:
+    """``(kind, name)`` for a graph input graphtool found no tensor of the model's for, from where dynamo
+    took it (``compat.placeholder_source``), spelled as the user's code spells it. A local of the compiled
+    frame (``L['y']``, after a graph break the resumed code's ``y``) is an ``intermediate``: a value the
+    user's code computed, handed across the break; anything else (a global, ``self.cache``) ``other``.
+
+    >>> source_kind_and_name("L['y']")
+    ('intermediate', 'y')
+    >>> source_kind_and_name("L['xs'][0]")
+    ('intermediate', 'xs[0]')
+    >>> source_kind_and_name("L['self'].cache")
+    ('other', 'self.cache')
+    >>> source_kind_and_name("G['table']")
+    ('other', 'table')
+    """
+    name = re.sub(r"\b[LG]\['([^']+)'\]", r"\1", source)
+    local = source.startswith("L[") and not source.startswith("L['self']")
+    return ("intermediate" if local else "other"), name
 
 
 def reached_state(model: Any) -> list[tuple[str, Any]]:

@@ -82,6 +82,23 @@ def test_graph_breaks_give_regions_in_order():
     assert [(b.line, "item()" in b.reason) for b in report.breaks] == [(13, True)]
 
 
+def test_a_value_handed_across_a_graph_break_is_named_as_the_users_code_names_it():
+    # def f(x): y = x * 2; print(...); return y + 1 -- region 1's input is the local y, not dynamo's l_y_ of kind other
+    from graphtool.capture.tracer import trace_model
+
+    report = build_trace_report(trace_model(load_model("tests/fixtures/breaks/print_mid.py"), backend="cudagraphs"))
+    inputs = [[(p.name, p.kind) for p in r.forward.placeholders] for r in report.regions]
+    assert inputs == [[("x", "user_input")], [("y", "intermediate")]]
+
+
+def test_the_second_size_of_a_dynamic_trace_is_the_forwards_own_input():
+    from graphtool.capture.tracer import trace_model
+
+    cap = trace_model(load_model(example("dynamic_batch.py")), backend="cudagraphs", dynamic=True)
+    tensors = [(i.name, i.kind) for i in cap.regions[-1].inputs if i.kind != "other"]  # s0: the size symbol
+    assert ("input", "user_input") in tensors and not any(k == "intermediate" for _, k in tensors)
+
+
 def test_inference_has_no_backward():
     report = build_trace_report(traced("mlp.py", inference=True))
     assert report.regions[0].backward is None
