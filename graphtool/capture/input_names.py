@@ -122,7 +122,17 @@ def reached_places(model: Any) -> list[tuple[str, Any, Any]]:
 def named_state(model: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     """``(parameters, buffers)`` of everything :func:`reached_state` finds, by qualified name
     (``_step.qkv.weight`` for a module-level ``_step`` a function calls), shared tensors under each name.
-    A plain tensor the function reaches is a parameter when it is an ``nn.Parameter``, else a buffer."""
+    A plain tensor the function reaches is a parameter when it is an ``nn.Parameter`` or a leaf that
+    requires grad (``w = torch.randn(4, 4, requires_grad=True)``: trained like one, autograd gives it a
+    gradient), else a buffer.
+
+    >>> import torch
+    >>> w, table = torch.ones(2, requires_grad=True), torch.ones(2)
+    >>> def step(x):
+    ...     return x * w + table
+    >>> [[name for name, _ in group] for group in named_state(step)]
+    [['w'], ['table']]
+    """
     import torch
 
     params: list[tuple[str, Any]] = []
@@ -132,7 +142,7 @@ def named_state(model: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]
         if isinstance(obj, torch.nn.Module):
             params += [(prefix + fqn, p) for fqn, p in obj.named_parameters(remove_duplicate=False)]
             buffers += [(prefix + fqn, b) for fqn, b in obj.named_buffers(remove_duplicate=False)]
-        elif isinstance(obj, torch.nn.Parameter):
+        elif isinstance(obj, torch.nn.Parameter) or (obj.requires_grad and obj.is_leaf):
             params.append((name, obj))
         else:
             buffers.append((name, obj))

@@ -157,6 +157,16 @@ def test_kwargs_and_function_models():
     assert {"total", "x"} <= names
 
 
+def test_a_global_tensor_that_requires_grad_is_a_parameter_with_a_gradient():
+    # module-level w = torch.randn(..., requires_grad=True) used by a function: it was a 'buffer', and no backward ran
+    from graphtool.capture.tracer import trace_model
+
+    report = build_trace_report(trace_model(load_model("tests/fixtures/global_weight.py"), backend="cudagraphs"))
+    region = report.regions[0]
+    assert {p.name: p.kind for p in region.forward.placeholders} == {"x": "user_input", "w": "parameter", "scale": "buffer"}
+    assert report.training and [o.name for o in region.backward.outputs if o.kind == "gradient"] == ["w"]
+
+
 def test_llama_config_traces():
     report = build_trace_report(traced("hf_llama.py"))
     assert report.regions and report.regions[0].backward is not None
