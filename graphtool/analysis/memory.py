@@ -398,6 +398,7 @@ def _compiled_region(region, counter: int) -> tuple[list[dict], list[Recomputed]
         if formula:
             for sym, source in compat.symbol_sources(val).items():
                 symbols.setdefault(sym, sizes.get(sym, source))
+            symbols.update({sym: name for sym, name in sizes.items() if sym not in symbols and re.search(rf"\b{sym}\b", formula)})
         tensors.append(dict(
             index=counter + len(tensors), name=ph.graph_name, region=region.index, kind=kind, of=of, shape=_dims(val),
             dtype=str(val.dtype).replace("torch.", ""), bytes=_int(numel), storage_key=(region.index, key),
