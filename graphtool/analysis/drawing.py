@@ -41,7 +41,7 @@ CONTAINERS = ("ModuleList", "ModuleDict", "Sequential")
 class DrawNode:
     id: str
     label: str
-    kind: str  # op | parameter | buffer | user_input | tangent | saved | other | leaf | output | module
+    kind: str  # op | parameter | buffer | user_input | intermediate | tangent | saved | other | leaf | output | module
     family: str  # colour key: the op family, or the module class
     module: tuple[tuple[str, str], ...] = ()  # (fqn, class) per module depth: the clusters it sits in
     tooltip: str | None = None
@@ -370,7 +370,7 @@ def joint_drawing(forward: Drawing, backward: Drawing) -> Drawing:
     forward = replace(forward, edges=tuple(e for e in forward.edges if e[1] not in dropped))
     for n in backward.nodes:
         bare = n.id[len("bw_"):]
-        if n.kind in ("saved", "parameter", "buffer", "user_input", "other") and bare in fw_ids:
+        if n.kind in ("saved", "parameter", "buffer", "user_input", "intermediate", "other") and bare in fw_ids:
             rename[n.id] = fw_ids[bare]
             continue
         nodes.append(n)

@@ -37,7 +37,7 @@ class Source:
 @dataclass(frozen=True)
 class Placeholder:
     name: str  # FQN, argument name, "tangent of output 0", or the graph's own name
-    kind: str  # parameter | buffer | user_input | tangent | saved | other
+    kind: str  # parameter | buffer | user_input | intermediate | tangent | saved | other
     target: str | None
     graph_name: str
     shape: tuple | None

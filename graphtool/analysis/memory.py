@@ -356,6 +356,21 @@ def _storage_bytes(val) -> tuple[int, str | None]:
     return _int(raw), (str(raw) if _symbolic(raw) else None)
 
 
+def _input_sizes(forward, roles: dict) -> dict[str, str]:
+    """Size symbol -> the named input dimension it is (``{"s13": "input_ids.size(1)"}``), read off the
+    graph's inputs: dynamo's own record of a symbol's source can name the frame's ``args[1]`` instead."""
+    found: dict[str, str] = {}
+    for node in forward.graph.nodes:
+        role = roles.get(node.name)
+        val = node.meta.get("val")
+        if node.op != "placeholder" or role is None or role.kind not in _ROLE_KIND or not _is_tensor(val):
+            continue
+        for dim, size in enumerate(val.shape):
+            if str(size).isidentifier():  # the bare symbol, not an expression of it (s0 + 1)
+                found.setdefault(str(size), f"{role.name}.size({dim})")
+    return found
+
+
 def _compiled_region(region, counter: int) -> tuple[list[dict], list[Recomputed], dict]:
     forward_nodes = {n.name: n for n in region.forward.graph.nodes}
     roles = {p.graph_name: p for p in placeholder_roles(region.forward, region, "forward")}
@@ -366,6 +381,7 @@ def _compiled_region(region, counter: int) -> tuple[list[dict], list[Recomputed]
             kind = _ROLE_KIND.get(role.kind, "activation") if role else "activation"
             owners.setdefault(compat.storage_key(node.meta["val"]), (kind, role.name if role and kind != "activation" else None))
     tensors, symbols = [], {}
+    sizes = _input_sizes(region.forward, roles)
     backward_placeholders = {n.name: n for n in region.backward.graph.nodes if n.op == "placeholder"}
     for ph in placeholder_roles(region.backward, region, "backward"):
         if ph.kind == "tangent":
@@ -380,7 +396,9 @@ def _compiled_region(region, counter: int) -> tuple[list[dict], list[Recomputed]
         numel = val.numel() * val.element_size()
         formula = str(numel) if _symbolic(numel) else None
         if formula:
-            symbols.update(compat.symbol_sources(val))
+            for sym, source in compat.symbol_sources(val).items():
+                symbols.setdefault(sym, sizes.get(sym, source))
+            symbols.update({sym: name for sym, name in sizes.items() if sym not in symbols and re.search(rf"\b{sym}\b", formula)})
         tensors.append(dict(
             index=counter + len(tensors), name=ph.graph_name, region=region.index, kind=kind, of=of, shape=_dims(val),
             dtype=str(val.dtype).replace("torch.", ""), bytes=_int(numel), storage_key=(region.index, key),

@@ -25,7 +25,7 @@ from graphtool.capture import compat
 @dataclass(frozen=True)
 class InputMutation:
     name: str
-    kind: str  # parameter | buffer | user_input | other
+    kind: str  # parameter | buffer | user_input | intermediate | other
     mutates_data: bool
     mutates_metadata: bool
     mutates_storage: bool

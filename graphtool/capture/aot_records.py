@@ -22,7 +22,7 @@ from typing import Any, Optional
 class InputRef:
     """What one dynamo graph input is, found by identity against the model's own tensors."""
 
-    kind: str  # parameter | buffer | user_input | other
+    kind: str  # parameter | buffer | user_input | intermediate | other
     name: str  # FQN, forward argument name, or dynamo's placeholder name
     target: Optional[str]  # the FQN for parameters and buffers
 

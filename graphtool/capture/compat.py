@@ -849,6 +849,17 @@ def checkpoint_policy(node: Any) -> str | None:
     return str(getattr(policy, "name", policy))
 
 
+def placeholder_source(node: Any) -> str | None:
+    """Where dynamo took a graph input from, as its guards spell it (``L['y']``: a local of the
+    compiled frame, ``G['w']``: a global, ``L['xs'][0]``), from the placeholder's ``grapharg``; None
+    for a graph dynamo did not build (no ``grapharg``) or an input with no source."""
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    name = getattr(source, "name", None)
+    if name is None:
+        return None
+    return str(name() if callable(name) else name)
+
+
 def symbol_sources(value: Any) -> dict[str, str]:
     """For a tensor with symbolic sizes (a fake tensor from a dynamic trace): each size symbol's name
     and the input it stands for, as dynamo's ShapeEnv records it (``{"s0": "L['x'].size()[0]"}``)."""

@@ -80,10 +80,14 @@ def choose_variant(spec, to_device: str | None = None) -> Variant:
     return Variant(map_tensors(spec.args, grow), map_tensors(spec.kwargs, grow), how, name, dim)
 
 
-def run_variant(spec, call: Callable[..., Any], to_device: str | None = None):
-    """``call(*args, **kwargs)`` on the varied inputs. When the model itself does not accept them
-    (eager raises too), the error names what changed and how to declare the sizes that vary."""
+def run_variant(spec, call: Callable[..., Any], to_device: str | None = None,
+                on_inputs: Callable[[tuple, dict], None] | None = None):
+    """``call(*args, **kwargs)`` on the varied inputs (``on_inputs(args, kwargs)`` first: the tracer names
+    them). When the model itself does not accept them (eager raises too), the error names what changed
+    and how to declare the sizes that vary."""
     v = choose_variant(spec, to_device)
+    if on_inputs is not None:
+        on_inputs(v.args, v.kwargs)
     try:
         return call(*v.args, **v.kwargs)
     except GraphtoolError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 from graphtool.capture.script import ModelSpec, is_module
@@ -40,6 +41,24 @@ def argument_names(spec: ModelSpec) -> dict[int, str]:
     return names
 
 
+def source_kind_and_name(source: str) -> tuple[str, str]:
+    """``(kind, name)`` for a graph input graphtool found no tensor of the model's for, from where dynamo
+    took it (``compat.placeholder_source``), spelled as the user's code spells it. A local of the compiled
+    frame (``L['y']``, after a graph break the resumed code's ``y``) is an ``intermediate``: a value the
+    user's code computed, handed across the break; anything else (a global, ``self.cache``) ``other``.
+
+    >>> source_kind_and_name("L['y']")
+    ('intermediate', 'y')
+    >>> source_kind_and_name("L['xs'][0]")
+    ('intermediate', 'xs[0]')
+    >>> source_kind_and_name("L['self'].cache")
+    ('other', 'self.cache')
+    >>> source_kind_and_name("G['table']")
+    ('other', 'table')
+    """
+    name = re.sub(r"\b[LG]\['([^']+)'\]", r"\1", source)
+    local = source.startswith("L[") and not source.startswith("L['self']")
+    return ("intermediate" if local else "other"), name
 
 
 def reached_state(model: Any) -> list[tuple[str, Any]]:
@@ -103,7 +122,17 @@ def reached_places(model: Any) -> list[tuple[str, Any, Any]]:
 def named_state(model: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     """``(parameters, buffers)`` of everything :func:`reached_state` finds, by qualified name
     (``_step.qkv.weight`` for a module-level ``_step`` a function calls), shared tensors under each name.
-    A plain tensor the function reaches is a parameter when it is an ``nn.Parameter``, else a buffer."""
+    A plain tensor the function reaches is a parameter when it is an ``nn.Parameter`` or a leaf that
+    requires grad (``w = torch.randn(4, 4, requires_grad=True)``: trained like one, autograd gives it a
+    gradient), else a buffer.
+
+    >>> import torch
+    >>> w, table = torch.ones(2, requires_grad=True), torch.ones(2)
+    >>> def step(x):
+    ...     return x * w + table
+    >>> [[name for name, _ in group] for group in named_state(step)]
+    [['w'], ['table']]
+    """
     import torch
 
     params: list[tuple[str, Any]] = []
@@ -113,7 +142,7 @@ def named_state(model: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]
         if isinstance(obj, torch.nn.Module):
             params += [(prefix + fqn, p) for fqn, p in obj.named_parameters(remove_duplicate=False)]
             buffers += [(prefix + fqn, b) for fqn, b in obj.named_buffers(remove_duplicate=False)]
-        elif isinstance(obj, torch.nn.Parameter):
+        elif isinstance(obj, torch.nn.Parameter) or (obj.requires_grad and obj.is_leaf):
             params.append((name, obj))
         else:
             buffers.append((name, obj))

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, d
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.host_values import HostValues
-from graphtool.capture.input_names import argument_names, named_state
+from graphtool.capture.input_names import argument_names, named_state, source_kind_and_name
 from graphtool.capture.script import ModelSpec, model_call_error
 from graphtool.capture.steady_state import CallLogger, run_steps
 from graphtool.capture.tensors import iter_tensors
@@ -285,10 +286,11 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
         if training:
             _run_backward(torch, out)
         if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
-            more = run_variant(spec, compiled, to_device=standin and "meta")
+            more = run_variant(spec, compiled, to_device=standin and "meta", on_inputs=functools.partial(_name_inputs, spec, backend.names))
             if training:
                 _run_backward(torch, more)
-        variant = functools.partial(run_variant, spec, compiled, to_device=standin and "meta") if dynamic else None
+        variant = functools.partial(run_variant, spec, compiled, to_device=standin and "meta",
+                                    on_inputs=functools.partial(_name_inputs, spec, backend.names)) if dynamic else None
         backend.step_log = run_steps(spec, runner, backend.calls, out, steps=steps, training=training,
                                      backward=functools.partial(_run_backward, torch),
                                      frames=frames if frames is not None else [], regions=backend.regions, variant=variant)
@@ -330,6 +332,13 @@ def tensor_names(spec: ModelSpec) -> dict[int, tuple[str, str]]:
     return names
 
 
+def _name_inputs(spec: ModelSpec, names: dict, args: tuple, kwargs: dict) -> None:
+    """Name another call's inputs (``--dynamic``'s second size) as the forward names them, as
+    :func:`tensor_names` names the example inputs: ``input``, not the ``args[0]`` dynamo reads it from."""
+    for tid, name in argument_names(dataclasses.replace(spec, args=tuple(args), kwargs=dict(kwargs))).items():
+        names.setdefault(tid, ("user_input", name))
+
+
 def _placeholders(gm) -> list:
     return [n for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -354,7 +363,11 @@ def _classify(value, node, names, placeholder_names=None) -> InputRef:
     if kind is None and placeholder_names and node.name in placeholder_names:
         kind, name = placeholder_names[node.name]
     if kind is None:
-        return InputRef("other", node.name, None)
+        # not a tensor of the model's: name it as the user's code does (``y``), not as dynamo does (``l_y_``)
+        source = compat.placeholder_source(node) if hasattr(value, "shape") else None  # a size symbol keeps its name (s0)
+        if source is None:
+            return InputRef("other", node.name, None)
+        return InputRef(*source_kind_and_name(source), None)
     return InputRef(kind, name, name if kind in ("parameter", "buffer") else None)
 
 

@@ -85,10 +85,19 @@ def _tensors_table(side, title: str, top: int, *, region: bool) -> FitTable:
         name = f"{t.name} (r{t.region})" if region and t.region else t.name
         op = (t.op or "-").replace("aten.", "").replace(".default", "")
         rows.append((name, _tensor(t), size, op, _src(t.source), _module(t.module)))
+    # a narrow console drops where or module: the one that tells fewer rows apart (six mms of one
+    # line in six modules keep the module)
+    by_module = len({r[5] for r in rows}) > len({r[4] for r in rows})
     cols = [Col("name", ident=True), Col("tensor", ident=True), Col("bytes", justify="right"),
-            Col("op", ident=True, breaks=_BREAKS["op"]), Col("where", ident=True, breaks=_BREAKS["where"]),
-            Col("module", ident=True, drop=1, breaks=_BREAKS["module"])]
+            Col("op", ident=True, breaks=_BREAKS["op"]),
+            Col("where", ident=True, drop=1 if by_module else None, breaks=_BREAKS["where"]),
+            Col("module", ident=True, drop=None if by_module else 1, breaks=_BREAKS["module"])]
     return FitTable(title, cols, rows, caption=_more(len(acts) - top))
+
+
+def _symbol_legend(symbols: dict) -> list[Text]:
+    """``s0 = input_ids.size(1)``: what each size symbol of a --dynamic formula stands for."""
+    return [Text(f"{symbol} = {source}", style="note") for symbol, source in symbols.items()]
 
 
 def memory_view(report, *, top: int = 10, tensors: bool = True) -> Group:
@@ -109,6 +118,7 @@ def memory_view(report, *, top: int = 10, tensors: bool = True) -> Group:
     if report.compiled.formula:
         saved.append(("activations, as a formula", "-", report.compiled.formula))
     parts.append(_table("saved for backward", "", "eager", compiled, right=("eager", compiled), rows=saved))
+    parts += _symbol_legend(report.symbols)  # next to the formula that uses them
     parts.append(Text(f"counting: {report.counting}", style="note"))
 
     title = f"activations by {report.by}" + (f" (depth {report.depth})" if report.by == "module" and report.depth else "")
@@ -139,8 +149,6 @@ def memory_view(report, *, top: int = 10, tensors: bool = True) -> Group:
             if side.by_kind["activation"][1]:
                 parts.append(_tensors_table(side, f"largest saved activations, {title}", top,
                                             region=len(report.regions) > 1))
-    for symbol, source in report.symbols.items():
-        parts.append(Text(f"{symbol} = {source}", style="note"))
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="note"))
     return Group(*parts)

@@ -84,6 +84,23 @@ def test_graph_breaks_give_regions_in_order():
     assert d.source[d.col - 1:d.col - 1 + d.span] == "y.sum().item()"  # not the whole `if ...:` line
 
 
+def test_a_value_handed_across_a_graph_break_is_named_as_the_users_code_names_it():
+    # def f(x): y = x * 2; print(...); return y + 1 -- region 1's input is the local y, not dynamo's l_y_ of kind other
+    from graphtool.capture.tracer import trace_model
+
+    report = build_trace_report(trace_model(load_model("tests/fixtures/breaks/print_mid.py"), backend="cudagraphs"))
+    inputs = [[(p.name, p.kind) for p in r.forward.placeholders] for r in report.regions]
+    assert inputs == [[("x", "user_input")], [("y", "intermediate")]]
+
+
+def test_the_second_size_of_a_dynamic_trace_is_the_forwards_own_input():
+    from graphtool.capture.tracer import trace_model
+
+    cap = trace_model(load_model(example("dynamic_batch.py")), backend="cudagraphs", dynamic=True)
+    tensors = [(i.name, i.kind) for i in cap.regions[-1].inputs if i.kind != "other"]  # s0: the size symbol
+    assert ("input", "user_input") in tensors and not any(k == "intermediate" for _, k in tensors)
+
+
 def test_inference_has_no_backward():
     report = build_trace_report(traced("mlp.py", inference=True))
     assert report.regions[0].backward is None
@@ -140,6 +157,16 @@ def test_kwargs_and_function_models():
     cap = traced("mutate_input.py")
     names = {ref.name for r in cap.regions for ref in r.inputs}
     assert {"total", "x"} <= names
+
+
+def test_a_global_tensor_that_requires_grad_is_a_parameter_with_a_gradient():
+    # module-level w = torch.randn(..., requires_grad=True) used by a function: it was a 'buffer', and no backward ran
+    from graphtool.capture.tracer import trace_model
+
+    report = build_trace_report(trace_model(load_model("tests/fixtures/global_weight.py"), backend="cudagraphs"))
+    region = report.regions[0]
+    assert {p.name: p.kind for p in region.forward.placeholders} == {"x": "user_input", "w": "parameter", "scale": "buffer"}
+    assert report.training and [o.name for o in region.backward.outputs if o.kind == "gradient"] == ["w"]
 
 
 def test_llama_config_traces():

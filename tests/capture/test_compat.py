@@ -222,6 +222,21 @@ def test_aot_descriptors_on_a_real_trace():
     assert "gradient" in grads
 
 
+def test_placeholder_source_reads_dynamos_grapharg():
+    """Where dynamo took each graph input from: ``L['x']`` for a local, ``G['w']`` for a global."""
+    import torch
+
+    seen = []
+
+    def keep(gm, _inputs):
+        seen.extend(compat.placeholder_source(n) for n in gm.graph.find_nodes(op="placeholder"))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(lambda x, xs: x + xs[0], backend=keep)(torch.ones(2), [torch.ones(2)])
+    assert seen == ["L['x']", "L['xs'][0]"]
+
+
 def test_fw_metadata_is_captured():
     from tests.helpers import traced
 

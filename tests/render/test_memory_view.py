@@ -119,6 +119,30 @@ def test_memory_documents(fmt, snapshot):
     assert fmt(memory_report().to_dict()) == snapshot
 
 
+def test_a_narrow_table_keeps_the_column_that_tells_rows_apart():
+    """Six projections saved at one line of one file: a console too narrow for both keeps their modules."""
+    from dataclasses import replace
+
+    from graphtool.render.memory import _tensors_table
+
+    modules = [f"model.layers.{i // 3}.mlp.{p}_proj" for i, p in enumerate(["gate", "up", "down"] * 2)]
+    side = side_of("compiled", [
+        _t(i, f"_unsafe_view_{i}", "activation", (1, 4, "s0", 64), 2048, i, 2048, "aten._unsafe_view.default",
+           Source(LLAMA, 164), m, formula="256*s0")
+        for i, m in enumerate(modules)
+    ])
+    text = render_text(_tensors_table(side, "largest saved activations", 10, region=False), 90)
+    assert "where not shown" in text and "modeling_llama.py:164" not in text
+    assert all(m.rpartition(".")[2] in text for m in modules)
+    one = _tensors_table(replace(side, tensors=side.tensors[:1]), "one", 10, region=False)  # nothing to tell apart
+    assert "module not shown" in render_text(one, 90)
+
+
+def test_the_size_symbols_are_named_next_to_the_formula():
+    text = render_text(VIEWS["training"](), 120)
+    assert text.index("s0 = input_ids.size(1)") < text.index("activations by module")
+
+
 def test_the_memory_snapshots_need_no_torch():
     code = (
         "import sys\n"
