@@ -22,3 +22,81 @@ def cli(capsys):
         return rc, captured.out, captured.err
 
     return _run
+
+
+
+# What can differ between torch releases: the tests whose answer comes from torch itself (the capture,
+# the analyses, the commands' facts, the truth suite, golden graphs, GPU-agreement rows, the README's
+# API examples, the compat symbols, the doctests). CI's second torch runs these alone (`-m versions`);
+# the rest (CLI plumbing, processes and exits, views of hand-built reports, the browser, the notebook,
+# the house rules) is graphtool's own code and runs once, on the pinned torch. docs/ci.md has the list.
+VERSIONED = (
+    "graphtool/",
+    "tests/analysis/",
+    "tests/capture/",
+    "tests/commands/",
+    "tests/truth/",
+    "tests/gpu/",
+    "tests/plugin/",
+    "tests/api/test_api.py",
+    "tests/api/test_readme.py",
+    "tests/api/test_testing.py",
+    "tests/render/test_render.py",
+    "tests/render/test_dot_layout.py",
+    "tests/render/test_module_names.py",
+    "tests/render/test_cudagraphs_view.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the torch-dependent tests ``versions`` (CI's second torch runs ``-m versions``)."""
+    root = config.rootpath
+    for item in items:
+        try:
+            rel = item.path.relative_to(root).as_posix()
+        except ValueError:
+            continue
+        if rel.startswith(VERSIONED):
+            item.add_marker(pytest.mark.versions)
+
+
+EACH_TEST_A_UNIT = {"tests/truth/test_ddp_truth.py", "tests/truth/test_fsdp2_truth.py", "tests/truth/test_rank_truth.py"}
+
+
+def _work_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: its file, so that the file's module fixtures and its
+    ``tests.helpers`` traces are made once on one worker; the truth suite's cases go one unit per
+    (model, backend), the key of its per-process caches, so its 30-odd real compiles spread; the
+    real-rank files share nothing between tests, so each test (a few gloo processes) is a unit."""
+    path, _, rest = nodeid.partition("::")
+    if path == "tests/truth/test_truth.py" and rest.endswith("]"):
+        return f"{path}[{rest.rsplit('[', 1)[1]}"
+    if path in EACH_TEST_A_UNIT:
+        return nodeid
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: no error under -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (pyproject's addopts) with :func:`_work_unit` as the unit. (pytest-xdist's
+    ``loadgroup`` would read an ``xdist_group`` mark, but 3.8 writes the group into ``item._nodeid``,
+    which pytest 9 no longer reads: every test became its own unit and each re-traced its model.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileOrTruthCase(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    return FileOrTruthCase(config, log)
+
+
+def pytest_configure(config):
+    """Under pytest-xdist each worker is one process on one core: torch's intra-op pool (and every
+    graphtool child it starts: lint workers, ranks) gets one thread, so two workers do not fight
+    over the cores with spinning OpenMP threads."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -35,7 +35,8 @@ def _findings(name, backend):
     return [(r.code, r.region, r.graph, r.skips, r.source.line if r.source else None) for r in v.reasons]
 
 
-@pytest.mark.parametrize("name", sorted(FACTS))
+# the transformers examples take 8-9 s each: the slow tier (docs/ci.md)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("hf_") else n for n in sorted(FACTS)])
 def test_example_facts(name):
     verdict, inductor, cudagraphs = FACTS[name]
     assert analyze_mutations(traced(name)).verdict() == verdict

@@ -119,6 +119,7 @@ def test_bench_json_on_cpu(cli):
     assert data["modes"][0]["speedup_vs_eager"] == 1.0 and len(data["modes"][1]["samples_ms"]) == 2
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_bench_default_compile_backend(cli):
     """The real default (inductor) on CPU: slow to compile, so one test."""
     rc, out, _ = cli("bench", example("mlp.py"), "--iters", "3", "--repeat", "1", "--warmup", "1", "--format", "json")

@@ -87,6 +87,7 @@ def test_lint_varies_what_the_script_declares(cli):
     assert rc == 0 and model["status"] == "ok" and "size mismatch at index 0. expected 2, actual 3" in model["recompiles"][0]["reason"]
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_a_decoder_recompiles_over_its_sequence_not_its_batch(cli):
     """The issue's case: GPT-2's input_ids (1x12) grow to 1x13, the size that varies when serving."""
     pytest.importorskip("transformers")

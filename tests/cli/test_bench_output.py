@@ -131,6 +131,7 @@ def _bench_child(*args: str, debug: bool = False) -> subprocess.CompletedProcess
                           text=True, timeout=300)
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_torchs_warnings_stay_out_unless_debug():
     """item_branch.py breaks the graph at .item(): dynamo logs a 13-line warning on stderr per run."""
     args = (str(example("item_branch.py")), "--compile", "aot_eager", *FAST)

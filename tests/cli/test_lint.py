@@ -29,6 +29,7 @@ def test_recompile_budget_with_dynamic(cli):
     assert rc == 1 and json.loads(out)["models"][0]["recompile_count"] == 1
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_every_model_is_reported_even_when_one_crashes_or_hangs(cli):
     rc, out, _ = cli(
         "lint", BREAKS / "crash.py", BREAKS / "hang.py", example("mlp.py"),
@@ -49,6 +50,7 @@ def test_user_error_names_file_and_line(cli):
     assert rc == 2 and "forward_raises.py:11" in m["error"]
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_baseline_only_new_breaks_fail_and_moved_lines_do_not(cli, tmp_path):
     script = tmp_path / "m.py"
     script.write_text("import torch\n\n\ndef f(x):\n    y = x * 2\n    print('a')\n    return y + 1\n\n\nmodel = f\nexample_inputs = (torch.randn(3),)\n")
@@ -102,6 +104,7 @@ def test_sarif_is_valid(cli):
     assert any(r["ruleId"] == "recompile" for r in results)
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_junit_has_a_testcase_per_model(cli):
     rc, out, _ = cli("lint", BREAKS / "print_mid.py", example("mlp.py"), "--format", "junit", "--max-graph-breaks", "0")
     root = ET.fromstring(out)
@@ -235,6 +238,7 @@ def test_every_format_shows_no_graph(cli, fmt):
         assert LSTM_CAUSE in " ".join(out.split()) and "lint failed" in out
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_max_skipped_frames_from_the_flag_and_the_config(cli, tmp_path, monkeypatch):
     lstm = str(FIXTURES / "breaks" / "skipped_function.py")  # one skipped frame on every torch
     rc, out, _ = cli("lint", lstm, "--max-skipped-frames", "0", "--format", "json")

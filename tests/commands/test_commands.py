@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import FIXTURES, ROOT, example
 
 
@@ -87,6 +89,7 @@ def test_bench_times_eager_and_reports_progress():
     assert progress.counts[-1] == (6, 6, "timing eager")
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_lint_judges_and_writes_a_baseline(tmp_path):
     from graphtool.commands.lint import lint
 

@@ -162,6 +162,7 @@ def test_twelve_layer_encoder_page_is_under_3_mb(tmp_path):
     assert r.memory is not None
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_lint_html_has_every_break_as_a_diagnostic(cli, tmp_path):
     out, js = tmp_path / "lint.html", tmp_path / "lint.json"
     rc, _, _ = cli("lint", example("graph_breaks.py"), example("mlp.py"), "--format", "html", "-o", str(out))

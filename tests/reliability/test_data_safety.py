@@ -44,6 +44,7 @@ def _no_tmp_files(folder) -> list[str]:
 # -- --update-baseline writes only a complete baseline ---------------------------------------------
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 @pytest.mark.parametrize("kind", sorted(FAILING))
 def test_update_baseline_keeps_the_old_file_when_a_model_cannot_be_linted(cli, tmp_path, kind):
     good = write(tmp_path / "m.py", BREAK_MODEL)
@@ -196,6 +197,7 @@ def test_trace_out_removes_the_folders_of_models_an_earlier_run_described(cli, t
 # -- baseline keys do not depend on the current folder -------------------------------------------------
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_baseline_means_the_same_from_any_folder(cli, tmp_path, monkeypatch):
     project = tmp_path / "project"
     write(project / "models" / "m.py", BREAK_MODEL)

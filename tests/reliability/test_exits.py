@@ -93,6 +93,7 @@ def test_a_reader_that_went_away(tmp_path):
     assert_clean(err)
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_a_reader_that_stops_after_ten_bytes(tmp_path):
     shell = f"{sys.executable} -m graphtool trace {example('transformer.py')} --format yaml | head -c 10; echo \" rc=${{PIPESTATUS[0]}}\""
     proc = subprocess.run(["bash", "-c", shell], env=graphtool_env(), capture_output=True, text=True, timeout=300)
@@ -101,6 +102,7 @@ def test_a_reader_that_stops_after_ten_bytes(tmp_path):
     assert_clean(proc.stderr)
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_a_full_stdout(gt):
     with open("/dev/full", "w") as full:
         proc = gt("trace", example("mlp.py"), "--format", "json", stdout=full, stderr=subprocess.PIPE, capture_output=False)
@@ -109,6 +111,7 @@ def test_a_full_stdout(gt):
     assert_clean(proc.stderr)
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_a_closed_stdout(tmp_path):
     shell = f"exec {sys.executable} -m graphtool trace {example('mlp.py')} --format json >&-"
     proc = subprocess.run(["bash", "-c", shell], env=graphtool_env(), capture_output=True, text=True, timeout=300)

@@ -231,6 +231,7 @@ def test_bad_baseline_files(cli, tmp_path, content, message):
     assert_clean(err)
 
 
+@pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_junit_stays_well_formed_xml_with_control_characters(cli, tmp_path):
     script = write(tmp_path / "ctl.py", "import torch\n\nraise RuntimeError('bell \\x07 escape \\x1b[31m nul \\x00 end')\n")
     rc, out, err = cli("lint", script, example("mlp.py"), "--format", "junit")
