@@ -106,6 +106,16 @@ class DeviceReport:
             return self.stand_in.split(" stands for ", 1)[1] + " (predicted)"
         return device
 
+    def shown_counts(self, g: GraphDevices) -> list[str]:
+        """``g``'s nodes per device as the user reads them, those with no device said, not dropped.
+
+        >>> r = DeviceReport("meta", "meta stands for cuda:0", ())
+        >>> r.shown_counts(GraphDevices(0, "forward", {"meta": 5}, (), (), nodes=6, without_device=1))
+        ['cuda:0 (predicted): 5', 'no device: 1']
+        """
+        return [f"{self.show(d)}: {n}" for d, n in g.counts.items()] + (
+            [f"no device: {g.without_device}"] if g.without_device else [])
+
     def verdict(self) -> str:
         off = sum(len(g.off_device) for g in self.graphs)
         copies = sum(len(g.copies) for g in self.graphs)

@@ -15,8 +15,9 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from graphtool.analysis.diagnostics import GB_URL
 from graphtool.analysis.node_facts import source_snippet
 
 SEVERITY = {"graph-break": "warning", "skipped-frame": "error", "mutation": "info", "aliasing": "info",
@@ -43,12 +44,13 @@ class Finding:
     fix: str | None
     node: NodeRef | None
     line: int | None = None
+    url: str | None = None  # torch's page for a graph break's gb id, as the CLI diagnostics and the notebook link it
 
     def to_dict(self) -> dict:
         return {
             "kind": self.kind, "severity": SEVERITY.get(self.kind, "info"), "title": self.title, "message": self.message,
             "source": self.source, "line": self.line, "snippet": [list(x) for x in self.snippet] if self.snippet else None,
-            "fix": self.fix, "node": self.node.to_dict() if self.node else None,
+            "fix": self.fix, "node": self.node.to_dict() if self.node else None, "url": self.url,
         }
 
 
@@ -106,7 +108,9 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
         if getattr(b, "code", None):
             title += f" ({b.code})"
         src = f"{b.file}:{b.line}" if b.file and b.line else None
-        out.append(_finding(kind, title, b.reason, b.file, b.line, getattr(b, "hint", None), index.at_line(src)))
+        found = _finding(kind, title, b.reason, b.file, b.line, getattr(b, "hint", None), index.at_line(src))
+        code = getattr(b, "code", None)
+        out.append(replace(found, url=GB_URL.format(code=code)) if code else found)
     if verdict is not None:
         for r in verdict.reasons:
             if r.code in ("graph-break", "host-sync") and r.region is None:

@@ -38,6 +38,13 @@ class BreakInfo:
     col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
     end_col: int | None = None
 
+    @property
+    def url(self) -> str | None:
+        """torch's page for the break's gb id, the link the CLI diagnostics and the notebook show."""
+        from graphtool.analysis.diagnostics import GB_URL
+
+        return GB_URL.format(code=self.code) if self.code else None
+
     def to_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
 

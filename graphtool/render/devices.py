@@ -16,8 +16,7 @@ def devices_view(report) -> Group:
     parts = [Text(report.verdict(), style="verdict")]
     # the node count is trace's (every node of the graph); the ones with no device are said, not dropped
     rows = [(str(g.region), g.graph, "" if g.nodes is None else str(g.nodes),
-             ", ".join([f"{report.show(d)}: {n}" for d, n in g.counts.items()]
-                       + ([f"no device: {g.without_device}"] if g.without_device else []))) for g in report.graphs]
+             ", ".join(report.shown_counts(g))) for g in report.graphs]
     title = "nodes per device (no device: the output node, getitem of a tuple, sizes)"
     if report.stand_in:  # its graphs are the accelerator's, which can differ from trace's own-device graphs
         title += f"; graphs traced for {report.show(report.main_device)}: counts can differ from trace's (the model's own device)"

@@ -113,7 +113,7 @@ def format_report(result, *, command: str, versions: dict) -> str:
         _ddp_section(getattr(result, "ddp", None)),
         _fsdp2_section(getattr(result, "fsdp2", None), getattr(result, "rank_memory", None)),
         _memory_section(result.memory, result.memory_note),
-        _regions_section(t),
+        _regions_section(t, result.devices),
         _model_section(result, command, versions),
     ]
     mode = "training" if t.training else "inference"
@@ -174,6 +174,13 @@ def _snippet(f: dict) -> str:
     return '<pre class="snippet">' + "".join(lines) + "</pre>"
 
 
+def _see(url: str | None) -> str:
+    """torch's page for a graph break, as the CLI diagnostics' ``= see:`` line gives it."""
+    if not url:
+        return ""
+    return f'<div class="see"><b>see:</b> <a href="{escape(url)}" target="_blank" rel="noopener">{escape(url)}</a></div>'
+
+
 def _findings_section(findings) -> str:
     if not findings:
         return _section("findings", "Findings", '<p class="ok">Nothing found: no graph break, mutation, device copy or CUDA-graph skip.</p>', 0)
@@ -186,6 +193,7 @@ def _findings_section(findings) -> str:
         link = (f'<button class="goto" type="button">show node {escape(node["node"])} in region {node["region"]} {node["graph"]}</button>'
                 if node else "")
         fix = f'<div class="fix"><b>help:</b> {escape(f["fix"])}</div>' if f["fix"] else ""
+        fix += _see(f["url"])
         items.append(
             f'<li class="finding sev-{f["severity"]}" id="finding-{i}"{attrs}>'
             f'<div class="head">{where}<b>{escape(f["title"])}</b></div>'
@@ -197,9 +205,15 @@ def _findings_section(findings) -> str:
 def _graphs_section(result) -> str:
     if not result.pictures:
         return _section("graphs", "Graphs", '<p class="note">torch.compile captured no graph to draw.</p>')
+    # a tab counts the graph it draws, the stand-in's, as the Devices table does; the Compiled regions
+    # table counts the own-device graph (graphtool trace's), and both tables say which is which
+    d = result.devices
+    where = escape(d.shown_device if d is not None else result.stand_in)
+    own = _own_counts(result.trace)
     tabs = "".join(
-        f'<button type="button" class="tab" data-picture="{i}" title="{p.nodes} graph nodes, counted as trace and devices count '
-        f'them; the picture draws {p.drawn} (output markers in place of the output node)">region {p.region} {p.graph} '
+        f'<button type="button" class="tab" data-picture="{i}" title="{p.nodes} graph nodes as traced for {where}, counted '
+        f'as the Devices table counts them{_own_differs(own, p.region, p.graph, p.nodes, result.trace.device)}; the picture '
+        f'draws {p.drawn} (output markers in place of the output node)">region {p.region} {p.graph} '
         f'<small>{p.nodes} nodes</small></button>'
         for i, p in enumerate(result.pictures)
     )
@@ -252,10 +266,15 @@ def _devices_section(d) -> str:
     if d is None:
         return ""
     body = f'<p class="verdict">{escape(d.verdict())}</p>'
-    rows = [[f"region {g.region} {g.graph}", escape(", ".join(f"{k}: {v}" for k, v in g.counts.items())), str(len(g.off_device)),
-             str(len(g.copies))] for g in d.graphs]
+    # as ``graphtool devices`` prints them: the stand-in's meta read as the device it stands for
+    rows = [[f"region {g.region} {g.graph}", "" if g.nodes is None else str(g.nodes), escape(", ".join(d.shown_counts(g))),
+             str(len(g.off_device)), str(len(g.copies))] for g in d.graphs]
     if rows:
-        body += _table(["graph", "nodes per device", "off the device", "copies"], rows)
+        body += _table(["graph", _standin_nodes_head(d), "nodes per device", "off the device", "copies"], rows)
+        if d.stand_in:
+            body += (f'<p class="note">These graphs are traced for {escape(d.shown_device)}: their node counts can differ '
+                     'from the Compiled regions table, which counts the graphs traced on the model\'s own device '
+                     '(as graphtool trace does).</p>')
     return _section("devices", "Devices", body)
 
 
@@ -370,17 +389,43 @@ def _memory_section(m, note) -> str:
     return _section("memory", "Memory", body)
 
 
-def _regions_section(t) -> str:
+def _own_counts(t) -> dict:
+    return {(r.index, g.kind): g.nodes for r in t.regions for g in (r.forward, r.backward) if g is not None}
+
+
+def _own_differs(own: dict, region: int, graph: str, nodes: int, device: str) -> str:
+    n = own.get((region, graph))
+    return "" if n is None or n == nodes else f"; traced on {device} (Compiled regions, graphtool trace) it has {n}"
+
+
+def _standin_nodes_head(d) -> str:
+    return f"nodes (traced for {d.shown_device})" if d is not None and d.stand_in else "nodes"
+
+
+def _regions_section(t, devices=None) -> str:
+    """One row per graph as ``graphtool trace`` counts it (the model's own device); when the graphs traced
+    for the predicted GPU (the pictures', the Devices table's) count differently, their count is a
+    column of its own, named so."""
+    standin = {(g.region, g.graph): g.nodes for g in devices.graphs} if devices is not None and devices.stand_in else {}
+    own = _own_counts(t)
+    differ = any(k in own and n != own[k] for k, n in standin.items())
     rows = []
     for r in t.regions:
         for g in (r.forward, r.backward):
             if g is None:
                 continue
             top = ", ".join(f"{op.replace('aten.', '')} {n}" for op, n in list(g.ops.items())[:6])
-            rows.append([f"region {r.index} {g.kind}", str(g.nodes), str(len(g.placeholders)), escape(top)])
-    body = _table(["graph", "nodes", "inputs", "most used ops"], rows) if rows else '<p class="note">no compiled region</p>'
-    breaks = "".join(f'<li><span class="where">{escape(_place(f"{b.file}:{b.line}" if b.file else None))}</span> {escape(b.reason)}</li>'
-                     for b in t.breaks)
+            other = [str(standin.get((r.index, g.kind), ""))] if differ else []
+            rows.append([f"region {r.index} {g.kind}", str(g.nodes), *other, str(len(g.placeholders)), escape(top)])
+    head = ["graph", f"nodes (on {t.device})", *([_standin_nodes_head(devices)] if differ else []), "inputs", "most used ops"]
+    body = _table(head, rows) if rows else '<p class="note">no compiled region</p>'
+    if differ:
+        body += (f'<p class="note">Two counts of one graph: on {escape(t.device)}, as graphtool trace counts it, and as traced '
+                 f'for {escape(devices.shown_device)} on the meta stand-in (the pictures and the Devices table), where '
+                 "inductor's pattern passes skip nodes on meta: the stand-in's graphs can keep nodes (pairs of views, "
+                 'for one) that a compile for the real device removes.</p>')
+    breaks = "".join(f'<li><span class="where">{escape(_place(f"{b.file}:{b.line}" if b.file else None))}</span> {escape(b.reason)}'
+                     f'{_see(b.url)}</li>' for b in t.breaks)
     if breaks:
         body += f"<h3>Graph breaks between regions</h3><ul>{breaks}</ul>"
     return _section("regions", "Compiled regions", body)

@@ -280,3 +280,76 @@ def test_bad_report_fsdp2_options_exit_2_and_write_nothing(cli, tmp_path, args, 
     rc, _, err = cli("report", FIXTURES / "fsdp2" / "blocks.py", "--fsdp2", *args, "-o", str(out))
     assert rc == 2 and expected in err
     assert not out.exists()
+
+
+def _section_html(page: str, sid: str) -> str:
+    return re.search(rf'<section id="{sid}">(.*?)</section>', page, re.S).group(1)
+
+
+def _rows(html: str) -> list[list[str]]:
+    return [[re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td>(.*?)</td>", tr, re.S)]
+            for tr in re.findall(r"<tbody>(.*?)</tbody>", html, re.S)[0].split("</tr>") if "<td>" in tr]
+
+
+def test_the_devices_table_reads_the_predicted_device_as_the_terminal_does(reports):
+    """Issue 33b: the table under ``every node runs on cuda:0 (predicted)`` said ``meta: 5``: the stand-in's
+    own name. It now reads as ``graphtool devices`` prints it, with the graph's node count and the
+    nodes with no device."""
+    from graphtool.render.report import format_report
+
+    r = reports("graph_breaks.py")
+    devices = _section_html(format_report(r, command="graphtool report", versions={}), "devices")
+    assert "meta" not in re.sub(r'<p class="note">.*?</p>', "", devices)
+    for g, row in zip(r.devices.graphs, _rows(devices)):
+        assert row[1:3] == [str(g.nodes), ", ".join(r.devices.shown_counts(g))]
+        assert row[2].startswith("cuda:0 (predicted): ")
+
+
+def test_a_graph_break_on_the_page_links_torchs_page_for_its_gb_id(reports):
+    """Issue 33c: the CLI diagnostics and the notebook link ``gbNNNN``'s page; the report's findings and
+    its list of breaks now do too."""
+    from graphtool.render.report import format_report
+
+    r = reports("graph_breaks.py")
+    page = format_report(r, command="graphtool report", versions={})
+    codes = [b.code for b in r.trace.breaks]
+    assert codes and all(codes)
+    for code in codes:
+        url = f"https://meta-pytorch.github.io/compile-graph-break-site/gb/{code}.html"
+        assert f'href="{url}"' in _section_html(page, "findings") and f'href="{url}"' in _section_html(page, "regions")
+    assert {f.url for f in r.findings if f.kind in ("graph-break", "skipped-frame")} == {
+        f"https://meta-pytorch.github.io/compile-graph-break-site/gb/{c}.html" for c in codes}
+
+
+def test_the_page_counts_graphs_breaks_and_nodes_as_trace_json_does(reports):
+    """Issue 33a: a region's backward read 9 nodes on its tab and 7 in Compiled regions, the first from
+    the graph traced for the predicted GPU (on meta, where inductor's pattern passes skip nodes), the
+    second from the own-device graph. Each count now names the graph it counts: Compiled regions' nodes
+    are ``graphtool trace --format json``'s, and the stand-in's count, where it differs, is a column of
+    its own that equals the tab's and the Devices table's."""
+    from graphtool.commands.trace import trace
+    from graphtool.render.report import format_report
+
+    r = reports("graph_breaks.py")
+    (t,) = trace(example("graph_breaks.py"))
+    truth = t.to_dict()
+    page = format_report(r, command="graphtool report", versions={})
+    regions = _section_html(page, "regions")
+    head = re.findall(r"<th>(.*?)</th>", regions)
+    rows = {row[0]: row for row in _rows(regions)}
+    own = {f"region {g['region']} {k}": g[k]["nodes"] for g in truth["graphs"] for k in ("forward", "backward") if g.get(k)}
+    assert head[1] == "nodes (on cpu)" and {k: int(row[1]) for k, row in rows.items()} == own
+    assert len(truth["graphs"]) == len({k.rsplit(" ", 1)[0] for k in rows})
+    breaks = len(truth["graph_breaks"])
+    assert f"{breaks} graph breaks" in r.summary() and regions.count("<li>") == breaks
+    for code in (b["code"] for b in truth["graph_breaks"]):
+        assert f"/gb/{code}.html" in regions
+    standin = {f"region {g.region} {g.graph}": g.nodes for g in r.devices.graphs}
+    assert standin != own  # the example whose two graphs differ: the page must say so
+    assert head[2] == "nodes (traced for cuda:0 (predicted))"
+    assert {k: int(row[2]) for k, row in rows.items()} == standin
+    for p in r.pictures:
+        tab = re.search(rf'data-picture="{r.pictures.index(p)}" title="([^"]*)"', page).group(1)
+        assert tab.startswith(f"{p.nodes} graph nodes as traced for cuda:0 (predicted)")
+        n = own[f"region {p.region} {p.graph}"]
+        assert (f"it has {n};" in tab) == (n != p.nodes)
