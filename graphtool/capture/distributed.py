@@ -112,8 +112,9 @@ class DdpSession:
     its own line instead of waiting for ranks that never come."""
 
     def __init__(self, *, world_size: int = 2, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
-                 find_unused_parameters: bool = False, rank: int = 0):
+                 find_unused_parameters: bool = False, rank: int = 0, quiet: bool = True):
         self.world_size = check_world_size(world_size)
+        self.quiet = quiet  # False under --debug: torch's own warnings about the stand-in kept
         self.find_unused_parameters = find_unused_parameters
         self.rank = rank
         self.bucket_cap_mb = check_bucket_cap(bucket_cap_mb)
@@ -186,7 +187,7 @@ class DdpSession:
         if on_meta:  # the accelerator stand-in: no value to broadcast, no allreduce gloo could run; the
             # reducer's search for unused parameters copies data, so the session answers for it (it moves no split)
             return compat.ddp_on_meta(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, init_sync=False),
-                                      before_forward=self._prior_reduction_ended)
+                                      before_forward=self._prior_reduction_ended, quiet=self.quiet)
         self.ddp = _no_allreduce(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb,
                                      find_unused_parameters=self.find_unused_parameters))
         return self.ddp

@@ -136,7 +136,7 @@ def _ddp_session(job: LintJob):
         return contextlib.nullcontext()
     from graphtool.capture.distributed import DdpSession
 
-    return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1])
+    return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1], quiet=not job.debug)
 
 
 def _run_model(spec, runner, compiled, job: LintJob, rec: BreakRecorder, graphs: list) -> GraphtoolError | None:
