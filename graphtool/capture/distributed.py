@@ -69,6 +69,12 @@ PLAIN = "DDP(torch.compile(model))"
 #: the first sentence of the error DDP's reducer raises at the step after one that left a parameter
 #: without gradient (``find_unused_parameters=False``, torch/csrc/distributed/c10d/reducer.cpp)
 UNFINISHED_REDUCTION = "Expected to have finished reduction in the prior iteration before starting a new one."
+
+
+class UnfinishedReduction(RuntimeError):
+    """What DDP's reducer raises, raised by the stand-in in its place (meta holds no reducer data)."""
+
+    stands_in_for_torch = True  # not a bug in graphtool
 COMPILED_DDP = "torch.compile(DDP(model))"
 
 
@@ -210,8 +216,8 @@ class DdpSession:
         forward when a parameter got no gradient and ``find_unused_parameters`` is off."""
         self._forwards += 1
         if self._forwards > 1 and not self.find_unused_parameters and self.unused():
-            raise RuntimeError(UNFINISHED_REDUCTION + f" (graphtool's stand-in: parameters that got no gradient: "
-                               f"{', '.join(self.unused())})")
+            raise UnfinishedReduction(UNFINISHED_REDUCTION + f" (graphtool's stand-in: parameters that got no gradient: "
+                                      f"{', '.join(self.unused())})")
 
     def _name_inputs(self, gm: Any, example_inputs: list) -> None:
         nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
