@@ -236,6 +236,17 @@ def recompile(function: str, file: str | None, line: int | None, reason: str, *,
     return with_source(d, lines)
 
 
+def cudagraph_finding(r, *, lines: LineReader | None = None) -> Diagnostic:
+    """A CUDA-graph finding (a :class:`~graphtool.analysis.cudagraphs.Reason`) in the one diagnostic format,
+    under its catalogue code (CG002); with no source line it is placed at ``<config>`` (a setting) or ``<graph>``."""
+    if r.source:
+        path, line = r.source.file, r.source.line
+    else:
+        path, line = ("<config>" if r.region is None and r.graph is None and r.kind == "skip" else "<graph>"), None
+    severity = "warning" if r.kind in ("skip", "split") or (not r.kind and r.skips) else "note"
+    return with_source(Diagnostic(r.cg or r.code, r.message, path, line, help=r.fix or None, severity=severity), lines)
+
+
 def cli_allow(names: Iterable[str]) -> str:
     """How the CLI accepts these mutations: ``cli_allow(["buffers"])`` is ```mutations --check --allow buffers```."""
     return "`mutations --check " + " ".join(f"--allow {n}" for n in names) + "`"

@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -349,10 +350,23 @@ def fx_drawing(gm, graph_kind: str, region, *, highlights: dict | None = None, c
             continue
         for arg in node.all_input_nodes:
             edges.append((prefix + arg.name, nid))
-    nodes = _adopt_sources(nodes, edges, ops=graph_kind == "backward")
+    nodes = _with_users(_adopt_sources(nodes, edges, ops=graph_kind == "backward"), edges)
     outputs = _output_roles(gm, region, graph_kind)
     _markers(nodes, edges, {prefix + k: v for k, v in outputs.items()})
     return Drawing(f"{graph_kind} graph", tuple(nodes), tuple(edges))
+
+
+def _with_users(nodes: list[DrawNode], edges) -> list[DrawNode]:
+    """Each tangent (a gradient flowing into the backward) in the deepest module cluster that all the
+    ops using it share, as a parameter sits with its module: left at the top it was the only node
+    directly in the joint picture's "backward" cluster, a box that seemed to hold it alone."""
+    by_id = {n.id: n for n in nodes}
+    users: dict[str, list[tuple]] = {}
+    for s_, d in edges:
+        if d in by_id and by_id[d].kind != "output":
+            users.setdefault(s_, []).append(by_id[d].module)
+    return [replace(n, module=tuple(os.path.commonprefix(users[n.id])))
+            if n.kind == "tangent" and users.get(n.id) else n for n in nodes]
 
 
 def joint_drawing(forward: Drawing, backward: Drawing) -> Drawing:
@@ -417,7 +431,7 @@ def collapse_with_members(graph: Drawing, depth: int) -> tuple[Drawing, dict[str
     boxes: dict[str, dict] = {}
     group_of: dict[str, str] = {}
     for n in graph.nodes:
-        if not n.module or n.kind == "output":
+        if not n.module or n.kind in ("output", "tangent"):  # a tangent stays a node beside its users' box
             continue
         cl = n.cluster or ""
         key = None
@@ -482,7 +496,8 @@ def collapse_with_members(graph: Drawing, depth: int) -> tuple[Drawing, dict[str
     for s_, d in graph.edges:  # an output marker merged into its box's marker is held by that marker
         if d in folded_markers and s_ in ids:
             members.setdefault(d, f"{ids[s_]}__out")
-    return Drawing(graph.title, tuple(nodes), tuple(dict.fromkeys(edges)), graph.note), members
+    edges = list(dict.fromkeys(edges))
+    return Drawing(graph.title, tuple(_with_users(nodes, edges)), tuple(edges), graph.note), members
 
 
 CALL_MIN = 3  # ops one helper call must make to fold into a box of its own

@@ -37,6 +37,9 @@ class BreakInfo:
     hint: str | None = None  # torch's suggested fix
     col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
     end_col: int | None = None
+    # a break in library code: the user's call that led there (the nearest user frame on its stack)
+    called_file: str | None = None
+    called_line: int | None = None
 
     @property
     def url(self) -> str | None:
@@ -46,7 +49,18 @@ class BreakInfo:
         return GB_URL.format(code=self.code) if self.code else None
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
+        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
+        if self.called_file:
+            d["called_from"] = {"file": self.called_file, "line": self.called_line}
+        return d
+
+    def message(self) -> str:
+        """The reason, and for a break in library code the user's call that led there."""
+        if not self.called_file:
+            return self.reason
+        from graphtool.display_paths import display_path
+
+        return f"{self.reason} (called from {display_path(self.called_file)}:{self.called_line})"
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,7 @@ class TraceReport:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
         from graphtool.analysis import diagnostics as dg
 
-        out = [dg.graph_break(b.reason, b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col)
+        out = [dg.graph_break(b.message(), b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col)
                for b in self.breaks]
         out += [dg.skipped_frame(s.function, s.file, s.line, s.reason, break_file=s.break_file, break_line=s.break_line, lines=lines)
                 for s in self.skipped_frames]
@@ -119,13 +133,17 @@ class TraceReport:
 
 
 def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
+    from graphtool.capture.graph_breaks import user_call
+
     seen, out = set(), []
     for b in breaks:
         key = (b.file, b.line, b.reason)
         if key not in seen:
             seen.add(key)
+            called = user_call(b) if hasattr(b, "stack") else None
             out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
-                                 getattr(b, "col", None), getattr(b, "end_col", None)))
+                                 getattr(b, "col", None), getattr(b, "end_col", None),
+                                 called.file if called else None, called.line if called else None))
     return tuple(out)
 
 

@@ -1228,13 +1228,30 @@ class _ReducerOnMeta:
         return False
 
 
-def ddp_on_meta(ddp: Any, before_forward: Any = None) -> Any:
+class _LoggerOnMeta:
+    """DDP's C++ logger, but ``set_runtime_stats_and_log`` (each forward) does nothing: on meta it records
+    no time stats anyway and only prints, from C++ straight to stderr, "[rank0]:[W...] logger.cpp:329
+    Warning: Time stats are currently only collected for CPU and CUDA devices" (TORCH_CPP_LOG_LEVEL,
+    which would hide it, is read once, when torch is imported). Every other call reaches the real logger."""
+
+    def __init__(self, logger: Any):
+        self._logger = logger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
+
+    def set_runtime_stats_and_log(self) -> None:
+        pass
+
+
+def ddp_on_meta(ddp: Any, before_forward: Any = None, *, quiet: bool = True) -> Any:
     """A ``DistributedDataParallel`` built with ``init_sync=False`` over meta parameters, made to run
     its steps on meta: a comm hook that hands each bucket back as its allreduce's result (what an
     allreduce of one rank gives; gloo cannot reduce meta tensors), and the reducer's bucket rebuild
     skipped (:class:`_ReducerOnMeta`). The forward's hooks, ``_DDPSink`` and the reducer's autograd
     hooks run as on a GPU. ``before_forward()`` runs where the reducer would check that the prior
-    step's reduction ended (DDP's forward, grad enabled)."""
+    step's reduction ended (DDP's forward, grad enabled). ``quiet`` (no ``--debug``): the logger's warning
+    about meta's missing timer is left out (:class:`_LoggerOnMeta`)."""
     import torch
 
     reducer = getattr(ddp, "reducer", None)
@@ -1248,6 +1265,8 @@ def ddp_on_meta(ddp: Any, before_forward: Any = None) -> Any:
 
     ddp.register_comm_hook(None, handed_back)
     ddp.reducer = _ReducerOnMeta(reducer, before_forward)
+    if quiet and callable(getattr(getattr(ddp, "logger", None), "set_runtime_stats_and_log", None)):
+        ddp.logger = _LoggerOnMeta(ddp.logger)
     return ddp
 
 

@@ -69,6 +69,12 @@ PLAIN = "DDP(torch.compile(model))"
 #: the first sentence of the error DDP's reducer raises at the step after one that left a parameter
 #: without gradient (``find_unused_parameters=False``, torch/csrc/distributed/c10d/reducer.cpp)
 UNFINISHED_REDUCTION = "Expected to have finished reduction in the prior iteration before starting a new one."
+
+
+class UnfinishedReduction(RuntimeError):
+    """What DDP's reducer raises, raised by the stand-in in its place (meta holds no reducer data)."""
+
+    stands_in_for_torch = True  # not a bug in graphtool
 COMPILED_DDP = "torch.compile(DDP(model))"
 
 
@@ -112,8 +118,9 @@ class DdpSession:
     its own line instead of waiting for ranks that never come."""
 
     def __init__(self, *, world_size: int = 2, bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
-                 find_unused_parameters: bool = False, rank: int = 0):
+                 find_unused_parameters: bool = False, rank: int = 0, quiet: bool = True):
         self.world_size = check_world_size(world_size)
+        self.quiet = quiet  # False under --debug: torch's own warnings about the stand-in kept
         self.find_unused_parameters = find_unused_parameters
         self.rank = rank
         self.bucket_cap_mb = check_bucket_cap(bucket_cap_mb)
@@ -186,7 +193,7 @@ class DdpSession:
         if on_meta:  # the accelerator stand-in: no value to broadcast, no allreduce gloo could run; the
             # reducer's search for unused parameters copies data, so the session answers for it (it moves no split)
             return compat.ddp_on_meta(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb, init_sync=False),
-                                      before_forward=self._prior_reduction_ended)
+                                      before_forward=self._prior_reduction_ended, quiet=self.quiet)
         self.ddp = _no_allreduce(DDP(compiled, bucket_cap_mb=self.bucket_cap_mb,
                                      find_unused_parameters=self.find_unused_parameters))
         return self.ddp
@@ -209,8 +216,8 @@ class DdpSession:
         forward when a parameter got no gradient and ``find_unused_parameters`` is off."""
         self._forwards += 1
         if self._forwards > 1 and not self.find_unused_parameters and self.unused():
-            raise RuntimeError(UNFINISHED_REDUCTION + f" (graphtool's stand-in: parameters that got no gradient: "
-                               f"{', '.join(self.unused())})")
+            raise UnfinishedReduction(UNFINISHED_REDUCTION + f" (graphtool's stand-in: parameters that got no gradient: "
+                                      f"{', '.join(self.unused())})")
 
     def _name_inputs(self, gm: Any, example_inputs: list) -> None:
         nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]

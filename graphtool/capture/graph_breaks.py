@@ -365,6 +365,22 @@ def user_site(stack: Sequence[StackFrame]) -> StackFrame | None:
     return next((f for f in reversed(_called_by_graphtool(stack)) if is_user_file(f.file)), None)
 
 
+def user_call(b: GraphBreak) -> StackFrame | None:
+    """For a break in library code (torch named a file that is not the user's), the user's call that led
+    there: the nearest user frame on the break's stack; None when torch named the user's own line, or no
+    user frame is on the stack (a library model's code all the way down).
+
+    >>> lib = "/venv/lib/python3.11/site-packages/lib/x.py"
+    >>> user_call(GraphBreak(lib, 8, "r", stack=(StackFrame("/app/m.py", 19, "forward"), StackFrame(lib, 8, "scale"))))
+    StackFrame(file='/app/m.py', line=19, name='forward')
+    >>> user_call(GraphBreak("/app/m.py", 19, "r")) is None
+    True
+    """
+    if b.file is None or is_user_file(b.file):
+        return None
+    return user_site(b.stack)
+
+
 class quiet_torch_logs:
     """Silence torch's own log handlers (dynamo's graph-break warnings, fake-tensor tracebacks)
     while graphtool traces: graphtool reports those facts itself. The structured-trace logger

@@ -136,7 +136,7 @@ def _ddp_session(job: LintJob):
         return contextlib.nullcontext()
     from graphtool.capture.distributed import DdpSession
 
-    return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1])
+    return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1], quiet=not job.debug)
 
 
 def _run_model(spec, runner, compiled, job: LintJob, rec: BreakRecorder, graphs: list) -> GraphtoolError | None:
@@ -275,7 +275,9 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
 
 
 def _break_record(b, called_at: StackFrame | None) -> BreakRecord:
-    file, line, library_file, library_line = _at_user_code(b.file, b.line, b.stack, called_at)
+    # a break with no user frame on its stack (a library model's own code) stays at the library line that
+    # broke: ``called_at``, the factory's def line, never led to it and names no line worth reading
+    file, line, library_file, library_line = _at_user_code(b.file, b.line, b.stack, None)
     here = (file, line) == (b.file, b.line)  # the columns are of torch's place, not of a user's call that led there
     return BreakRecord(reason=b.reason, code=b.code, file=file, line=line, source_text=_source_text(file, line), hint=b.hint,
                        library_file=library_file, library_line=library_line,

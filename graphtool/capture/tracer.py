@@ -33,7 +33,14 @@ from graphtool.capture.input_names import argument_names, named_state, source_ki
 from graphtool.capture.script import ModelSpec, model_call_error
 from graphtool.capture.steady_state import CallLogger, run_steps
 from graphtool.capture.tensors import iter_tensors
-from graphtool.capture.user_code import full_traceback
+from graphtool.capture.user_code import (
+    exception_chain,
+    full_traceback,
+    graphtool_frame,
+    graphtool_frames,
+    nearest_user_frame,
+    torch_stage,
+)
 from graphtool.errors import GraphtoolBug, GraphtoolError, TraceFailed
 
 
@@ -224,6 +231,8 @@ def trace_model(
         except GraphtoolError:
             raise
         except Exception as exc:
+            if graphtool_frame(exc) is not None:  # graphtool's own failure, never a "stopped" trace
+                raise graphtool_bug(spec, exc) from None
             if not (standin and keeping.regions):
                 raise explain_failure(spec, exc, standin=standin, backend=backend, training=training) from None
             # On the stand-in, eager code between graphs can need real data (.item() on meta):
@@ -416,6 +425,11 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
     already explained (``--dynamic`` inputs the model does not accept) stays as it is."""
     if isinstance(exc, GraphtoolError):
         return exc
+    ours = next((e for e in exception_chain(exc) if isinstance(e, GraphtoolError)), None)
+    if ours is not None:  # raised inside the backend, wrapped by dynamo: graphtool's own message stands
+        return ours
+    if graphtool_frame(exc) is not None:
+        return graphtool_bug(spec, exc)
     try:
         spec.model(*spec.args, **spec.kwargs)
     except Exception as eager_exc:
@@ -438,10 +452,31 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
             hint="this is a bug in graphtool: please report it with the output of --debug",
             full_traceback=full_traceback(exc),
         )
+    site = nearest_user_frame(exc)
+    where = f"{site[0]}:{site[1]}" if site else str(spec.path)  # never the factory's def line: it is not what failed
+    stage = torch_stage(exc)
     return TraceFailed(
-        f"{spec.location}: torch.compile could not trace the model "
-        f"(it runs eagerly): {said}",
+        f"{where}: torch.compile could not trace the model "
+        f"(it runs eagerly{f'; {stage} failed' if stage else ''}): {said}",
         hint="run with --debug for torch's full message",
+        full_traceback=full_traceback(exc),
+    )
+
+
+def graphtool_bug(spec: ModelSpec, exc: BaseException) -> GraphtoolBug:
+    """An exception raised by graphtool's own code while tracing (see :func:`graphtool_frame`): exit 3,
+    graphtool's frames shown, whatever torch wrapped it in."""
+    import traceback
+
+    root = exception_chain(exc)[-1]
+    frame = graphtool_frame(exc)
+    detail = "".join(traceback.format_list(graphtool_frames(root))) + "".join(traceback.format_exception_only(type(root), root))
+    return GraphtoolBug(
+        f"graphtool failed while tracing {spec.path} ({frame.filename}:{frame.lineno}, in {frame.name}): "
+        f"{type(root).__name__}: {root}",
+        hint="this is a bug in graphtool, not in the model or torch: please report it with this traceback "
+             "(--debug shows every frame)",
+        detail=detail.rstrip(),
         full_traceback=full_traceback(exc),
     )
 

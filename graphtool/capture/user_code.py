@@ -54,6 +54,92 @@ def _is_user_file(filename: str) -> bool:
     return True
 
 
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps, outermost first: dynamo's ``BackendCompilerFailed`` holds the backend's
+    error as ``inner_exception`` (raised ``from None``), others chain by ``__cause__`` or ``__context__``."""
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and all(e is not c for c in chain):
+        chain.append(e)
+        inner = getattr(e, "inner_exception", None)
+        if isinstance(inner, BaseException):
+            e = inner
+        elif e.__cause__ is not None:
+            e = e.__cause__
+        else:
+            e = None if e.__suppress_context__ else e.__context__
+    return chain
+
+
+def _is_stdlib(filename: str) -> bool:
+    norm = filename.replace("\\", "/")
+    return filename.startswith("<") or "/importlib/" in norm or ("/lib/python3" in norm and "site-packages" not in norm)
+
+
+def _torch_dir() -> str | None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return os.path.dirname(torch.__file__) if torch is not None and getattr(torch, "__file__", None) else None
+
+
+def graphtool_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The frame that raised ``exc`` (or the error it wraps) when it is graphtool's own code: a bug in
+    graphtool, not the user's code failing nor torch failing to trace it. Library frames a call ended in
+    (the stdlib's) are skipped; errors graphtool raises on purpose in torch's place (``stands_in_for_torch``)
+    are not bugs."""
+    chain = exception_chain(exc)
+    if any(getattr(e, "stands_in_for_torch", False) for e in chain):
+        return None
+    frames = [f for f in traceback.extract_tb(chain[-1].__traceback__) if not _is_stdlib(f.filename)]
+    return frames[-1] if frames and frames[-1].filename.startswith(_GRAPHTOOL_DIR) else None
+
+
+def graphtool_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of ``exc``'s traceback in graphtool's own code (what a bug report needs)."""
+    return [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(_GRAPHTOOL_DIR)]
+
+
+#: where in torch a compile failed, by the torch folder of the innermost torch frame that names one
+_STAGES = (("_inductor/lowering.py", "inductor lowering"), ("_inductor/graph.py", "inductor lowering"),
+           ("_inductor/", "inductor"), ("_functorch/", "AOT autograd"), ("_dynamo/", "dynamo"))
+
+
+def torch_stage(exc: BaseException) -> str | None:
+    """Which stage of torch.compile raised ``exc``: ``dynamo``, ``AOT autograd``, ``inductor lowering`` or
+    ``inductor``; None when no frame of the traceback says."""
+    base = _torch_dir()
+    if base is None:
+        return None
+    stage = None
+    for e in exception_chain(exc):
+        for f in traceback.extract_tb(e.__traceback__):
+            if f.filename.startswith(base):
+                rel = os.path.relpath(f.filename, base).replace(os.sep, "/")
+                stage = next((name for part, name in _STAGES if rel.startswith(part)), stage)
+    return stage
+
+
+def nearest_user_frame(exc: BaseException) -> tuple[str, int] | None:
+    """``(file, line)`` of the user's frame nearest to where ``exc`` was raised: the last of dynamo's
+    "from user code:" frames in the message (dynamo runs the user's forward without Python frames of
+    its own, so those are deeper than any on the traceback), else the innermost user frame on the traceback."""
+    import re
+
+    chain = exception_chain(exc)
+    for e in reversed(chain):
+        _, found, said = str(e).partition("from user code:")
+        sites = [(m.group(1), int(m.group(2))) for m in re.finditer(r'File "([^"]+)", line (\d+)', said)] if found else []
+        sites = [s for s in sites if _is_user_file(s[0])]
+        if sites:
+            return sites[-1]
+    for e in reversed(chain):
+        frames = user_frames(e)
+        if frames:
+            return frames[-1].filename, frames[-1].lineno
+    return None
+
+
 def user_code_error(exc: BaseException, what: str, fallback: str | None = None) -> UserCodeFailed:
     """Turn an exception raised by user code into a message at the user's innermost line (``fallback``,
     a ``file:line``, when no user frame is on the traceback: a factory called with a wrong signature)."""

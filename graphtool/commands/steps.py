@@ -263,7 +263,7 @@ def standin_under_ddp(target, entry, device, inference, backend, ddp: dict, *, d
     steps run, so recompiles across steps under DDP are seen."""
     from graphtool.analysis.distributed import build_ddp_report
 
-    with ddp_session(ddp, progress, what=" (stand-in)") as session:
+    with ddp_session(ddp, progress, what=" (stand-in)", debug=debug) as session:
         with own_group_hint("--ddp"):
             entry, factory_args = session.entry(target, entry)
             capture, accel = trace_standin(target, entry, device, inference, backend=backend, dynamic=dynamic,
@@ -291,14 +291,15 @@ def check_fsdp2(fsdp2: dict, ddp, device) -> None:
                          "its shard", hint="drop --device meta; a smaller config of the model shards the same way per layer")
 
 
-def ddp_session(ddp: dict, progress: Progress = SILENT, *, rank: int = 0, what: str = ""):
+def ddp_session(ddp: dict, progress: Progress = SILENT, *, rank: int = 0, what: str = "", debug: bool = False):
     """A :class:`~graphtool.capture.distributed.DdpSession` for ``--ddp``'s settings (``world_size``,
-    ``bucket_cap_mb``, ``find_unused_parameters``) as ``rank``, to open before the script loads."""
+    ``bucket_cap_mb``, ``find_unused_parameters``) as ``rank``, to open before the script loads;
+    ``debug`` keeps torch's own warnings about the stand-in."""
     from graphtool.capture.distributed import DdpSession
 
     progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP{what}...")
     return DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"], rank=rank,
-                      find_unused_parameters=ddp.get("find_unused_parameters", False))
+                      find_unused_parameters=ddp.get("find_unused_parameters", False), quiet=not debug)
 
 
 def fsdp2_session(fsdp2: dict, progress: Progress = SILENT):

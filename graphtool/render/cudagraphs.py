@@ -2,8 +2,10 @@
 
 Findings read like a compiler's (ruff, rustc), one block each, readable at 80 columns::
 
-    examples/cpu_roundtrip.py:13: CG002 skipping cudagraphs due to cpu device (_tensor_constant0)
-       |     c = torch.tensor(2.0)
+    examples/cpu_roundtrip.py:13:9: CG002 skipping cudagraphs due to cpu device (_tensor_constant0)
+       |
+    13 |         c = torch.tensor(2.0)
+       |         ^^^^^^^^^^^^^^^^^^^^^
        = region 0 forward
        = help: create tensors on the input's device ...
 
@@ -13,16 +15,11 @@ regions. Paths are relative to the current folder when under it, and a ``file:li
 
 from __future__ import annotations
 
-import linecache
-
 from rich.console import Group
 from rich.text import Text
 
 from graphtool.display_paths import display_path
-from graphtool.render.diagnostics import Hanging, Headed
-
-#: a location longer than this gets a line of its own, printed whole even past the console's width
-_LONG_PATH = 60
+from graphtool.render.diagnostics import DiagnosticView, Hanging
 
 _SECTIONS = (
     ("skip", "why CUDA graphs would be skipped", "finding"),
@@ -39,45 +36,18 @@ def _section(r) -> str:
     return "graph-note" if r.kind == "note" and r.region is not None else kind
 
 
-def _where(r) -> str:
-    if r.source:
-        return f"{display_path(r.source.file)}:{r.source.line}"
-    return "<config>" if r.region is None and r.graph is None and r.kind == "skip" else "<graph>"
-
-
 def _scope(r) -> str:
     if r.region is None:
         return "between regions" if r.kind == "note" else "whole model"
     return f"region {r.region} {r.graph or ''}".rstrip()
 
 
-def diagnostic(r) -> Group:
-    """One finding as a block: ``path:line: CODE message``, then, indented, the source line, where,
-    torch's silence and the fix. Prose wraps between words with a hanging indent; in a pipe each
-    line stays whole (see :class:`~graphtool.render.diagnostics.Hanging`)."""
-    style = {"skip": "finding", "split": "warning"}.get(r.kind, "note")
-    where = _where(r)
-    code = r.cg or r.code
-    spans = ((0, len(where) + 1, "header"), (len(where) + 2, len(where) + 2 + len(code), style))
-    body: list = []
-    if len(where) > _LONG_PATH:  # a long path keeps its line whole (never cut); the message goes below
-        head = Headed(f"{where}: {code}", "", spans)
-        body.append(Hanging(_INDENT, r.message))
-    else:
-        head = Headed(f"{where}: {code}", r.message, spans)
-    if r.source:
-        line = linecache.getline(r.source.file, r.source.line).strip()
-        if line:  # code is never wrapped
-            body.append(Text(f"{_INDENT}| {line}", no_wrap=True, overflow="ignore"))
-    body.append(Hanging(f"{_INDENT}= ", _scope(r)))
-    if r.silent:
-        body.append(Hanging(f"{_INDENT}= silent: ", r.silent, rest=_INDENT + "  ", style="note"))
-    if r.fix:
-        body.append(Hanging(f"{_INDENT}= help: ", r.fix, rest=_INDENT + "  "))
-    return Group(head, *body)
+def diagnostic(r) -> DiagnosticView:
+    """One finding in the format of every other diagnostic (``path:line:col: CODE message``, the source
+    line in a gutter with the span underlined, ``help:``), where it applies and torch's silence as notes."""
+    from graphtool.analysis.diagnostics import cudagraph_finding
 
-
-_INDENT = "   "
+    return DiagnosticView(cudagraph_finding(r), notes=(("", _scope(r)), ("silent", r.silent)))
 
 
 def _partitions(verdict) -> list:

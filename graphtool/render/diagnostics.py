@@ -69,8 +69,9 @@ def location(d) -> str:
     return ":".join(str(p) for p in (display_path(d.path), d.line, d.col) if p is not None)
 
 
-def diagnostic_lines(d, width: int) -> list[Text]:
-    """One diagnostic as styled lines for a ``width``-column console (0: unlimited, a pipe)."""
+def diagnostic_lines(d, width: int, notes: tuple = ()) -> list[Text]:
+    """One diagnostic as styled lines for a ``width``-column console (0: unlimited, a pipe); ``notes``,
+    ``(label, text)`` pairs, come before ``help:`` as ``= label: text`` (``= text`` with no label)."""
     d = d.located()
     where = location(d)
     head = f"{where}: {d.code}"
@@ -90,12 +91,12 @@ def diagnostic_lines(d, width: int) -> list[Text]:
         if d.col and d.span:
             lines.append(Text.assemble((f"{pad} | ", "diagnostic.gutter"),
                                        " " * (d.col - 1), ("^" * d.span, _SEVERITY_STYLE.get(d.severity, "diagnostic.warning"))))
-    for label, text in (("help", d.help), ("see", d.url)):
+    for label, text in (*notes, ("help", d.help), ("see", d.url)):
         if text:
-            first = f"{pad} = {label}: "
+            first = f"{pad} = {label}: " if label else f"{pad} = "
             for ln in _wrap(text, width, first, " " * len(first)):
                 t = Text(ln)
-                if ln.startswith(first):
+                if label and ln.startswith(first):
                     t.stylize("diagnostic.help", len(pad) + 3, len(first) - 2)
                 lines.append(t)
     return lines
@@ -144,6 +145,18 @@ def _no_wrap(t: Text) -> Text:
     t.overflow = "ignore"
     t.end = "\n"
     return t
+
+
+class DiagnosticView:
+    """One diagnostic laid out at the console's width, with ``notes`` before its help (see :func:`diagnostic_lines`)."""
+
+    def __init__(self, diagnostic, notes: tuple = ()):
+        self.diagnostic, self.notes = diagnostic, notes
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = 0 if options.no_wrap else options.max_width
+        for line in diagnostic_lines(self.diagnostic, width, self.notes):
+            yield _no_wrap(line)
 
 
 class Headed:

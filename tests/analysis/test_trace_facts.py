@@ -172,3 +172,26 @@ def test_a_global_tensor_that_requires_grad_is_a_parameter_with_a_gradient():
 def test_llama_config_traces():
     report = build_trace_report(traced("hf_llama.py"))
     assert report.regions and report.regions[0].backward is not None
+
+
+def test_a_break_in_library_code_shows_the_library_line_and_the_users_call(cli):
+    """A break inside a library helper (breaklib.scale calls torch._dynamo.graph_break()): the diagnostic
+    is at the library line that broke, its source underlined, and names the user's call that led there;
+    a library model of its own (no user frame) is never placed at the factory's def line."""
+    from tests.helpers import FIXTURES
+
+    model = FIXTURES / "breaks" / "helper_break.py"
+    lib = FIXTURES / "breaks" / "site-packages" / "breaklib" / "__init__.py"
+    rc, out, _ = cli("trace", model, "--format", "json")
+    doc = json.loads(out)
+    (b,) = doc["graph_breaks"]
+    assert (b["file"], b["line"]) == (str(lib), 8)
+    assert b["called_from"] == {"file": str(model), "line": 19}  # return breaklib.scale(y).relu()
+    from tests.analysis.test_report_schema import SCHEMA, jsonschema
+
+    jsonschema.validate(doc, SCHEMA)
+    rc, out, _ = cli("trace", f"{model}:get_library_model")
+    assert "__init__.py:8:5: GT-B001" in out and "torch._dynamo.graph_break()" in out
+    assert "called from" not in out and "helper_break.py:26" not in out  # no user frame; not the factory
+    rc, out, _ = cli("trace", model)
+    assert "(called from " in out and "helper_break.py:19)" in out

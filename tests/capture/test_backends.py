@@ -43,6 +43,32 @@ def test_cudagraphs_backend_fails_as_torch_does():
     with pytest.raises(TraceFailed) as info:
         trace_model(load_model(BN_CHECKPOINT), backend="cudagraphs")
     assert info.value.exit_code == EXIT_USAGE and "modified by an inplace operation" in info.value.message
+    # the stage that failed; not placed at the factory's def line (get_model_and_inputs, line 30), which did not fail
+    assert "(it runs eagerly; AOT autograd failed)" in info.value.message
+    assert not info.value.message.startswith(f"{BN_CHECKPOINT}:30:")
+
+
+@pytest.mark.parametrize("standin", [False, True])
+def test_graphtools_own_failure_while_tracing_is_a_bug_in_graphtool(monkeypatch, standin):
+    """Was, on the stand-in (``cudagraphs``): "torch.compile could not trace the model (it runs eagerly)",
+    exit 2, for an exception raised in graphtool's own backend code. Innermost frame in graphtool/: exit 3,
+    graphtool's frames shown, and no second compile to find out whose fault it is."""
+    import operator
+
+    from graphtool.capture import tracer
+    from graphtool.capture.meta_standin import to_meta
+
+    # a builtin raising from graphtool's own line: the innermost Python frame is graphtool's backend
+    monkeypatch.setattr(tracer, "_in_place_writes", operator.itemgetter("x"))
+    monkeypatch.setattr(tracer, "_torch_compiles", lambda *a: pytest.fail("a bug in graphtool needs no second compile"))
+    spec = load_model(example("mlp.py"))
+    with pytest.raises(GraphtoolBug) as info:
+        trace_model(to_meta(spec) if standin else spec, standin=standin)
+    err = info.value
+    assert err.exit_code == EXIT_BUG and "could not trace" not in err.message
+    assert err.message.startswith("graphtool failed while tracing") and "TypeError" in err.message
+    assert 'graphtool/capture/tracer.py", line' in err.detail and "_in_place_writes(gm)" in err.detail
+    assert "bug in graphtool" in err.hint
 
 
 def test_a_trace_that_fails_where_torch_compile_succeeds_is_graphtools_bug(monkeypatch):

@@ -217,3 +217,16 @@ def test_forward_skipped_entirely_is_a_skipped_frame_and_no_graph():
     assert result.graph_count == 0
     assert [(s.function, s.line, s.reason) for s in result.skipped_frames] == [("forward", 12, "Attempted to wrap RNN, GRU, or LSTM")]
     assert result.no_graph and "forward" in result.no_graph
+
+
+def test_a_break_with_no_user_frame_stays_at_the_library_line_not_the_factory():
+    """Was: ``helper_break.py:26:1: GT-B001 ... (in .../breaklib/__init__.py:8)``, the factory's def line
+    underlined. A library model's break has no user frame: it is shown where it broke."""
+    lib = BREAKS / "site-packages" / "breaklib" / "__init__.py"
+    result = lint_one(LintJob(str(BREAKS / "helper_break.py"), entry="get_library_model", reset=True))
+    (b,) = result.breaks
+    assert (b.file, b.line, b.source_text) == (str(lib), 8, "torch._dynamo.graph_break()")
+    assert b.library_file is None
+    # reached from the user's forward: the user's call, the library's line in parentheses (as before)
+    (b,) = lint_one(LintJob(str(BREAKS / "helper_break.py"), reset=True)).breaks
+    assert (b.file, b.line, b.library_file, b.library_line) == (str(BREAKS / "helper_break.py"), 19, str(lib), 8)

@@ -95,3 +95,22 @@ def test_factory_failure_names_the_factory(tmp_path):
     with pytest.raises(UserCodeFailed) as info:
         load_model(script)
     assert f"{script}:2: get_model_and_inputs() raised: KeyError" in info.value.message
+
+
+def test_a_compile_failure_is_placed_at_the_users_frame_dynamo_names(tmp_path):
+    """dynamo runs the user's forward without Python frames: the nearest user frame is the last of the
+    "from user code:" lines in its message, not a torch frame, not a graphtool one."""
+    from graphtool.capture.user_code import exception_chain, graphtool_frame, nearest_user_frame
+
+    model = str(tmp_path / "model.py")
+    inner = ValueError(f'boom\n\nfrom user code:\n   File "{model}", line 7, in forward\n    return self.block(x)\n'
+                       f'  File "{model}", line 12, in forward\n    return x.item()')
+    try:
+        try:
+            raise inner
+        except ValueError as e:
+            raise RuntimeError("backend raised") from e
+    except RuntimeError as outer:
+        assert exception_chain(outer) == [outer, inner]
+        assert nearest_user_frame(outer) == (model, 12)
+        assert graphtool_frame(outer) is None  # raised by this test file: not graphtool's own code

@@ -85,9 +85,10 @@ def test_through_a_pipe(snapshot):
 def test_readable_at_80_columns(view):
     text = render_text(cudagraphs_view(VIEWS[view]()), 80)
     lines = text.splitlines()
-    assert all(len(line) <= 80 for line in lines if LONG not in line)  # a long file:line is printed whole instead
-    # every finding starts a line with its full file:line (or <graph>) and its code, never cut
-    heads = [line for line in lines if re.match(r"^\S+:\d+: CG\d{3}\b|^<\w+>: CG\d{3} ", line) or line.startswith(LONG[:40])]
+    assert all(len(line) <= 80 for line in lines)
+    # every finding starts a line with its file:line:col (or <graph>) and its code; only a path wider than the
+    # console is folded, where a terminal would fold it anyway, the rest of the head whole on the next line
+    heads = [line for line in lines if re.match(r"^\S+:\d+(:\d+)?: CG\d{3}\b|^<\w+>: CG\d{3} ", line)]
     assert len(heads) == len(VIEWS[view]().reasons)
     assert "tests/fixtures/cudagraphs/" in text and str(ROOT) not in text  # relative to the cwd
     # a location longer than the console is the one case rich still folds (the console crops); at 120 it is whole
@@ -98,7 +99,23 @@ def test_the_coverage_line_and_silence():
     text = render_text(cudagraphs_view(split_verdict()), 200)
     assert "reduce-overhead would CUDA-graph 2 of 4 partitions, 67% of ops; split at tests/fixtures/cudagraphs/cpu_node.py:8 (cpu ops)" in text
     assert "silent: with graph_partition on, cudagraph_partition_post_compile disables CUDA graphs without a log line" in text
-    assert "| scale = torch.tensor(2.0)" in text  # the source line under the diagnostic
+    assert " 8 |         scale = torch.tensor(2.0)" in text  # the source line under the diagnostic, in its gutter
+
+
+def test_a_finding_reads_like_every_other_diagnostic():
+    """Was: ``cpu_node.py:8: CG002 ...`` then ``   | scale = ...``: no column, no line number, no caret, unlike
+    GT-B001 (docs/diagnostics.md promises one format)."""
+    from graphtool.analysis.diagnostics import graph_break
+    from graphtool.render.cudagraphs import diagnostic
+    from graphtool.render.diagnostics import format_diagnostics
+
+    r = _reason("cpu-node", "skipping cudagraphs due to cpu device (_tensor_constant0)", 0, "forward", True, Source(CPU, 8))
+    lines = render_text(diagnostic(r), 200).splitlines()
+    other = format_diagnostics([graph_break("Tensor.item", CPU, 8)]).splitlines()
+    assert lines[0].startswith("tests/fixtures/cudagraphs/cpu_node.py:8:9: CG002 skipping cudagraphs due to cpu device")
+    assert other[0].startswith("tests/fixtures/cudagraphs/cpu_node.py:8:9: GT-B001 ")
+    assert lines[1:4] == other[1:4] == ["   |", " 8 |         scale = torch.tensor(2.0)", "   |         ^^^^^^^^^^^^^^^^^^^^^^^^^"]
+    assert lines[4] == "   = region 0 forward" and lines[5].startswith("   = help: ")
 
 
 def test_json_carries_every_field():

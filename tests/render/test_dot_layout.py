@@ -402,6 +402,29 @@ def test_joint_picture_draws_saved_tensors_as_edges_not_markers():
     assert "saves for the backward" in text
 
 
+@pytest.mark.parametrize("depth", [None, 1])
+def test_joint_tangent_sits_with_the_ops_that_use_it(depth):
+    """Was: the tangent the only node directly in ``cluster_backward`` (every backward op sits in a module
+    cluster), a "backward" box that seemed to hold the tangent alone. convnet_bn's output is fc's: its
+    gradient goes into fc's backward ops, so the tangent is drawn in fc's cluster (folded: beside fc's box)."""
+    from graphtool.analysis.drawing import joint_drawing
+
+    region = standin_traced("convnet_bn.py").regions[0]
+    classes = {"conv": "Conv2d", "bn": "BatchNorm2d", "fc": "Linear"}
+    fw = fx_drawing(region.forward, "forward", region, prefix="fw_", cluster="forward", classes=classes)
+    bw = fx_drawing(region.backward, "backward", region, prefix="bw_", cluster="backward", classes=classes)
+    joint = joint_drawing(fw, bw)
+    if depth:
+        joint = collapse(joint, depth)
+    where, _, _ = read_dot(to_dot(joint))
+    tangents = [n.id for n in joint.nodes if n.kind == "tangent"]
+    assert tangents
+    for t in tangents:
+        assert where[t] == (["backward"] if depth else ["backward", "Linear fc"]), where[t]
+    # the backward cluster holds more than a tangent: an op or another cluster directly
+    assert depth or any(c[:2] == ["backward", "Linear fc"] and n not in tangents for n, c in where.items())
+
+
 def test_mutated_buffers_are_written_back_inside_their_module():
     capture = standin_traced("convnet_bn.py")
     region = capture.regions[0]
