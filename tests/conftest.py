@@ -60,6 +60,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.versions)
 
 
+HEAVY_FIRST = ("tests/truth/",)  # real torch.compile runs and real gloo ranks: scheduled before the rest
 EACH_TEST_A_UNIT = {"tests/truth/test_ddp_truth.py", "tests/truth/test_fsdp2_truth.py", "tests/truth/test_rank_truth.py"}
 
 
@@ -86,8 +87,21 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadFileScheduling
 
     class FileOrTruthCase(LoadFileScheduling):
+        _heavy_first = False
+
         def _split_scope(self, nodeid: str) -> str:
             return _work_unit(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            # xdist hands out the units with the most tests first; the real compiles and the gloo
+            # ranks take longest per test, so they go first, and no 40-second rank test is left
+            # for one worker at the end while the other waits
+            if not self._heavy_first and getattr(self, "workqueue", None):
+                self._heavy_first = True
+                order = sorted(self.workqueue.items(), key=lambda kv: (not kv[0].startswith(HEAVY_FIRST), -len(kv[1])))
+                self.workqueue.clear()
+                self.workqueue.update(order)
+            super()._assign_work_unit(node)
 
     return FileOrTruthCase(config, log)
 
