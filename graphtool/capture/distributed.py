@@ -75,6 +75,9 @@ class UnfinishedReduction(RuntimeError):
     """What DDP's reducer raises, raised by the stand-in in its place (meta holds no reducer data)."""
 
     stands_in_for_torch = True  # not a bug in graphtool
+    shown_as = "RuntimeError"  # the type a real rank's reducer raises: messages name it as torch does
+
+
 COMPILED_DDP = "torch.compile(DDP(model))"
 
 

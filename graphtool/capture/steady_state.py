@@ -139,7 +139,8 @@ def _failure(step: int, exc: BaseException) -> str:
 
     frames = user_frames(exc)
     where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"step {step} raised{where}: {type(exc).__name__}: {first_line(exc) or ''}"
+    shown = getattr(exc, "shown_as", None) or type(exc).__name__  # an error raised in torch's place reads as torch's
+    return f"step {step} raised{where}: {shown}: {first_line(exc) or ''}"
 
 
 def _entry(spec) -> tuple:
