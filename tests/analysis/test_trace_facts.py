@@ -45,7 +45,7 @@ def test_node_counts_equal_direct_torch_api(name):
     ] == [len(g.graph.nodes) for g in bare["backward"]]
 
 
-@pytest.mark.parametrize("name", ["mlp.py", "convnet_bn.py", "transformer.py", "hf_gpt2.py"])
+@pytest.mark.parametrize("name", ["mlp.py", "convnet_bn.py", "transformer.py", pytest.param("hf_gpt2.py", marks=pytest.mark.slow)])  # GPT-2: 10 s
 def test_parameter_placeholders_are_named_by_fqn(name):
     cap = traced(name)
     report = build_trace_report(cap)
@@ -169,6 +169,7 @@ def test_a_global_tensor_that_requires_grad_is_a_parameter_with_a_gradient():
     assert report.training and [o.name for o in region.backward.outputs if o.kind == "gradient"] == ["w"]
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_llama_config_traces():
     report = build_trace_report(traced("hf_llama.py"))
     assert report.regions and report.regions[0].backward is not None

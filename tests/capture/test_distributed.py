@@ -168,6 +168,7 @@ def test_cudagraphs_ddp_table_gives_each_split_its_verdict(cli):
     assert max(len(line) for line in ddp_block.splitlines()) <= 80
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_cudagraphs_ddp_counts_recompiles_across_steps_with_the_users_line(cli):
     rc, out, err = cli("cudagraphs", DDP_FIXTURES / "recompile.py", "--ddp", "--bucket-cap-mb", "1", "--format", "json")
     assert rc == 0, err

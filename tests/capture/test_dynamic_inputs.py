@@ -69,6 +69,7 @@ def test_dynamic_dims_by_position(monkeypatch):
     assert v.name == "mask" and [a.shape for a in v.args] == [(3, 12), (3, 12)]
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_lint_says_the_varied_size_does_not_fit_and_how_to_declare_it(cli):
     rc, out, _ = cli("lint", DYN / "fixed_length.py", "--dynamic", "--format", "json")
     model = json.loads(out)["models"][0]

@@ -75,11 +75,13 @@ def test_lint_fsdp2_counts_the_graphs_and_the_skipped_root(cli):
     assert model["graph_count"] == 2 and model["graph_break_count"] == 1
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_lint_fsdp2_budget_fails_on_the_break(cli):
     rc, out, err = cli("lint", FSDP2 / "blocks.py", "--fsdp2", "--max-graph-breaks", "0", "--format", "json")
     assert rc == 1, err
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_blocks_the_script_compiled_itself_are_recorded_by_trace_and_lint(cli):
     fsdp = _trace(cli, FSDP2 / "per_block.py", "--world-size", "4")["fsdp2"]
     assert fsdp["graph_count"] == 2  # tests/truth/test_fsdp2_truth.py: what real ranks compile

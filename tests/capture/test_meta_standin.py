@@ -159,6 +159,7 @@ def test_to_meta_moves_a_transformers_static_cache_keeping_its_marks():
         assert layer.device == torch.device("meta")
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_cudagraphs_on_a_stock_decoder_with_its_default_cache():
     from graphtool.commands.cudagraphs import cudagraphs
 
@@ -166,6 +167,7 @@ def test_cudagraphs_on_a_stock_decoder_with_its_default_cache():
     assert result.report.regions >= 1
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_trace_on_meta_of_a_stock_decoder_with_its_default_cache():
     from graphtool.commands.trace import trace
 
@@ -173,6 +175,7 @@ def test_trace_on_meta_of_a_stock_decoder_with_its_default_cache():
     assert result.report.to_dict()["graphs"]
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_cudagraphs_on_a_static_cache_decode_step():
     from graphtool.commands.cudagraphs import cudagraphs
 
@@ -180,6 +183,7 @@ def test_cudagraphs_on_a_static_cache_decode_step():
     assert result.report.regions >= 1
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_trace_on_meta_of_a_static_cache_decode_step():
     from graphtool.commands.trace import trace
 

@@ -131,6 +131,7 @@ def test_bad_device(cli, args, message):
     assert rc == 2 and message in err
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_unwritable_outputs_exit_2(cli, tmp_path):
     from tests.helpers import example
 

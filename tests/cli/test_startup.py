@@ -34,6 +34,7 @@ def test_version_names_supported_torch(cli):
     assert rc == 0 and "graphtool 0." in out and "supports torch 2.11 and newer; tested with 2.11 to 2.15" in out
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_console_script_in_a_subprocess():
     exe = shutil.which("graphtool")
     if exe is None:

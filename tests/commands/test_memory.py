@@ -311,6 +311,7 @@ def test_meta_device_runs_without_data():
         assert [(t.shape, t.dtype, t.counted_bytes) for t in a.tensors] == [(t.shape, t.dtype, t.counted_bytes) for t in b.tensors]
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_dynamic_gives_bytes_as_formulas_of_the_varying_sizes():
     import sympy
 

@@ -113,6 +113,7 @@ def test_write_atomic_keeps_the_file_mode_and_leaves_nothing_on_failure(tmp_path
     assert target.read_text() == "new" and _no_tmp_files(tmp_path) == []
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_cli_outputs_onto_dev_null_and_a_symlink(cli, tmp_path):
     real = write(tmp_path / "reports" / "lint.json", "{}")
     link = tmp_path / "lint.json"
@@ -143,6 +144,7 @@ sys.exit(run(["trace", sys.argv[1], "--format", "json", "--out", sys.argv[2]]))
 """
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_sigterm_in_the_middle_of_a_write_leaves_no_temporary_file(tmp_path):
     out = tmp_path / "traced"
     write(out / "report.json", "old report")

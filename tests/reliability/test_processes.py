@@ -45,6 +45,7 @@ def _wait_for(path: Path, within: float = 120.0) -> list[int]:
     raise AssertionError(f"{path} was never written")
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
 def test_a_signal_to_lint_kills_every_child_and_removes_the_temporary_folder(tmp_path, signum):
@@ -71,6 +72,7 @@ def test_a_signal_to_lint_kills_every_child_and_removes_the_temporary_folder(tmp
     assert list(tmp.glob("graphtool-lint-*")) == []
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
 def test_a_subprocess_the_model_started_goes_when_its_lint_is_done(cli, tmp_path, monkeypatch):
     marker = tmp_path / "pids"
@@ -81,6 +83,7 @@ def test_a_subprocess_the_model_started_goes_when_its_lint_is_done(cli, tmp_path
     assert _gone([worker, child])
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_a_non_daemon_thread_in_the_script_does_not_keep_graphtool_alive(gt):
     started = time.monotonic()
     proc = gt("trace", HOSTILE / "non_daemon_thread.py", "--format", "json", timeout=240)
@@ -89,6 +92,7 @@ def test_a_non_daemon_thread_in_the_script_does_not_keep_graphtool_alive(gt):
     assert time.monotonic() - started < 200  # the thread sleeps 600 s
 
 
+@pytest.mark.slow  # over 6 s: the slow tier (docs/ci.md)
 def test_a_non_daemon_thread_in_a_lint_child_does_not_cost_its_timeout(cli):
     started = time.monotonic()
     rc, out, err = cli("lint", HOSTILE / "non_daemon_thread.py", "--timeout", "120", "--format", "json")
