@@ -140,13 +140,26 @@ def freeze_gc_after_import() -> None:
     gc.freeze()
 
 
-def _import(module: str) -> Any:
-    """``importlib.import_module``, without the DeprecationWarnings of torch's own ``torch.utils.mkldnn``:
-    inductor imports it, and its ScriptModule classes raise "`torch.jit.script_method` is deprecated"
-    14 times, which land in the warnings summary of a user's pytest run that never used torch.jit."""
+@contextlib.contextmanager
+def _no_jit_deprecation():
+    """Without the deprecation warnings of torch's own ``torch.utils.mkldnn``: inductor imports it, and its
+    ScriptModule classes raise "`torch.jit.script_method` is deprecated" 14 times, which land in the
+    warnings summary of a user's pytest run that never used torch.jit. A DeprecationWarning up to 2.14, a
+    FutureWarning from 2.15, where the classes are made on first attribute access: the message decides."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="`torch.jit.script_method` is deprecated", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message="`torch.jit.script_method` is deprecated")
+        yield
+
+
+def _import(module: str) -> Any:
+    """``importlib.import_module`` under :func:`_no_jit_deprecation`."""
+    with _no_jit_deprecation():
         return importlib.import_module(module)
+
+
+def _attr(mod: Any, attr: str) -> Any:
+    with _no_jit_deprecation():  # 2.15 builds some of torch.utils.mkldnn's classes on first access
+        return getattr(mod, attr, None)
 
 
 def _require(module: str, attr: str) -> Any:
@@ -155,7 +168,7 @@ def _require(module: str, attr: str) -> Any:
         mod = _import(module)
     except ImportError as exc:
         raise _missing(f"{module}") from exc
-    obj = getattr(mod, attr, None)
+    obj = _attr(mod, attr)
     if obj is None:
         raise _missing(f"{module}.{attr}")
     return obj
@@ -170,7 +183,7 @@ def _optional(module: str, attr: str) -> Any:
         mod = _import(module)
     except ImportError:
         return None
-    return getattr(mod, attr, None)
+    return _attr(mod, attr)
 
 
 #: private symbols that some supported torch releases lack -> what graphtool does where missing.
