@@ -226,6 +226,7 @@ def test_no_graph_without_a_budget_is_shown_not_failed(cli):
     assert any("title=skipped frame::frame forward skipped: Attempted to wrap RNN" in ln for ln in out.splitlines())
 
 
+@pytest.mark.slow  # over 5 s: the slow tier (docs/ci.md)
 @needs_whole_forward_skip(str(BREAKS / "lstm.py"))
 @pytest.mark.parametrize("fmt", ["text", "sarif", "junit", "github"])
 def test_every_format_shows_no_graph(cli, fmt):

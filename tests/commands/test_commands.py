@@ -103,6 +103,7 @@ def test_lint_judges_and_writes_a_baseline(tmp_path):
     assert lint([target], baseline=baseline).exit_code() == 0
 
 
+@pytest.mark.slow  # over 5 s: the slow tier (docs/ci.md)
 def test_commands_never_import_typer():
     """The library entry points run without the CLI framework loaded at all."""
     code = (

@@ -247,6 +247,7 @@ example_inputs = (torch.randn(2, 4),)
 """
 
 
+@pytest.mark.slow  # over 5 s: the slow tier (docs/ci.md)
 def test_outputs_stay_where_asked_when_the_script_changes_folder(cli, tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

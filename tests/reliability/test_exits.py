@@ -81,6 +81,7 @@ def test_keyboard_interrupt_at_import_says_interrupted(gt, tmp_path):
     assert_clean(proc.stderr)
 
 
+@pytest.mark.slow  # over 5 s: the slow tier (docs/ci.md)
 def test_a_reader_that_went_away(tmp_path):
     """``graphtool trace --format json | head -c 10``: the pipe is closed before graphtool writes."""
     proc = subprocess.Popen([sys.executable, "-m", "graphtool", "trace", example("mlp.py"), "--format", "json"],
@@ -120,6 +121,7 @@ def test_a_closed_stdout(tmp_path):
     assert_clean(proc.stderr)
 
 
+@pytest.mark.slow  # over 5 s: the slow tier (docs/ci.md)
 def test_a_closed_stdout_is_fine_when_nothing_goes_to_it(tmp_path):
     report = tmp_path / "r.json"
     shell = f"exec {sys.executable} -m graphtool lint {example('mlp.py')} --format json -o {report} >&-"

@@ -30,6 +30,7 @@ WRITES = ("raw write to fd 1", "a print at import", "sys.stdout.write", "a print
           "raw write in the factory")
 
 
+@pytest.mark.slow  # over 5 s: the slow tier (docs/ci.md)
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
 def test_everything_the_script_writes_goes_to_stderr(gt, tmp_path, fmt):
     script = write(tmp_path / "noisy.py", NOISY)
@@ -48,6 +49,7 @@ def test_everything_the_script_writes_goes_to_stderr(gt, tmp_path, fmt):
     assert_clean(proc.stderr)
 
 
+@pytest.mark.slow  # over 5 s: the slow tier (docs/ci.md)
 def test_the_table_reaches_the_real_stdout_and_nothing_else_does(gt, tmp_path):
     """The table goes to the duplicate of the original descriptor 1; descriptor 1 itself stays on
     stderr until the process ends (what still runs after the report must not write after it)."""
