@@ -518,7 +518,7 @@ def mutation_skip_message(gm: Any, indices) -> str:
 
 def input_storage_mutation_reason(gm: Any) -> str | None:
     """inductor's ``input storage mutation (N instances)`` check (``set_`` on a graph input)."""
-    get_info = getattr(_import("torch._inductor.cudagraph_utils"), "get_input_storage_mutation_info", None)
+    get_info = _optional("torch._inductor.cudagraph_utils", "get_input_storage_mutation_info")
     if get_info is None:  # torch 2.11 and 2.12 have no storage-mutation check: nothing to report
         return None
     return _require("torch._inductor.cudagraph_utils", "get_input_storage_mutation_reason")(get_info(gm))

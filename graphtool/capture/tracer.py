@@ -294,12 +294,13 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
         out = runner(*spec.args, **spec.kwargs)
         if training:
             _run_backward(torch, out)
-        if dynamic:  # a second size: dynamo recompiles with symbolic sizes, one more region
-            more = run_variant(spec, compiled, to_device=standin and "meta", on_inputs=functools.partial(_name_inputs, spec, backend.names))
-            if training:
-                _run_backward(torch, more)
+        # --dynamic's second size, its inputs named as the forward names them; the steps call it again
         variant = functools.partial(run_variant, spec, compiled, to_device=standin and "meta",
                                     on_inputs=functools.partial(_name_inputs, spec, backend.names)) if dynamic else None
+        if variant is not None:  # a second size: dynamo recompiles with symbolic sizes, one more region
+            more = variant()
+            if training:
+                _run_backward(torch, more)
         backend.step_log = run_steps(spec, runner, backend.calls, out, steps=steps, training=training,
                                      backward=functools.partial(_run_backward, torch),
                                      frames=frames if frames is not None else [], regions=backend.regions, variant=variant)
