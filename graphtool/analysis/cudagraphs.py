@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -528,6 +529,119 @@ def _op_name(node) -> str:
     return name[len("aten."):] if name.startswith("aten.") else name
 
 
+def _op_dependencies(gm, ops: list) -> dict:
+    """Each op's predecessors among ``ops``: its inputs (through the non-op nodes between, such as a size read),
+    and, for an op that writes a graph input in place (``copy_``), every other op that reads that input, as
+    the scheduler orders a mutation after the reads it would clobber."""
+    opset = set(ops)
+    memo: dict = {}
+
+    def producers(node) -> set:
+        if node in memo:
+            return memo[node]
+        memo[node] = set()
+        found: set = set()
+        for a in node.all_input_nodes:
+            found |= {a} if a in opset else producers(a)
+        memo[node] = found
+        return found
+
+    preds = {node: producers(node) for node in ops}
+    for node in ops:
+        if str(node.target).startswith("aten.copy_") and node.args and getattr(node.args[0], "op", None) == "placeholder":
+            target = node.args[0]
+            preds[node] |= {user for user in ops if user is not node and target in user.all_input_nodes}
+    return preds
+
+
+def _tensor_bytes(val) -> int:
+    import torch
+
+    total = 0
+    for v in val if isinstance(val, (list, tuple)) else [val]:
+        # a symbolic size counts 0: never int() it, which would specialize the symbol in the graph's shape env
+        if isinstance(v, torch.Tensor) and all(type(d) is int for d in v.shape):
+            total += math.prod(v.shape) * v.element_size()
+    return total
+
+
+def _peak_bytes(order: list, preds: dict, kept: set) -> int:
+    """The most bytes the ops' outputs hold at once, run in ``order``: an output lives from its op until its
+    last reader ran (graph outputs stay), the estimate ``estimate_peak_memory`` makes on scheduler nodes."""
+    readers: dict = {node: 0 for node in order}
+    for node in order:
+        for p in preds[node]:
+            readers[p] += 1
+    live = peak = 0
+    for node in order:
+        live += _tensor_bytes(node.meta.get("val"))
+        peak = max(peak, live)
+        for p in preds[node]:
+            readers[p] -= 1
+            if readers[p] == 0 and p not in kept:
+                live -= _tensor_bytes(p.meta.get("val"))
+    return peak
+
+
+def _partition_order(gm, ops: list, whys: dict) -> list:
+    """The order inductor's scheduler puts the ops in before it partitions them (torch >= 2.9, with
+    ``triton.reorder_for_reducing_graph_partitions`` on): ``reorder_for_minimizing_partition`` (a topological
+    order that runs every ready op outside a CUDA graph first, then every ready op inside one, each by its
+    original position), kept only where its estimated peak stays under ``cudagraph_partition_memory_budget``
+    times the original's; then ``reorder_for_partition_with_simple_dependency`` (an op outside a CUDA graph that
+    depends on no other op moves to the front, one read only by the graph's output to the back). An op with a
+    side effect next to independent work (an effect token's ``_print``) then splits off one partition, not two."""
+    flag = "triton.reorder_for_reducing_graph_partitions"
+    if not ops or not compat.has_inductor_flag(flag) or not compat.inductor_flag(flag):
+        return ops
+    import heapq
+
+    preds = _op_dependencies(gm, ops)
+    index = {node: i for i, node in enumerate(ops)}
+    succs: dict = {node: [] for node in ops}
+    for node in ops:
+        for p in preds[node]:
+            succs[p].append(node)
+    indegree = {node: len(preds[node]) for node in ops}
+    outside: list = []
+    inside: list = []
+
+    def ready(node) -> None:
+        heapq.heappush(outside if whys[node] is not None else inside, (index[node], id(node), node))
+
+    for node in ops:
+        if indegree[node] == 0:
+            ready(node)
+    order: list = []
+    while outside or inside:
+        for heap in (outside, inside):
+            while heap:
+                node = heapq.heappop(heap)[2]
+                order.append(node)
+                for s in succs[node]:
+                    indegree[s] -= 1
+                    if indegree[s] == 0:
+                        ready(s)
+    if len(order) != len(ops):  # a cycle through the mutation edges: keep the graph's own order
+        order = ops
+    output = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    kept = set(output.all_input_nodes) if output is not None else set()
+    budget = (float(compat.inductor_flag("triton.cudagraph_partition_memory_budget"))
+              if compat.has_inductor_flag("triton.cudagraph_partition_memory_budget") else 1.1)
+    if order is not ops and not _peak_bytes(order, preds, kept) < _peak_bytes(ops, preds, kept) * budget:
+        order = ops
+    front, middle, back = [], [], []
+    for node in order:
+        outside_graph = whys[node] is not None
+        if outside_graph and not preds[node]:
+            front.append(node)
+        elif outside_graph and node.users and all(u.op == "output" for u in node.users):
+            back.append(node)
+        else:
+            middle.append(node)
+    return front + middle + back
+
+
 def _partitions(gm, region, graph, settings: dict, skip: Reason | None) -> tuple[list[Partition], list[Reason]]:
     """Consecutive ops with the same verdict form a partition, as ``Scheduler.graph_partition`` groups
     them; with partitioning off (or a skip) the whole graph is one."""
@@ -537,9 +651,10 @@ def _partitions(gm, region, graph, settings: dict, skip: Reason | None) -> tuple
         first = ops[0] if ops else None
         src = skip.source if skip is not None else None
         return [Partition(region, graph, 0, len(ops), skip is None, why, _op_name(first) if first is not None else None, src)], []
+    whys = {node: split_reason(node, settings) for node in ops}
     runs: list[tuple[str | None, list]] = []
-    for node in ops:
-        why = split_reason(node, settings)
+    for node in _partition_order(gm, ops, whys):
+        why = whys[node]
         if runs and (runs[-1][0] is None) == (why is None):
             runs[-1][1].append(node)
         else:
