@@ -282,7 +282,7 @@ def _validate(path: Path, data: Any, lines: dict) -> Config:
 
 
 #: the kinds ``allow_mutations`` (and ``mutations --allow``) name; anything else is an FQN pattern
-MUTATION_KINDS = ("buffers", "parameters", "user_inputs", "inputs")
+MUTATION_KINDS = ("buffers", "parameters", "user_inputs", "inputs", "optimizer_state")
 _KIND_TYPOS = {"buffer": "buffers", "parameter": "parameters", "params": "parameters", "user_input": "user_inputs",
                "input": "inputs"}
 

@@ -150,6 +150,9 @@ def placeholder_roles(gm, region, graph_kind: str) -> list[Placeholder]:
         elif role == "tangent":
             name = f"tangent of output {idx}" if idx is not None else node.name
             kind, target = "tangent", None
+        elif role == "unknown" and compat.aot_input_attribute(desc) in getattr(region, "attributes", {}):
+            ref = region.attributes[compat.aot_input_attribute(desc)]  # a compiled optimizer's parameter or state
+            name, kind, target = ref.name, ref.kind, ref.target
         elif graph_kind == "backward":
             name, kind, target = node.name, "saved", None
         else:

@@ -25,7 +25,7 @@ from graphtool.capture import compat
 @dataclass(frozen=True)
 class InputMutation:
     name: str
-    kind: str  # parameter | buffer | user_input | intermediate | other
+    kind: str  # parameter | buffer | user_input | optimizer_state | gradient | intermediate | other
     mutates_data: bool
     mutates_metadata: bool
     mutates_storage: bool
@@ -121,7 +121,7 @@ class MutationReport:
         for m in self.mutated:
             by_kind[m.kind] = by_kind.get(m.kind, 0) + 1
         for kind, n in by_kind.items():
-            noun = kind.replace("user_input", "user input")
+            noun = {"user_input": "user input", "optimizer_state": "optimizer state tensor"}.get(kind, kind)
             parts.append(f"{n} {noun}{'s' if n != 1 else ''} mutated")
         for o in self.aliased_outputs:
             what = "is a view of" if o.is_view else "shares storage with"
@@ -144,7 +144,8 @@ class MutationReport:
         }
 
 
-ALLOW_KINDS = {"buffers": "buffer", "parameters": "parameter", "user_inputs": "user_input", "inputs": "user_input"}
+ALLOW_KINDS = {"buffers": "buffer", "parameters": "parameter", "user_inputs": "user_input", "inputs": "user_input",
+               "optimizer_state": "optimizer_state"}
 
 
 def is_allowed(m: InputMutation, allow) -> bool:

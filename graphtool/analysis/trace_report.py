@@ -96,6 +96,7 @@ class TraceReport:
     no_backward: str | None = None  # training, yet no backward graph: why
     module_training: bool | None = None  # the model's own .training flag (JSON "training"); None: a function
     grad_enabled: bool = True  # the grad mode the model was called in
+    own_step: dict | None = None  # a step that runs its own backward/optimizer: {"kind", "evidence"} (train_step.OwnStep)
 
     def diagnostics(self, lines=None) -> list:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
@@ -124,6 +125,7 @@ class TraceReport:
                       "grad_enabled": self.grad_enabled, "backend": self.backend},
             "no_graph": self.no_graph,
             "no_backward": self.no_backward,
+            "own_step": self.own_step,
             "graph_breaks": [b.to_dict() for b in self.breaks],
             "skipped_frames": [f.to_dict() for f in self.skipped_frames],
             "graphs": [r.to_dict() for r in self.regions],
@@ -178,4 +180,5 @@ def build_trace_report(capture) -> TraceReport:
         no_backward=getattr(capture, "no_backward", None),
         module_training=getattr(capture, "module_training", None),
         grad_enabled=getattr(capture, "grad_enabled", True),
+        own_step=capture.own_step.to_dict() if getattr(capture, "own_step", None) is not None else None,
     )

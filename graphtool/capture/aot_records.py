@@ -33,7 +33,7 @@ class InputRecord:
 
     position: int  # the placeholder's position in the graph
     graph_name: str  # the placeholder's name in the graph ("primals_1", "arg0_1")
-    role: str  # plain (a dynamo input) | view_base (AOT's synthetic base of aliased inputs) | token | tangent | unknown
+    role: str  # plain (a dynamo input) | view_base (AOT's synthetic base of aliased inputs) | attribute | token | tangent | unknown
     ref: Optional[InputRef]  # the dynamo input it stands for; for view_base, the input it is the base of
     mutates_data: bool = False
     mutates_metadata: bool = False
@@ -60,8 +60,11 @@ class OutputRecord:
     base_index: Optional[int]  # the input (or output) it aliases, when it does
 
 
-def decode_forward(gm: Any, meta: Any, inputs: list[InputRef]) -> tuple[tuple[InputRecord, ...], tuple[OutputRecord, ...]]:
-    """Records for ``gm``'s placeholders and ``meta``'s user outputs; ``inputs`` are dynamo's graph inputs."""
+def decode_forward(gm: Any, meta: Any, inputs: list[InputRef],
+                   attributes: dict[str, InputRef] | None = None) -> tuple[tuple[InputRecord, ...], tuple[OutputRecord, ...]]:
+    """Records for ``gm``'s placeholders and ``meta``'s user outputs; ``inputs`` are dynamo's graph inputs,
+    ``attributes`` the tensors dynamo's graph holds as attributes (a compiled optimizer's parameters and
+    state), by attribute name: AOT lifts those as inputs too (role ``attribute``)."""
     from graphtool.capture import compat
 
     flags = compat.input_mutation_flags(meta) if meta is not None else []
@@ -72,6 +75,9 @@ def decode_forward(gm: Any, meta: Any, inputs: list[InputRef]) -> tuple[tuple[In
         desc = compat.node_descriptor(node)
         role, idx = compat.describe_aot_input(desc) if desc is not None else ("plain", pos)
         ref = inputs[idx] if role in ("plain", "view_base") and idx is not None and idx < len(inputs) else None
+        target = compat.aot_input_attribute(desc) if role == "unknown" and desc is not None else None
+        if target is not None and attributes and target in attributes:
+            role, ref = "attribute", attributes[target]
         if role == "token":
             records.append(InputRecord(pos, node.name, role, None))
             continue

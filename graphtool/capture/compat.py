@@ -363,6 +363,16 @@ def describe_aot_input(desc: Any) -> tuple[str, int | None]:
     return "unknown", None
 
 
+def aot_input_attribute(desc: Any) -> str | None:
+    """The attribute of dynamo's graph an AOT input is lifted from (``ParamAOTInput(target='self___param_groups_0__params___0')``),
+    else None. Dynamo installs what a compiled optimizer reads (its parameters, their state) as attributes of
+    its graph, not as placeholders; AOT lifts them as inputs named by ``target``, with no dynamo input index."""
+    if type(desc).__name__ in ("ParamAOTInput", "BufferAOTInput") and getattr(desc, "idx", None) is None:
+        target = getattr(desc, "target", None)
+        return target if isinstance(target, str) else None
+    return None
+
+
 def describe_aot_output(desc: Any) -> tuple[str, Any]:
     """Map an AOT output descriptor to ``(role, detail)``.
 

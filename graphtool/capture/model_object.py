@@ -15,10 +15,12 @@ back as the caller handed it, and leaving the ``with`` block puts it back for go
 - only tensors whose values changed are written back (a write bumps the version counter a backward
   the caller still holds would check);
 - each module's ``training`` flag, the grad mode and torch's CPU (and, when initialised, CUDA) random
-  number generator states.
+  number generator states;
+- a training step that runs its own optimizer (:mod:`graphtool.capture.train_step`): the parameters of
+  every optimizer it reaches, and each optimizer's state and ``param_groups`` (its ``state_dict``).
 
 What is not put back: plain Python values the forward changes (a step counter, a cache object that
-appends to a list), and ``torch._dynamo``'s caches: every trace calls ``torch._dynamo.reset()`` so
+appends to a list; an LR scheduler's own count of steps), and ``torch._dynamo``'s caches: every trace calls ``torch._dynamo.reset()`` so
 that torch compiles the model afresh and graphtool sees every region; functions the caller compiled
 with ``torch.compile`` before recompile on their next call.
 
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from graphtool.capture.script import ModelSpec, _build_spec
+from graphtool.capture.train_step import optimizers_reached
 
 
 def object_spec(model: Any, args: tuple, kwargs: dict | None = None) -> ModelSpec:
@@ -151,6 +154,7 @@ class _State:
             except Exception:  # a tensor that cannot be copied (a subclass without clone): left alone
                 continue
             self.tensors.append((t, kept, _view_of(t), t.untyped_storage()))
+        self.optimizers = _optimizer_states(model)
         self.cpu_rng = torch.random.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
 
@@ -167,6 +171,12 @@ class _State:
                 # the caller still holds through it
                 if t.shape == kept.shape and not torch.equal(t, kept):
                     t.copy_(kept)
+        for opt, state, params in self.optimizers:
+            opt.load_state_dict(state)
+            with torch.no_grad():
+                for p, kept in params:
+                    if not torch.equal(p, kept):
+                        p.copy_(kept)
         for p, grad in self.grads:
             p.grad = grad if final else None
         for m, training in self.training:
@@ -175,6 +185,18 @@ class _State:
         torch.random.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
+
+
+def _optimizer_states(model: Any) -> list:
+    """``(optimizer, a copy of its state_dict, [(parameter, a copy of it)])`` for each optimizer a training
+    step reaches: the step writes them."""
+    import copy
+
+    out = []
+    for _name, opt in optimizers_reached(model):
+        params = [(p, p.detach().clone()) for group in opt.param_groups for p in group["params"]]
+        out.append((opt, copy.deepcopy(opt.state_dict()), params))
+    return out
 
 
 def _cut_history(value: Any) -> Any:

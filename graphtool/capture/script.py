@@ -347,9 +347,16 @@ def _build_spec(path: Path, entry: str, model: Any, inputs: Any, kwargs: Any, li
         kwargs = {}
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise BadModelSpec(f"{where}: example_kwargs must be a dict of str -> value, got {type(kwargs).__name__}")
-    if not any(isinstance(t, torch.Tensor) for t in iter_tensors((inputs, kwargs))):
+    if not any(isinstance(t, torch.Tensor) for t in iter_tensors((inputs, kwargs))) and not _optimizer_step(model):
         raise BadModelSpec(f"{where}: the example inputs contain no tensor; graphtool needs at least one")
     return ModelSpec(path=path, entry=entry, model=model, args=inputs, kwargs=dict(kwargs), line=line)
+
+
+def _optimizer_step(model: Any) -> bool:
+    """``model = opt.step``: an optimizer's step takes no inputs (its tensors are the optimizer's own)."""
+    from graphtool.capture.train_step import optimizer_of_step
+
+    return optimizer_of_step(model) is not None
 
 
 def _check_module_methods(model: Any, where: str, torch) -> None:

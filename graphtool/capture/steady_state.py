@@ -104,17 +104,19 @@ def reset_grads(spec) -> None:
 
 
 def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, training: bool, backward, frames: list,
-              regions: list, variant=None) -> StepLog:
+              regions: list, variant=None, reset: bool = True) -> StepLog:
     """Steps 2..``steps`` after the first (already run): each resets grads, calls ``compiled`` on the same
     inputs (as the previous step left them), and runs ``backward`` in training. ``frames`` is the list of
     torch's compilation_metrics events the trace listener fills; ``regions`` the backend's regions.
     ``variant`` (``--dynamic``: the second input size, as step 1 ran it) runs after the step's own call,
-    every step, as a loop serving both sizes would."""
+    every step, as a loop serving both sizes would. ``reset`` False: a step that runs its own backward and
+    optimizer (``train_step``) manages its gradients itself; the loop only calls it."""
     marks = [len(frames)]
     done, failed = 1, None
     for step in range(2, steps + 1):
         calls.step = step
-        reset_grads(spec)
+        if reset:
+            reset_grads(spec)
         try:
             out = compiled(*spec.args, **spec.kwargs)
             if training:
@@ -155,11 +157,15 @@ def _entry(spec) -> tuple:
 
 
 def _in_torch(filename: str | None) -> bool:
+    """A frame of torch's own that stands for the model the user compiled: dynamo's wrapper
+    (``external_utils``) or an ``nn`` module's forward. torch's other code (an optimizer's ``step``,
+    compiled from the user's ``opt.step()``) is named as it is."""
     import os
 
     import torch
 
-    return bool(filename) and filename.startswith(os.path.dirname(torch.__file__) + os.sep)
+    root = os.path.dirname(torch.__file__) + os.sep
+    return bool(filename) and filename.startswith(root) and not filename.startswith(root + "optim" + os.sep)
 
 
 def _recompiles(frames: list, marks: list[int], entry: tuple = (None, None, None)) -> list[Recompile]:

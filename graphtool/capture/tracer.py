@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from graphtool.capture.input_names import argument_names, named_state, source_ki
 from graphtool.capture.script import ModelSpec, model_call_error
 from graphtool.capture.steady_state import CallLogger, run_steps
 from graphtool.capture.tensors import iter_tensors
+from graphtool.capture.train_step import StepWatch, optimizer_of_step, optimizer_state_names, script_parameter_names
 from graphtool.capture.user_code import (
     exception_chain,
     full_traceback,
@@ -64,6 +66,9 @@ class Region:
     # dynamo input index -> the stack trace of the last in-place op on it in dynamo's graph: the user's line of a
     # mutation whose new value AOT takes straight from another input (copy_(x)), which carries none
     input_writes: dict[int, str] = field(default_factory=dict)
+    # the tensors dynamo's graph holds as attributes, lifted by AOT as inputs: a compiled optimizer's parameters
+    # and state (``self___state_..._exp_avg``), by attribute name
+    attributes: dict[str, InputRef] = field(default_factory=dict)
 
 
 @dataclass
@@ -86,6 +91,9 @@ class Capture:
     # ``.training`` flag (None for a function, which has none) and the grad mode its forward was called in
     module_training: bool | None = None
     grad_enabled: bool = True
+    # the model's call is a training step that runs its own backward (and optimizer), or an optimizer's
+    # step alone: graphtool ran no backward of its own (train_step.OwnStep)
+    own_step: Any = None
 
     @property
     def regions_judged(self) -> int:
@@ -118,8 +126,10 @@ class KeepingBackend:
     handling), without its code generation."""
 
     def __init__(self, names: dict, *, backend: str = "inductor", standin: bool,
-                 on_region: Callable[[int], None] | None = None, placeholder_names: dict | None = None):
+                 on_region: Callable[[int], None] | None = None, placeholder_names: dict | None = None,
+                 more_names: Callable[[], dict] | None = None):
         self.names = names
+        self.more_names = more_names  # names of tensors made after the trace began (an optimizer's lazy state)
         self.placeholder_names = placeholder_names if placeholder_names is not None else {}
         self.backend = backend
         self.standin = standin
@@ -128,6 +138,9 @@ class KeepingBackend:
         self.calls = CallLogger()
 
     def __call__(self, gm, example_inputs):
+        if self.more_names is not None:
+            for tid, name in self.more_names().items():
+                self.names.setdefault(tid, name)
         region = Region(
             index=len(self.regions),
             inputs=[_classify(t, node, self.names, self.placeholder_names) for t, node in zip(example_inputs, _placeholders(gm))],
@@ -135,6 +148,7 @@ class KeepingBackend:
             cudagraph_annotation=compat.cudagraph_annotation(gm),
             step=self.calls.step,
             input_writes=_in_place_writes(gm),
+            attributes=_attribute_refs(gm, self.names),
         )
         self.regions.append(region)
         if self.on_region:
@@ -157,7 +171,8 @@ class KeepingBackend:
             region.inference = kind == "inference"
             region.forward = aot_gm
             region.fw_metadata = compat.copy_fw_metadata()
-            region.forward_inputs, region.forward_outputs = decode_forward(aot_gm, region.fw_metadata, region.inputs)
+            region.forward_inputs, region.forward_outputs = decode_forward(aot_gm, region.fw_metadata, region.inputs,
+                                                                           region.attributes)
             region.num_aot_inputs = len(aot_inputs)
             region.aot_input_types = [compat.cudagraph_input_type(x) for x in aot_inputs]
         elif kind == "backward":
@@ -207,7 +222,8 @@ def trace_model(
     training = wants_training(spec, inference)
     names = tensor_names(spec)
     keeping = KeepingBackend(names, backend=backend, standin=standin, on_region=on_region,
-                             placeholder_names=getattr(wrapper, "input_names", None))
+                             placeholder_names=getattr(wrapper, "input_names", None),
+                             more_names=functools.partial(_optimizer_names, spec, names))
     if hasattr(wrapper, "use_backend"):  # --fsdp2: a script's own per-block compile records here too
         wrapper.use_backend(keeping)
     before = _metadata_snapshot(spec)
@@ -252,6 +268,7 @@ def trace_model(
         stopped=stopped,
         no_backward=_no_backward(out) if training and keeping.regions and not stopped else None,
         steps=getattr(keeping, "step_log", None),
+        own_step=getattr(keeping, "own_step", None),
         module_training=module_training(spec),
         grad_enabled=grad_enabled,
     )
@@ -291,7 +308,11 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
     with standin_warnings_silenced() if standin else contextlib.nullcontext():
         compiled = torch.compile(spec.model, backend=backend)
         runner = wrap(compiled) if wrap is not None else compiled
+        watch = StepWatch(spec, backend.calls, [p for _, p in named_state(spec.model)[0]])
         out = runner(*spec.args, **spec.kwargs)
+        backend.own_step = watch.verdict(out)
+        if backend.own_step is not None:  # the step ran its own backward (or is the optimizer's): never one on top
+            training = False
         if training:
             _run_backward(torch, out)
         # --dynamic's second size, its inputs named as the forward names them; the steps call it again
@@ -302,6 +323,7 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
             if training:
                 _run_backward(torch, more)
         backend.step_log = run_steps(spec, runner, backend.calls, out, steps=steps, training=training,
+                                     reset=backend.own_step is None,
                                      backward=functools.partial(_run_backward, torch),
                                      frames=frames if frames is not None else [], regions=backend.regions, variant=variant)
     return out
@@ -342,6 +364,15 @@ def tensor_names(spec: ModelSpec) -> dict[int, tuple[str, str]]:
     return names
 
 
+def _optimizer_names(spec: ModelSpec, names: dict) -> dict:
+    """Names for the optimizers' state the step reaches, made lazily by its first ``step()`` (dynamo runs
+    the optimizer's ``_init_group`` for real while it traces): read when a region compiles."""
+    params = {tid: name for tid, (kind, name) in names.items() if kind == "parameter"}
+    for tid, name in script_parameter_names(spec).items() if optimizer_of_step(spec.model) is not None else ():
+        params.setdefault(tid, name)
+    return optimizer_state_names(spec.model, params, sys.modules.get(spec.module_name or ""))
+
+
 def _name_inputs(spec: ModelSpec, names: dict, args: tuple, kwargs: dict) -> None:
     """Name another call's inputs (``--dynamic``'s second size) as the forward names them, as
     :func:`tensor_names` names the example inputs: ``input``, not the ``args[0]`` dynamo reads it from."""
@@ -351,6 +382,16 @@ def _name_inputs(spec: ModelSpec, names: dict, args: tuple, kwargs: dict) -> Non
 
 def _placeholders(gm) -> list:
     return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _attribute_refs(gm, names: dict) -> dict[str, InputRef]:
+    """Attribute name -> what it is, for every tensor dynamo's graph holds as an attribute (AOT lifts them as
+    inputs): a compiled optimizer's parameters and state tensors, named as :func:`tensor_names` names them."""
+    refs: dict[str, InputRef] = {}
+    for target, t in [*gm.named_parameters(remove_duplicate=False), *gm.named_buffers(remove_duplicate=False)]:
+        kind, name = names.get(id(t), ("other", target))
+        refs[target] = InputRef(kind, name, name if kind in ("parameter", "buffer") else None)
+    return refs
 
 
 def _in_place_writes(gm) -> dict[int, str]:

@@ -53,6 +53,8 @@ def trace_view(report, verdict_summary: str | None = None, *, summary: bool = Tr
     mode = "training" if report.training else "inference"
     parts = [Fields([display_path(report.path) or report.path, f"entry {report.entry}", f"device {report.device}", mode,
                      f"{report.backend}'s graphs", f"torch {report.torch_version}"], first_style="header")]
+    if report.own_step:
+        parts.append(Text(own_step_line(report), style="note"))
     diags = report.diagnostics()
     if diags:
         parts.append(diagnostics_view(diags))
@@ -72,6 +74,16 @@ def trace_view(report, verdict_summary: str | None = None, *, summary: bool = Tr
     if summary:
         parts.append(summary_line(report, verdict_summary))
     return Group(*parts)
+
+
+def own_step_line(report) -> str:
+    """What graphtool did with a step that runs its own backward (or an optimizer's step alone)."""
+    step = report.own_step
+    if step["kind"] == "optimizer_step":
+        return f"optimizer step: {step['evidence']}; graphtool ran no backward and left every .grad as the script set it"
+    backward = next((r.index for r in report.regions if r.backward is not None), None)
+    shown = f"; region {backward}'s backward graph is the one its backward() runs" if backward is not None else ""
+    return f"training step: {step['evidence']}, so graphtool ran no backward of its own{shown}"
 
 
 def _region_table(region, total: int) -> FitTable:

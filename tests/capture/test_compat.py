@@ -693,3 +693,23 @@ def test_inductors_import_adds_no_jit_deprecation_warnings(monkeypatch):
         warnings.simplefilter("always")
         assert compat._require("torch.utils.mkldnn", "MkldnnLinear") is not None
     assert not [w for w in caught if "script_method" in str(w.message)]
+
+
+def test_aot_input_attribute_names_what_a_compiled_optimizer_reads():
+    """A compiled optimizer's parameters and state are attributes of dynamo's graph, which AOT lifts as inputs
+    (``ParamAOTInput(target=...)``): compat reads the attribute name, the tracer names the tensor behind it."""
+    import torch
+
+    from graphtool.capture.model_object import object_spec
+    from graphtool.capture.tracer import trace_model
+
+    w = torch.nn.Parameter(torch.ones(2))
+    w.grad = torch.ones(2)
+    opt = torch.optim.SGD([w], lr=0.1, momentum=0.9)
+    opt.step()  # the momentum buffer exists: the compiled step writes it
+    region = trace_model(object_spec(opt.step, ()), backend="aot_eager").regions[0]
+    targets = [compat.aot_input_attribute(compat.node_descriptor(n)) for n in region.forward.graph.find_nodes(op="placeholder")]
+    assert all(t in region.attributes for t in targets if t is not None) and sum(t is not None for t in targets) == 2
+    assert {(rec.role, rec.ref.kind, rec.mutates_data) for rec in region.forward_inputs if rec.role == "attribute"} == {
+        ("attribute", "parameter", True), ("attribute", "optimizer_state", True)}
+    assert compat.aot_input_attribute(None) is None

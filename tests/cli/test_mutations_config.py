@@ -36,7 +36,7 @@ def test_per_model_and_default_values(tmp_path):
     ("allow_mutations: buffers\n", "graphtool.yaml:1: allow_mutations: must be list, got str"),
     ("allow_mutations: [buffer]\n", "graphtool.yaml:1: allow_mutations.0: 'buffer' is not a kind: did you mean 'buffers'?"),
     ("models:\n  - path: mlp.py\n    allow_mutations:\n      - 3\n", "graphtool.yaml:4: models.0.allow_mutations.0: must be a kind"),
-    ("allow_mutations: ['']\n", "allow_mutations.0: must be a kind (buffers, parameters, user_inputs, inputs) or an FQN pattern"),
+    ("allow_mutations: ['']\n", "allow_mutations.0: must be a kind (buffers, parameters, user_inputs, inputs, optimizer_state) or an FQN pattern"),
 ])
 def test_bad_values_name_file_line_and_key(tmp_path, text, message):
     with pytest.raises(ConfigError) as info:

@@ -403,3 +403,149 @@ def run_torch(name: str, backend: str) -> TorchRun:
         torch._dynamo.reset()
     regions = [r for r in listener.regions.values() if r.graphs]
     return TorchRun(name, backend, training, regions, listener.breaks, listener.skip_notes, listener.metrics, error)
+
+
+# ------------------------------------------------------------------ a whole training step, run as a loop runs it
+_ATTRIBUTE_INPUT = re.compile(r"(?:Param|Buffer)AOTInput\(target='(?P<target>[^']+)'\)")
+_GB_ID = re.compile(r"/gb/(?P<code>gb\d+)\.html")
+
+
+@dataclass
+class StepRegion:
+    """One graph torch compiled while the step ran: its AOT graphs, and the tensors AOT's inputs are (by id)."""
+
+    compile_id: str
+    step: int  # the loop's step in which torch compiled it
+    graphs: dict[str, str]
+    after_joint_graph: str | None
+    meta: MetaFacts | None
+    input_ids: list[int | None]  # AOT's inputs in order (dynamo's placeholders and lifted attributes): id(tensor)
+
+
+@dataclass
+class StepRun:
+    """What ``torch.compile(step)`` did over a loop of calls: no backward but the step's own."""
+
+    regions: list[StepRegion]
+    breaks: set[tuple[str, int | None, str | None]]  # (file name, line, gb id)
+    skipped: set[str | None]  # co_name of every frame a compile failed on
+    recompiles: list[tuple[int, str | None, str]]  # (step, co_name, torch's guard failure)
+    names: dict[int, str]  # id(tensor) -> its name: `net.0.weight`, `opt.state[net.0.weight].exp_avg`
+    error: str | None = None
+
+    def mutated(self, region: StepRegion) -> set[str]:
+        """The names of the inputs AOT's metadata says the graph writes (data)."""
+        if region.meta is None:
+            return set()
+        return {self.names.get(i, f"?{i}") for i, info in zip(region.input_ids, region.meta.input_info) if info["mutates_data"]}
+
+
+class _StepListener(TraceListener):
+    """:class:`TraceListener` that also keeps, per compile, the id of every tensor behind its graph's inputs:
+    dynamo's placeholders (``grapharg.example``) and the attributes of its graph (what a compiled optimizer
+    reads: parameters and state) by name."""
+
+    def __init__(self, module):
+        super().__init__({})
+        self.module = module
+        self.ids: dict[str, tuple[list[int | None], dict[str, int]]] = {}
+        self.seen_names: dict[int, str] = {}  # the script's tensors as each compile saw them (gradients come and go)
+        self.step = 1
+        self.steps: dict[str, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "metadata", None)
+        if isinstance(meta, dict) and meta and next(iter(meta)) == "dynamo_output_graph":
+            cid = _compile_id(meta) or "?"
+            self.steps[cid] = self.step
+            self.seen_names.update(script_tensor_names(self.module))
+            f = sys._getframe()
+            while f is not None and not (f.f_code.co_name == "compile_and_call_fx_graph" and "gm" in f.f_locals):
+                f = f.f_back
+            if f is not None:
+                gm = f.f_locals["gm"]
+                placeholders = [getattr(n.meta.get("grapharg"), "example", None) for n in gm.graph.nodes if n.op == "placeholder"]
+                attrs = {k: id(v) for k, v in [*gm.named_parameters(remove_duplicate=False), *gm.named_buffers(remove_duplicate=False)]}
+                self.ids[cid] = ([id(t) if t is not None else None for t in placeholders], attrs)
+        super().emit(record)
+
+
+def script_tensor_names(module) -> dict[int, str]:
+    """id -> name for the tensors of a step script, read off its module-level objects alone: each module's
+    parameters (``net.0.weight``) and their gradients (``net.0.weight.grad``), each optimizer's state
+    (``opt.state[net.0.weight].exp_avg``)."""
+    import torch
+
+    names: dict[int, str] = {}
+    for var, value in vars(module).items():
+        if isinstance(value, torch.nn.Module):
+            for fqn, p in value.named_parameters():
+                names.setdefault(id(p), f"{var}.{fqn}")
+                if p.grad is not None:
+                    names.setdefault(id(p.grad), f"{var}.{fqn}.grad")
+    for var, value in vars(module).items():
+        if isinstance(value, torch.optim.Optimizer):
+            for p, state in value.state.items():
+                for key, t in state.items():
+                    if isinstance(t, torch.Tensor):
+                        names.setdefault(id(t), f"{var}.state[{names.get(id(p), '?')}].{key}")
+    return names
+
+
+def run_torch_steps(path: str, backend: str, steps: int = 3) -> StepRun:
+    """``torch.compile(model, backend=B)`` of a step script's ``model``, called ``steps`` times with its
+    example inputs and nothing else (the step runs its own backward and optimizer), torch's structured
+    trace listened to."""
+    import torch
+    import torch._functorch.config as functorch_config
+
+    model, args, kwargs = load_script(path)
+    module = sys.modules[f"truth_model_{Path(path).stem}"]
+    listener = _StepListener(module)
+    error = None
+    marks = []
+    torch._dynamo.reset()
+    quiet = [logging.getLogger(n) for n in ("torch._dynamo", "torch._inductor")]
+    saved_levels = [lg.level for lg in quiet]
+    for lg in quiet:
+        lg.setLevel(logging.ERROR)
+    try:
+        with listener, functorch_config.patch(enable_autograd_cache=False):
+            compiled = torch.compile(model, backend=backend)
+            try:
+                for step in range(1, steps + 1):
+                    listener.step = step
+                    compiled(*args, **kwargs)
+                    marks.append(len(listener.metrics))
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    finally:
+        for lg, level in zip(quiet, saved_levels):
+            lg.setLevel(level)
+        torch._dynamo.reset()
+    names = {**listener.seen_names, **script_tensor_names(module)}
+    regions = []
+    for cid, r in listener.regions.items():
+        if not r.graphs:
+            continue
+        text = r.graphs.get("aot_forward_graph") or r.graphs.get("aot_inference_graph") or ""
+        placeholder_ids, attrs = listener.ids.get(cid, ([], {}))
+        ids: list[int | None] = []
+        for name, (role, idx) in placeholder_descriptors(text).items():
+            line = next((ln for ln in text.split("\n") if ln.startswith(f"        {name}:")), "")
+            attr = _ATTRIBUTE_INPUT.search(line)
+            if role in ("plain", "view_base"):
+                ids.append(placeholder_ids[idx] if idx is not None and idx < len(placeholder_ids) else None)
+            elif attr is not None:
+                ids.append(attrs.get(attr.group("target")))
+        regions.append(StepRegion(cid, listener.steps.get(cid, 1), r.graphs, r.after_joint_graph, r.meta, ids))
+    breaks = set()
+    for b in listener.breaks:
+        code = _GB_ID.search(b.payload)
+        breaks.add((Path(b.file).name if b.file else None, b.line, code.group("code") if code else None))
+    recompiles = []
+    for i, m in enumerate(listener.metrics):
+        if m.get("recompile_reason"):
+            recompiles.append((1 + sum(1 for k in marks if i >= k), m.get("co_name"), str(m["recompile_reason"]).strip()))
+    skipped = {m.get("co_name") for m in listener.metrics if m.get("fail_type")}
+    return StepRun(regions, breaks, skipped, recompiles, names, error)
