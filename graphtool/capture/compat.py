@@ -272,11 +272,6 @@ def dynamo_import_module_cache():
     return fn if callable(getattr(fn, "cache_clear", None)) else None
 
 
-def aot_autograd_backend(**kwargs: Any):
-    """``torch._dynamo.backends.common.aot_autograd``: how torch's own cudagraphs backend is built."""
-    return _require("torch._dynamo.backends.common", "aot_autograd")(**kwargs)
-
-
 def boxed_fn(fn: Any):
     """Wrap a function (a GraphModule's ``forward``) so AOT autograd calls it with boxed (list)
     arguments, unchanged."""
@@ -585,10 +580,6 @@ def cudagraph_input_type(x: Any) -> str:
 def inductor_config_patch(changes: dict[str, Any]):
     """A context manager that sets inductor config flags (``triton.cudagraphs``) and restores them."""
     return _require("torch._inductor", "config").patch(changes)
-
-
-def using_cudagraph_partition() -> bool:
-    return bool(_require("torch._inductor.utils", "is_using_cudagraph_partition")())
 
 
 def higher_order_name(func: Any) -> str | None:

@@ -113,7 +113,6 @@ PRIVATE = [
     ("torch._functorch", "config"),
     ("torch._library.simple_registry", "singleton"),
     ("torch._dynamo.eval_frame", "skip_code"),
-    ("torch._inductor.utils", "is_using_cudagraph_partition"),
     ("torch._inductor", "config"),
     ("torch._dynamo", "config"),
     ("torch.multiprocessing.reductions", "StorageWeakRef"),
