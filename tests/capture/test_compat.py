@@ -712,3 +712,14 @@ def test_aot_input_attribute_names_what_a_compiled_optimizer_reads():
     assert {(rec.role, rec.ref.kind, rec.mutates_data) for rec in region.forward_inputs if rec.role == "attribute"} == {
         ("attribute", "parameter", True), ("attribute", "optimizer_state", True)}
     assert compat.aot_input_attribute(None) is None
+
+
+@pytest.mark.parametrize("flag, kind", [("triton.reorder_for_reducing_graph_partitions", bool),
+                                        ("triton.cudagraph_partition_memory_budget", float)])
+def test_the_partition_reordering_flags_the_verdict_reads(flag, kind):
+    """The cudagraphs verdict orders the ops as inductor's scheduler does before partitioning when this torch
+    has ``reorder_for_reducing_graph_partitions`` on (analysis/cudagraphs.py ``_partition_order``); without
+    the flag it keeps the graph's own order, so an absent flag must read as absent, not raise."""
+    assert compat.has_inductor_flag(flag)
+    assert isinstance(compat.inductor_flag(flag), kind)
+    assert not compat.has_inductor_flag("triton.no_such_flag_anywhere")
