@@ -52,7 +52,7 @@ CASES = [("blocks.py", 2), ("blocks.py", 4), ("per_block.py", 2)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script, world", cases(CASES, lambda r: f"{r[0][:-3]}-ws{r[1]}"))
+@pytest.mark.parametrize("script, world", cases(CASES, lambda r: f"{r[0][:-3]}-ws{r[1]}"))  # ws4: ONE_TORCH
 def test_predicted_fsdp2_facts_equal_every_rank_of_a_real_gloo_run(cli, tmp_path_factory, script, world):
     ranks = run_ranks(FIXTURES / "fsdp2" / script, world, tmp_path_factory)
     doc = predict(cli, FIXTURES / "fsdp2" / script, world)
