@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 # model scripts for the tests to load, several broken on purpose: never collected (--doctest-modules imports modules)
@@ -49,14 +51,16 @@ VERSIONED = (
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark the torch-dependent tests ``versions`` (CI's second torch runs ``-m versions``)."""
+    """Mark the torch-dependent tests ``versions`` (CI's second torch runs ``-m versions``), except those
+    marked ``one_torch``: under a VERSIONED path, but what they add to a sibling that runs on every torch is
+    graphtool's own code (docs/ci.md lists them and why)."""
     root = config.rootpath
     for item in items:
         try:
             rel = item.path.relative_to(root).as_posix()
         except ValueError:
             continue
-        if rel.startswith(VERSIONED):
+        if rel.startswith(VERSIONED) and not item.get_closest_marker("one_torch"):
             item.add_marker(pytest.mark.versions)
 
 
@@ -67,13 +71,15 @@ EACH_TEST_A_UNIT = {"tests/truth/test_ddp_truth.py", "tests/truth/test_fsdp2_tru
 def _work_unit(nodeid: str) -> str:
     """The xdist work unit of a test: its file, so that the file's module fixtures and its
     ``tests.helpers`` traces are made once on one worker; the truth suite's cases go one unit per
-    (model, backend), the key of its per-process caches, so its 30-odd real compiles spread; the
-    real-rank files share nothing between tests, so each test (a few gloo processes) is a unit."""
+    (model, backend), the key of its per-process caches, so its 30-odd real compiles spread; in the
+    real-rank files each case (a few gloo processes) is a unit: the tests whose parameter id starts with
+    the same case (``llama-2MB-ws2``, ``blocks-ws4``) share one real run of it, the others are one unit each."""
     path, _, rest = nodeid.partition("::")
     if path == "tests/truth/test_truth.py" and rest.endswith("]"):
         return f"{path}[{rest.rsplit('[', 1)[1]}"
     if path in EACH_TEST_A_UNIT:
-        return nodeid
+        case = re.match(r"[^[]*\[(.+?-ws\d+)", rest)
+        return f"{path}[{case.group(1)}]" if case else nodeid
     return path
 
 

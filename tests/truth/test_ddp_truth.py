@@ -6,6 +6,11 @@ DDPOptimizer chose, the ``optimize_ddp_split_child`` artifacts on the structured
 ``counters["graph_break"]``. graphtool predicts the same from one process at the world size asked
 (8 included: the prediction is one process whatever the world size). Every rank runs in its own
 process group under a deadline, and every group is killed on the way out.
+
+The tests that read the same case (script, bucket cap, find_unused_parameters, world size) share one
+real run of it (:func:`shared_run`), made with the most steps any of them needs: a rank reports its
+first step's facts as a one-step run would (``models/ddp_rank.py``). Their parameter ids start with
+the case (``llama-2MB-ws2``), and ``tests/conftest.py`` keeps the tests of one case on one worker.
 """
 
 from __future__ import annotations
@@ -37,6 +42,32 @@ def run_ranks(script: Path, world: int, cap_mb: float, unused: bool, tmp: Path, 
         world, tmp, {**os.environ, "GRAPHTOOL_RANK_MEMORY": "1" if memory else "0"})
 
 
+#: one real run per key in this process: the tests of a case share it (tests/conftest.py keeps them on one worker)
+_SHARED: dict[tuple, list[dict]] = {}
+
+
+def shared(key: tuple, tmp_path_factory, make) -> list[dict]:
+    """``make(tmp_dir)`` once per ``key`` in this process (a run that fails is not kept: the next test runs it again)."""
+    if key not in _SHARED:
+        _SHARED[key] = make(tmp_path_factory.mktemp("ranks"))
+    return _SHARED[key]
+
+
+#: the steps of a case that a one-step test shares with a loop's test: the loop's (a rank reports its first step
+#: as a one-step run does)
+CASE_STEPS = {("llama.py", 2.0, False, 2): 3, ("llama.py", 1.0, False, 4): 3, ("unused.py", 25.0, True, 2): 2}
+
+
+def shared_run(tmp_path_factory, script: str, cap_mb: float, unused: bool, world: int, steps: int = 1) -> list[dict]:
+    """The real run of one case (``models/ddp_rank.py``, no memory hook), made once and shared by every test
+    that reads it. A test of more than one step gets exactly its steps; a one-step test reads the first
+    step of the case's run (``CASE_STEPS``)."""
+    run_steps = CASE_STEPS.get((script, cap_mb, unused, world), steps)
+    assert steps in (1, run_steps), f"{script} {cap_mb} MB ws{world}: a test of {steps} steps shares a run of {run_steps}"
+    return shared(("ddp", script, cap_mb, unused, world, run_steps), tmp_path_factory,
+                  lambda tmp: run_ranks(DDP_FIXTURES / script, world, cap_mb, unused, tmp, run_steps))
+
+
 def spawn_ranks(argv, world: int, tmp: Path, env: dict) -> list[dict]:
     """Run ``python *argv(rank, out_json)`` for each of ``world`` ranks, each in its own process group,
     and return each one's JSON report, or fail naming the rank that did not finish; every group is
@@ -65,6 +96,19 @@ def spawn_ranks(argv, world: int, tmp: Path, env: dict) -> list[dict]:
     return [json.loads((tmp / f"rank{rank}.json").read_text()) for rank in range(world)]
 
 
+#: on the pinned torch only (not ``versions``; docs/ci.md says why for each file): a world-size-4 case whose
+#: world-size-2 sibling (the same script in the same test) runs on every torch. Torch's part (what each rank
+#: compiles, DDP's buckets and splits, which do not depend on the world size) is checked by the sibling on every
+#: release; what 4 adds is graphtool's: its fake process group of 4, its groups of ranks ("ranks 1-3"), the
+#: sizes it multiplies or divides by the world size.
+ONE_TORCH = pytest.mark.one_torch
+
+
+def cases(rows, id_of, once=lambda row: row[-1] == 4) -> list:
+    """``pytest.param`` per row, id ``id_of(row)``, marked ``ONE_TORCH`` where ``once(row)`` (world size 4)."""
+    return [pytest.param(*row, id=id_of(row), marks=[ONE_TORCH] if once(row) else []) for row in rows]
+
+
 def predict(cli, script: Path, cap_mb: float, world: int, unused: bool = False) -> dict:
     rc, out, err = cli("trace", script, "--ddp", "--world-size", world, "--bucket-cap-mb", cap_mb, "--format", "json",
                        *(["--find-unused-parameters"] if unused else []))
@@ -87,9 +131,9 @@ CASES = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script, cap_mb, unused, world", CASES, ids=[f"{s[:-3]}-{c:g}MB-ws{w}" for s, c, _, w in CASES])
-def test_predicted_splits_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, script, cap_mb, unused, world):
-    ranks = run_ranks(DDP_FIXTURES / script, world, cap_mb, unused, tmp_path)
+@pytest.mark.parametrize("script, cap_mb, unused, world", cases(CASES, lambda r: f"{r[0][:-3]}-{r[1]:g}MB-ws{r[3]}"))
+def test_predicted_splits_equal_every_rank_of_a_real_gloo_run(cli, tmp_path_factory, script, cap_mb, unused, world):
+    ranks = shared_run(tmp_path_factory, script, cap_mb, unused, world)
     # the world size does not enter DDP's split: predict at 8; a factory given the world size builds
     # the model for it, so it is predicted at the real run's
     factory = "get_distributed_model" in (DDP_FIXTURES / script).read_text()
@@ -109,22 +153,25 @@ def test_predicted_splits_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, scr
 
 
 @pytest.mark.slow
-def test_other_bucket_caps_predict_what_a_real_run_at_that_cap_compiles(cli, tmp_path):
+@pytest.mark.parametrize("case", ["mlp8-1MB-ws2"])  # the real run of that case, shared with the splits test's
+def test_other_bucket_caps_predict_what_a_real_run_at_that_cap_compiles(cli, tmp_path_factory, case):
     doc = predict(cli, DDP_FIXTURES / "mlp8.py", 25.0, 2)
     at = {c["bucket_cap_mb"]: c["graphs"] for c in doc["ddp"]["graphs_at_bucket_cap_mb"]}
-    assert at[1.0] == run_ranks(DDP_FIXTURES / "mlp8.py", 2, 1.0, False, tmp_path)[0]["graphs"] == 8
+    assert at[1.0] == shared_run(tmp_path_factory, "mlp8.py", 1.0, False, 2)[0]["graphs"] == 8
 
 
+# break_mid-1MB-ws4 has no sibling of 2 here: it runs on every torch
 STEP_CASES = [("recompile.py", 1.0, 2), ("recompile.py", 1.0, 4), ("mlp8.py", 5.0, 2), ("break_mid.py", 1.0, 4),
               ("llama.py", 2.0, 2), ("llama.py", 1.0, 4)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script, cap_mb, world", STEP_CASES, ids=[f"{s[:-3]}-{c:g}MB-ws{w}" for s, c, w in STEP_CASES])
-def test_cudagraphs_ddp_steps_compile_and_recompile_what_a_real_gloo_loop_does(cli, tmp_path, script, cap_mb, world):
+@pytest.mark.parametrize("script, cap_mb, world", cases(STEP_CASES, lambda r: f"{r[0][:-3]}-{r[1]:g}MB-ws{r[2]}",
+                                                         once=lambda r: r[2] == 4 and r[0] != "break_mid.py"))
+def test_cudagraphs_ddp_steps_compile_and_recompile_what_a_real_gloo_loop_does(cli, tmp_path_factory, script, cap_mb, world):
     """``cudagraphs --ddp`` runs 3 steps under DDP on the stand-in: the graphs each step compiles (the
     split graphs of every recompile) and each recompile's step and torch's reason equal a real loop's."""
-    ranks = run_ranks(DDP_FIXTURES / script, world, cap_mb, False, tmp_path, steps=3)
+    ranks = shared_run(tmp_path_factory, script, cap_mb, False, world, steps=3)
     rc, out, err = cli("cudagraphs", DDP_FIXTURES / script, "--ddp", "--world-size", world, "--bucket-cap-mb", cap_mb,
                        "--format", "json")
     assert rc == 0, err
@@ -143,16 +190,18 @@ def test_cudagraphs_ddp_steps_compile_and_recompile_what_a_real_gloo_loop_does(c
     assert all("cudagraphed" in g["cudagraphs"] for g in doc["ddp"]["graphs"])
 
 
+UNUSED_CASES = [(False, 2), (True, 2), (False, 4), (True, 4)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("world", [2, 4])
-@pytest.mark.parametrize("find_unused", [False, True], ids=["default", "find_unused"])
-def test_unused_parameters_fail_the_second_step_as_predicted(cli, tmp_path, world, find_unused):
+@pytest.mark.parametrize("find_unused, world", cases(UNUSED_CASES, lambda r: f"unused-25MB-ws{r[1]}-{'find_unused' if r[0] else 'default'}"))
+def test_unused_parameters_fail_the_second_step_as_predicted(cli, tmp_path_factory, world, find_unused):
     """unused.py: without find_unused_parameters=True every rank of a real loop fails at step 2 with
     DDP's reducer error; ``trace --ddp`` runs two steps and says so (exit 1), naming the parameters;
     ``cudagraphs --ddp`` (the stand-in, which cannot run torch's check) stops its loop at step 2 too."""
     from graphtool.capture.distributed import UNFINISHED_REDUCTION
 
-    ranks = run_ranks(DDP_FIXTURES / "unused.py", world, 25.0, find_unused, tmp_path, steps=2)
+    ranks = shared_run(tmp_path_factory, "unused.py", 25.0, find_unused, world, steps=2)
     flag = ["--find-unused-parameters"] if find_unused else []
     rc, out, err = cli("trace", DDP_FIXTURES / "unused.py", "--ddp", "--world-size", world, "--format", "json", *flag)
     unused = json.loads(out)["ddp"]["unused_parameters"]
@@ -178,7 +227,7 @@ MEMORY_CASES = [("mlp_adam.py", 25.0, 2), ("mlp8.py", 1.0, 2), ("mlp_adam.py", 2
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script, cap_mb, world", MEMORY_CASES, ids=[f"{s[:-3]}-{c:g}MB-ws{w}" for s, c, w in MEMORY_CASES])
+@pytest.mark.parametrize("script, cap_mb, world", cases(MEMORY_CASES, lambda r: f"{r[0][:-3]}-{r[1]:g}MB-ws{r[2]}"))
 def test_memory_ddp_rank_bytes_equal_torchs_own_objects_on_a_real_gloo_run(cli, tmp_path, script, cap_mb, world):
     """Each rank of a real loop of 2 (and 4) processes: its parameters' storages, the flat bucket tensors DDP's
     comm hook gets in each step (the first step's buckets, then the rebuilt ones), DDP's logged bucket sizes,
@@ -196,7 +245,7 @@ def test_memory_ddp_rank_bytes_equal_torchs_own_objects_on_a_real_gloo_run(cli, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", cases([(2,), (4,)], lambda r: str(r[0])))
 def test_a_collective_inside_the_graph_is_the_one_each_real_rank_compiles(cli, tmp_path, world):
     """tests/fixtures/ddp/allreduce_in_forward.py calls a functional all_reduce in its forward: each real
     rank's graph holds it (op, group, the group's ranks, bytes), and graphtool lists it in that forward graph,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import FIXTURES
-from tests.truth.test_ddp_truth import spawn_ranks
+from tests.truth.test_ddp_truth import cases, shared, spawn_ranks
 
 RANK = Path(__file__).parent / "models" / "fsdp2_rank.py"
 BLOCKS = FIXTURES / "fsdp2" / "blocks.py"
@@ -32,11 +32,13 @@ OPS = {"c10d::_allgather_base_": "all_gather", "c10d::_reduce_scatter_base_": "r
        "c10d::allreduce_": "all_reduce"}
 
 
-def run_ranks(script: Path, world: int, tmp: Path) -> list[dict]:
-    """Run ``world`` real ranks of ``models/fsdp2_rank.py`` and return each one's report."""
+def run_ranks(script: Path, world: int, tmp_path_factory) -> list[dict]:
+    """Run ``world`` real ranks of ``models/fsdp2_rank.py`` and return each one's report: once per
+    (script, world) in this process, shared by the tests of that case (blocks-ws4: the facts and the memory
+    test; tests/conftest.py keeps them on one worker)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
-    return spawn_ranks(lambda rank, out: [str(RANK), str(script), str(rank), str(world), str(tmp / "store"), out],
-                       world, tmp, env)
+    return shared(("fsdp2", script.name, world), tmp_path_factory, lambda tmp: spawn_ranks(
+        lambda rank, out: [str(RANK), str(script), str(rank), str(world), str(tmp / "store"), out], world, tmp, env))
 
 
 def predict(cli, script: Path, world: int) -> dict:
@@ -50,9 +52,9 @@ CASES = [("blocks.py", 2), ("blocks.py", 4), ("per_block.py", 2)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script, world", CASES, ids=[f"{s[:-3]}-ws{w}" for s, w in CASES])
-def test_predicted_fsdp2_facts_equal_every_rank_of_a_real_gloo_run(cli, tmp_path, script, world):
-    ranks = run_ranks(FIXTURES / "fsdp2" / script, world, tmp_path)
+@pytest.mark.parametrize("script, world", cases(CASES, lambda r: f"{r[0][:-3]}-ws{r[1]}"))  # ws4: ONE_TORCH
+def test_predicted_fsdp2_facts_equal_every_rank_of_a_real_gloo_run(cli, tmp_path_factory, script, world):
+    ranks = run_ranks(FIXTURES / "fsdp2" / script, world, tmp_path_factory)
     doc = predict(cli, FIXTURES / "fsdp2" / script, world)
     fsdp = doc["fsdp2"]
     assert fsdp["world_size"] == world
@@ -104,12 +106,12 @@ MEMORY_CASES = [("blocks512.py", 2), ("blocks.py", 4)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script, world", MEMORY_CASES, ids=[f"{s[:-3]}-ws{w}" for s, w in MEMORY_CASES])
-def test_memory_fsdp2_per_rank_equals_every_rank_of_a_real_gloo_run(cli, tmp_path, script, world):
+@pytest.mark.parametrize("script, world", cases(MEMORY_CASES, lambda r: f"{r[0][:-3]}-ws{r[1]}"))
+def test_memory_fsdp2_per_rank_equals_every_rank_of_a_real_gloo_run(cli, tmp_path_factory, script, world):
     """``memory --fsdp2``'s per-rank rows: shards, gradients, optimizer state and the compiled graphs'
     saved activations (each graph once per block it serves) against what each real rank holds (the
     ``CompiledFunctionBackward`` nodes' saved tensors; blocks.py's head runs eagerly and is in neither)."""
-    ranks = run_ranks(FIXTURES / "fsdp2" / script, world, tmp_path)
+    ranks = run_ranks(FIXTURES / "fsdp2" / script, world, tmp_path_factory)
     rc, out, err = cli("memory", FIXTURES / "fsdp2" / script, "--fsdp2", "--world-size", world, "--backend",
                        "aot_eager", "--format", "json")
     assert rc == 0, err

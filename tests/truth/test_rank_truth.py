@@ -13,13 +13,13 @@ import json
 
 import pytest
 
-from tests.truth.test_ddp_truth import DDP_FIXTURES, run_ranks
+from tests.truth.test_ddp_truth import DDP_FIXTURES, cases, run_ranks
 
 CASES = [("uneven_batch.py", 2), ("uneven_batch.py", 4), ("rank0_print.py", 2), ("rank0_print.py", 4)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script, world", CASES, ids=[f"{s[:-3]}-ws{w}" for s, w in CASES])
+@pytest.mark.parametrize("script, world", cases(CASES, lambda r: f"{r[0][:-3]}-ws{r[1]}"))  # ws4: ONE_TORCH
 def test_each_rank_compiles_what_graphtool_predicts_for_it(cli, tmp_path, script, world):
     real = run_ranks(DDP_FIXTURES / script, world, 25.0, False, tmp_path)
     rc, out, err = cli("trace", DDP_FIXTURES / script, "--ddp", "--world-size", world, "--format", "json")

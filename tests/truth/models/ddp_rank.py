@@ -8,7 +8,8 @@ reports: the graphs its backend was handed (placeholders that are parameters, by
 With STEPS (default 1) the step runs that many times as a loop would (every ``.grad`` set to None
 first): the graphs the backend got in each step, and each recompile's step and torch's reason (the
 ``compilation_metrics`` artifact's ``recompile_reason``). A step that raises is reported (its step,
-its exception's type and first line), not raised.
+its exception's type and first line), not raised. Everything else is the first step's, read when it
+ended: a run of STEPS steps reports what a one-step run reports, and the tests share one run per case.
 """
 
 import json
@@ -123,6 +124,9 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
         if step == 1:
             first = len(graphs)
             no_grad = sorted(n for n, p in model.named_parameters() if p.requires_grad and p.grad is None)
+            # what a one-step run would report, read before later steps (a recompile) add to it
+            first_step = {"split_graphs": listener.split_graphs, "graph_breaks": sum(counters["graph_break"].values()),
+                          "graph_break_reasons": len(counters["graph_break"]), "collectives": list(collectives)}
     if failed is None or failed["step"] > 1:
         dist.barrier()
     extra = {}
@@ -148,6 +152,7 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
                    "split_graphs": listener.split_graphs,
                    "graph_breaks": sum(counters["graph_break"].values()),
                    "graph_break_reasons": len(counters["graph_break"]),
+                   **(first_step if per_step else {}),
                    "graphs_per_step": per_step, "recompiles": listener.recompiles, "failed": failed,
                    "no_grad_after_step1": no_grad if per_step else None, **extra}, f)
     dist.destroy_process_group()
