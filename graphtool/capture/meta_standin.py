@@ -76,10 +76,12 @@ class MetaMover:
     (device(type='meta'), device(type='meta'), True)
     """
 
-    def __init__(self, max_depth: int = MAX_DEPTH, *, collect: bool = False):
+    def __init__(self, max_depth: int = MAX_DEPTH, *, collect: bool = False, fresh: bool = False):
         self.max_depth = max_depth
         #: walk only: every tensor the move would reach is found (:meth:`found`), nothing changes
         self.collect = collect
+        #: a tensor already on meta gets a new meta tensor too (a copy of a stand-in shares nothing with it)
+        self.fresh = fresh
         # id(original) -> (original, its stand-in); holding the original keeps its id from being reused
         self._done: dict[int, tuple[Any, Any]] = {}
 
@@ -148,15 +150,15 @@ class MetaMover:
             for value in list(vars(t).values()):  # dynamo's marks, and whatever else rides on the tensor
                 self.move(value, self.max_depth)
             return t
-        if t.device.type == "meta":
+        if t.device.type == "meta" and not self.fresh:
             moved = t
         elif t._base is not None:  # a view of another tensor: view the moved base the same way
             base = self._tensor(t._base).detach()
             moved = base.as_strided(t.size(), t.stride(), t.storage_offset())
         elif isinstance(t, torch.nn.Parameter):  # dynamo treats parameters as static: keep the type
-            moved = torch.nn.Parameter(t.detach().to("meta"), requires_grad=t.requires_grad)
+            moved = torch.nn.Parameter(t.detach().to("meta", copy=self.fresh), requires_grad=t.requires_grad)
         else:
-            moved = t.detach().to("meta")
+            moved = t.detach().to("meta", copy=self.fresh)
         if t.requires_grad and moved.is_leaf and not moved.requires_grad:
             moved.requires_grad_(True)
         self._done[id(t)] = (t, moved)
@@ -336,14 +338,16 @@ def _higher_order_on_meta(name: str, func, args, kwargs):
     return func(*args, **kwargs)
 
 
-def copy_to_meta(spec: ModelSpec) -> ModelSpec:
+def copy_to_meta(spec: ModelSpec, *, fresh: bool = False) -> ModelSpec:
     """A stand-in copy of a model the caller handed over as an object: nothing of theirs changes.
 
     The model and its inputs are deep-copied with every tensor :class:`MetaMover` reaches already
     mapped to its meta stand-in, so no tensor's data is copied and the originals are untouched
     (parameters, buffers, caches, gradients); tied weights stay tied and ``mark_static_address``
     marks move along, as :func:`to_meta` does. A tensor the walk does not reach is copied by
-    ``deepcopy`` and then moved on the copy, which is graphtool's own.
+    ``deepcopy`` and then moved on the copy, which is graphtool's own. ``fresh``: tensors already on
+    meta get new meta tensors too, so a copy of a stand-in (a pristine one kept for several traces)
+    shares no tensor with it.
 
     >>> import torch
     >>> from pathlib import Path
@@ -359,7 +363,7 @@ def copy_to_meta(spec: ModelSpec) -> ModelSpec:
 
     free = _free_state(spec.model)  # a function's module-level modules and tensors, and its closure's
     found = reachable_tensors((spec.model, spec.args, spec.kwargs, free))
-    mover = MetaMover()
+    mover = MetaMover(fresh=fresh)
     memo: dict[int, Any] = {tid: mover._tensor(t) for tid, t in found.items()}
     memo[id(memo)] = list(found.values())  # deepcopy's keep-alive list: the originals' ids stay theirs
     try:
