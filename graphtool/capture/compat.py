@@ -223,6 +223,54 @@ def _missing(symbol: str) -> UnsupportedTorch:
     )
 
 
+# -- the meta stand-in's autograd ---------------------------------------------------------------
+
+
+def _meta_kernels_over_composites() -> list:
+    """The aten ops that decompose for autograd (a ``CompositeImplicitAutograd`` kernel: ``nll_loss``,
+    ``dropout``...) and also have a Python ``Meta`` kernel (torch's refs registered as meta kernels)."""
+    import torch
+
+    _import("torch._meta_registrations")  # registers them
+    packet_type = _require("torch._ops", "OpOverloadPacket")
+    meta, composite = torch._C.DispatchKey.Meta, torch._C.DispatchKey.CompositeImplicitAutograd
+    has_kernel = _require("torch._C", "_dispatch_has_kernel_for_dispatch_key")
+    found = []
+    for name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, packet_type):
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if meta in getattr(op, "py_kernels", {}) and has_kernel(op.name(), composite):
+                found.append(op)
+    return found
+
+
+@contextlib.contextmanager
+def composites_keep_autograd_on_meta():
+    """While the stand-in traces: the ops of :func:`_meta_kernels_over_composites` decompose on meta as on a GPU.
+
+    Under AOT autograd's tracing (the Python dispatcher) a meta tensor's op with a Python ``Meta`` kernel runs
+    that kernel at the autograd key instead of its autograd decomposition, so it records no backward:
+    ``cross_entropy``'s ``nll_loss`` on meta gave no gradient to any parameter (the backward graph returned
+    None for each), where a CUDA tensor's decomposes into ``nll_loss_forward``, whose backward exists. The
+    kernels are taken out of ``py_kernels`` for the trace and put back after it."""
+    import torch
+
+    meta = torch._C.DispatchKey.Meta
+    removed = []
+    try:
+        for op in _meta_kernels_over_composites():
+            removed.append((op, op.py_kernels.pop(meta)))
+            getattr(op, "_dispatch_cache", {}).clear()
+        yield len(removed)
+    finally:
+        for op, kernel in removed:
+            op.py_kernels[meta] = kernel
+            getattr(op, "_dispatch_cache", {}).clear()
+
+
 # -- pytree -------------------------------------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ def to_meta(spec: ModelSpec) -> ModelSpec:
     The model and the objects it holds change in place (graphtool loads the script afresh for each
     trace); tuples are rebuilt, so the returned spec carries the moved inputs."""
     from graphtool.capture.input_names import reached_places
+    from graphtool.capture.train_step import optimizers_reached
 
     mover = MetaMover()
     model = mover.move(spec.model)
@@ -46,7 +47,24 @@ def to_meta(spec: ModelSpec) -> ModelSpec:
             moved = mover.move(obj)
             if moved is not obj and put is not None:
                 put(moved)
+    optimizers = [opt for _name, opt in optimizers_reached(spec.model)]
+    for opt in optimizers:  # after the modules: its param_groups and state keys become their moved parameters
+        mover.move(opt)
+    capturable_as_on_a_gpu(optimizers)
     return replace(spec, model=model, args=mover.move(spec.args), kwargs=mover.move(spec.kwargs))
+
+
+def capturable_as_on_a_gpu(optimizers: list) -> None:
+    """``capturable=True`` in each param group whose parameters all moved to meta and have no state yet, as
+    dynamo sets it when it traces an optimizer whose parameters are on a GPU (``OptimizerVariable._set_capturable``
+    tests ``p.is_cuda``, which a meta parameter is not): the state it then creates (Adam's ``step``) lives on the
+    parameters' device, not on the CPU, as on the GPU. Groups with no ``capturable`` option are left alone."""
+    for opt in optimizers:
+        for group in opt.param_groups:
+            params = group.get("params", [])
+            if ("capturable" in group and params and all(p.device.type == "meta" for p in params)
+                    and all(p not in opt.state for p in params)):
+                group["capturable"] = True
 
 
 #: how far the walk follows attributes and containers from the model or an input
@@ -76,10 +94,12 @@ class MetaMover:
     (device(type='meta'), device(type='meta'), True)
     """
 
-    def __init__(self, max_depth: int = MAX_DEPTH, *, collect: bool = False):
+    def __init__(self, max_depth: int = MAX_DEPTH, *, collect: bool = False, fresh: bool = False):
         self.max_depth = max_depth
         #: walk only: every tensor the move would reach is found (:meth:`found`), nothing changes
         self.collect = collect
+        #: a tensor already on meta gets a new meta tensor too (a copy of a stand-in shares nothing with it)
+        self.fresh = fresh
         # id(original) -> (original, its stand-in); holding the original keeps its id from being reused
         self._done: dict[int, tuple[Any, Any]] = {}
 
@@ -110,11 +130,24 @@ class MetaMover:
         elif isinstance(obj, dict):
             for key, value in list(obj.items()):
                 self._replace(value, depth, lambda new, key=key: dict.__setitem__(obj, key, new))
+            self._move_keys(obj)
         if isinstance(obj, types.MethodType):  # a bound ``forward``: its module holds the tensors
             self.move(obj.__self__, depth + 1)
         else:
             self._attributes(obj, depth)
         return obj
+
+    def _move_keys(self, obj: dict) -> None:
+        """A dict keyed by tensors (an optimizer's ``state``, keyed by its parameters) keyed by their stand-ins,
+        in the same order: the optimizer then finds the state of the parameters it now steps."""
+        import torch
+
+        if self.collect or not any(isinstance(k, torch.Tensor) for k in obj):
+            return
+        items = [(self._tensor(k) if isinstance(k, torch.Tensor) else k, v) for k, v in obj.items()]
+        dict.clear(obj)
+        for k, v in items:
+            dict.__setitem__(obj, k, v)
 
     def _replace(self, value: Any, depth: int, put) -> bool:
         """Move ``value`` and ``put`` the result back where it was, when it changed."""
@@ -145,21 +178,25 @@ class MetaMover:
             return self._done[id(t)][1]
         if self.collect:
             self._done[id(t)] = (t, t)
+            if t.grad is not None:
+                self._tensor(t.grad)
             for value in list(vars(t).values()):  # dynamo's marks, and whatever else rides on the tensor
                 self.move(value, self.max_depth)
             return t
-        if t.device.type == "meta":
+        if t.device.type == "meta" and not self.fresh:
             moved = t
         elif t._base is not None:  # a view of another tensor: view the moved base the same way
             base = self._tensor(t._base).detach()
             moved = base.as_strided(t.size(), t.stride(), t.storage_offset())
         elif isinstance(t, torch.nn.Parameter):  # dynamo treats parameters as static: keep the type
-            moved = torch.nn.Parameter(t.detach().to("meta"), requires_grad=t.requires_grad)
+            moved = torch.nn.Parameter(t.detach().to("meta", copy=self.fresh), requires_grad=t.requires_grad)
         else:
-            moved = t.detach().to("meta")
+            moved = t.detach().to("meta", copy=self.fresh)
         if t.requires_grad and moved.is_leaf and not moved.requires_grad:
             moved.requires_grad_(True)
         self._done[id(t)] = (t, moved)
+        if t.grad is not None and moved is not t and moved.grad is None:  # what an optimizer's step reads
+            moved.grad = self._tensor(t.grad)
         self._copy_marks(t, moved)
         return moved
 
@@ -336,14 +373,16 @@ def _higher_order_on_meta(name: str, func, args, kwargs):
     return func(*args, **kwargs)
 
 
-def copy_to_meta(spec: ModelSpec) -> ModelSpec:
+def copy_to_meta(spec: ModelSpec, *, fresh: bool = False) -> ModelSpec:
     """A stand-in copy of a model the caller handed over as an object: nothing of theirs changes.
 
     The model and its inputs are deep-copied with every tensor :class:`MetaMover` reaches already
     mapped to its meta stand-in, so no tensor's data is copied and the originals are untouched
     (parameters, buffers, caches, gradients); tied weights stay tied and ``mark_static_address``
     marks move along, as :func:`to_meta` does. A tensor the walk does not reach is copied by
-    ``deepcopy`` and then moved on the copy, which is graphtool's own.
+    ``deepcopy`` and then moved on the copy, which is graphtool's own. ``fresh``: tensors already on
+    meta get new meta tensors too, so a copy of a stand-in (a pristine one kept for several traces)
+    shares no tensor with it.
 
     >>> import torch
     >>> from pathlib import Path
@@ -359,31 +398,74 @@ def copy_to_meta(spec: ModelSpec) -> ModelSpec:
 
     free = _free_state(spec.model)  # a function's module-level modules and tensors, and its closure's
     found = reachable_tensors((spec.model, spec.args, spec.kwargs, free))
-    mover = MetaMover()
+    mover = MetaMover(fresh=fresh)
     memo: dict[int, Any] = {tid: mover._tensor(t) for tid, t in found.items()}
     memo[id(memo)] = list(found.values())  # deepcopy's keep-alive list: the originals' ids stay theirs
     try:
-        model, args, kwargs, free = copy.deepcopy((spec.model, spec.args, spec.kwargs, free), memo)
+        model, args, kwargs, copied = copy.deepcopy((spec.model, spec.args, spec.kwargs, free), memo)
     except Exception as exc:  # a lock, a file, a process group: objects Python cannot copy
         raise BadModelSpec(
             f"{spec.location}: graphtool needs a copy of the model for the accelerator stand-in, and Python could not "
             f"copy it: {type(exc).__name__}: {exc}",
             hint="pass a model built on the meta device (device='meta'), or run graphtool on a script",
         ) from None
+    for key, value in free.items():
+        if _optimizer_of(value) is not None:
+            _track_step_as(_optimizer_of(value), _optimizer_of(copied[key]))
     rest = MetaMover()
-    model = _rebind(model, rest.move(free)) if free else rest.move(model)
+    model = _rebind(model, rest.move(copied)) if copied else rest.move(model)
+    capturable_as_on_a_gpu(list({id(o): o for o in map(_optimizer_of, copied.values()) if o is not None}.values()))
     return replace(spec, model=model, args=rest.move(args), kwargs=rest.move(kwargs), borrowed=False)
 
 
+def _track_step_as(original: Any, copy: Any) -> None:
+    """The wrapper an LR scheduler puts on its optimizer's ``step`` (it marks ``_opt_called``, which
+    ``scheduler.step()`` reads), put on the copy too: ``deepcopy`` keeps only an optimizer's ``defaults``,
+    ``state`` and ``param_groups``, and the original's wrapper holds a weak reference to the original."""
+    wrapped = vars(original).get("step")
+    if not getattr(wrapped, "_wrapped_by_lr_sched", False) or "step" in vars(copy):
+        return
+    func = type(copy).step
+    copy_ref = weakref.ref(copy)
+
+    @functools.wraps(func)
+    def step(*args, **kwargs):
+        opt = copy_ref()
+        opt._opt_called = True
+        return func.__get__(opt, type(opt))(*args, **kwargs)
+
+    step._wrapped_by_lr_sched = True
+    copy.step = step
+    if hasattr(original, "_opt_called"):
+        copy._opt_called = original._opt_called
+
+
 def _stateful(value: Any) -> bool:
-    """Whether a function's free value holds state the stand-in must move: a module, or tensors."""
+    """Whether a function's free value holds state the stand-in must move: a module, tensors, an optimizer,
+    or an LR scheduler (its ``.optimizer``). A training step's optimizer left out would still hold the
+    caller's parameters, not the stand-in's: it would see no gradient and step nothing."""
     import torch
 
-    if isinstance(value, (torch.nn.Module, torch.Tensor)):
+    if isinstance(value, (torch.nn.Module, torch.Tensor)) or _optimizer_of(value) is not None:
         return True
     if isinstance(value, (list, tuple, dict)):
         return bool(reachable_tensors(value, depth=MAX_DEPTH - 2))
     return False
+
+
+def _optimizer_of(value: Any) -> Any:
+    """``value`` when it is an optimizer, its ``.optimizer`` when it is an LR scheduler, else None."""
+    import torch
+
+    if isinstance(value, torch.optim.Optimizer):
+        return value
+    if isinstance(value, (type, types.ModuleType)):
+        return None
+    try:
+        opt = getattr(value, "optimizer", None)
+    except Exception:  # a property that raises
+        return None
+    return opt if isinstance(opt, torch.optim.Optimizer) else None
 
 
 def _functions_sharing(fn: types.FunctionType) -> list[types.FunctionType]:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from graphtool.capture.script import ModelSpec, _build_spec
-from graphtool.capture.train_step import optimizers_reached
+from graphtool.capture.train_step import optimizer_of_step, optimizers_reached
 
 
 def object_spec(model: Any, args: tuple, kwargs: dict | None = None) -> ModelSpec:
@@ -143,8 +143,11 @@ class _State:
         # every leaf the trace's backward reaches (parameters, inputs that require grad) keeps its .grad
         leaves = {**self.params, **{i: t for i, t in found.items() if t.is_leaf and t.requires_grad}}
         self.grads = [(t, t.grad) for t in leaves.values()]
+        # an optimizer's step as the model (``model = opt.step``) reads the gradients as its inputs: kept
+        self.keep_grads = optimizer_of_step(model) is not None
         for t in leaves.values():
-            t.grad = None
+            if not self.keep_grads:
+                t.grad = None
         self.tensors = []
         for t in found.values():
             if id(t) in self.params or t.device.type == "meta" or _is_param(t):
@@ -178,7 +181,7 @@ class _State:
                     if not torch.equal(p, kept):
                         p.copy_(kept)
         for p, grad in self.grads:
-            p.grad = grad if final else None
+            p.grad = grad if final or self.keep_grads else None
         for m, training in self.training:
             m.training = training
         torch.set_grad_enabled(self.grad_enabled)

@@ -91,9 +91,11 @@ def check_script_path(target: str | os.PathLike) -> Path:
 
 
 def load_model(target: str | os.PathLike, entry: str | None = None, device: str | None = None,
-               factory_args: tuple = ()) -> ModelSpec:
+               factory_args: tuple = (), module: Any = None) -> ModelSpec:
     """Import ``target`` and return its :class:`ModelSpec`; ``device="meta"`` builds it on meta.
     ``factory_args`` go to the factory (``get_distributed_model(world_size)`` under ``--ddp``).
+    ``module``: the script as already imported (the spec's ``module_name`` in ``sys.modules``): only
+    the factory is called, the script is not run again (:mod:`graphtool.capture.load_once`).
 
     The script runs with ``sys.argv`` set to ``[script]`` (its own argument parsing sees no graphtool
     options), and the current folder is restored afterwards should it ``os.chdir()``."""
@@ -104,7 +106,8 @@ def load_model(target: str | os.PathLike, entry: str | None = None, device: str 
     sys.argv = [str(path)]
     try:
         with device_context(device):
-            module = import_script(path)
+            if module is None:
+                module = import_script(path)
             spec = _find_model(module, path, entry, factory_args)
             spec.module_name = module.__name__
             return spec

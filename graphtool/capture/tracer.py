@@ -336,10 +336,12 @@ STANDIN_WARNINGS = (r".*an autograd kernel was not registered to the Autograd ke
 
 @contextlib.contextmanager
 def standin_warnings_silenced():
-    """Silence :data:`STANDIN_WARNINGS` for the stand-in run only; the own-device run still shows them."""
+    """Silence :data:`STANDIN_WARNINGS` for the stand-in run only; the own-device run still shows them. Also
+    the ops that decompose for autograd do so on meta too (:func:`compat.composites_keep_autograd_on_meta`:
+    without it a ``cross_entropy`` loss gave the stand-in's parameters no gradient)."""
     import warnings
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), compat.composites_keep_autograd_on_meta():
         for message in STANDIN_WARNINGS:
             warnings.filterwarnings("ignore", message=message)
         yield

@@ -1,6 +1,6 @@
 """``graphtool report``: every fact about one model in one self-contained HTML page.
 
-Two traces, as the terminal commands make them: on the model's own device (the graphs torch.compile
+Two traces of one loaded model (the script runs once), as the terminal commands make them: on the model's own device (the graphs torch.compile
 sees there: graph breaks, mutations and aliasing, memory) and on the accelerator stand-in (devices,
 the CUDA-graph verdict, and the pictures, whose red marks are the nodes a GPU run would trip on).
 Each forward and backward graph is drawn at every fold level (one box per module at depth 1, 2...,
@@ -117,8 +117,9 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         steps.check_ddp(ddp, device)
     results = []
     for target, ent in steps.targets(model, entry):
-        results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress,
-                            ddp=ddp, fsdp2=fsdp2))
+        with steps.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
+            results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug,
+                                progress, ddp=ddp, fsdp2=fsdp2))
     return results
 
 
@@ -238,7 +239,7 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
     from graphtool.capture.tracer import trace_model
     from graphtool.errors import GraphtoolError
 
-    spec = steps.load(target, ent, device, progress, factory_args)
+    spec = steps.load(target, ent, device, progress, factory_args, wrapped=wrapper is not None)
     eager = None
     note = None if want_memory else "not measured (--no-memory)"
     if want_memory and not inference:

@@ -8,6 +8,7 @@ User code's prints go to stderr meanwhile: stdout carries only graphtool's one d
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,25 +40,87 @@ def quiet_stdout():
     return contextlib.redirect_stdout(sys.stderr)
 
 
+#: the command's :class:`~graphtool.capture.load_once.LoadOnce` while :func:`one_load` is open
+_ONE_LOAD: contextvars.ContextVar = contextvars.ContextVar("graphtool_one_load", default=None)
+
+
+@contextlib.contextmanager
+def one_load(*, standin: bool = False, plain: bool = False):
+    """Inside, the script runs once: every :func:`load` and :func:`load_standin` of it is served from
+    that one run (the own-device spec with its state put back, the stand-in a meta copy); see
+    :mod:`graphtool.capture.load_once`. A command opens one per model when it traces the model more
+    than once: ``standin`` when it traces the stand-in, ``plain`` when it traces the model under
+    ``--ddp``/``--fsdp2`` and also plainly (``trace --bench``)."""
+    from graphtool.capture.load_once import LoadOnce
+
+    token = _ONE_LOAD.set(LoadOnce(standin=standin, plain=plain, loader=_load_script))
+    try:
+        yield
+    finally:
+        _ONE_LOAD.reset(token)
+
+
+@contextlib.contextmanager
+def own_load():
+    """Inside, a load runs the script afresh: another rank's model, built as that rank's process would
+    build it (its script may read its rank), is not rank 0's."""
+    token = _ONE_LOAD.set(None)
+    try:
+        yield
+    finally:
+        _ONE_LOAD.reset(token)
+
+
 def load(target: Optional[str], entry: Optional[str], device: Optional[str], progress: Progress = SILENT,
-         factory_args: tuple = ()):
+         factory_args: tuple = (), *, wrapped: bool = False):
     """Import torch (checking its version) and load the script: its :class:`ModelSpec`. A model
     object (:class:`~graphtool.capture.model_object.ModelObject`, from :mod:`graphtool.api`) is not
-    imported: its spec comes back with the caller's state put back. ``factory_args`` go to the
-    script's factory (``get_distributed_model(world_size)`` under ``--ddp``)."""
-    if hasattr(target, "load") and not isinstance(target, (str, Path)):
+    imported: its spec comes back with the caller's state put back; inside :func:`one_load` neither is
+    a script run twice. ``factory_args`` go to the script's factory (``get_distributed_model(world_size)``
+    under ``--ddp``); ``wrapped``: the trace runs the model under ``--ddp``/``--fsdp2``'s wrapper."""
+    if _is_object(target):
         return _load_object(target, device)
     target = target or str(bundled_example())
-    progress.phase("importing torch...")
     with quiet_stdout():
-        from graphtool.capture import compat
+        _import_torch(target, progress)
+        once = _ONE_LOAD.get()
+        if once is None:
+            return _load_script(target, entry=entry, device=device, factory_args=factory_args)
+        return once.own((target, entry, device, tuple(factory_args)), wrapped=wrapped)
 
-        compat.import_torch()
-        compat.freeze_gc_after_import()
-        from graphtool.capture.script import load_model
 
-        progress.phase(f"loading {Path(target.split(':')[0]).name}...")
-        return load_model(target, entry=entry, device=device, factory_args=factory_args)
+def load_standin(target, entry, device, progress: Progress = SILENT, factory_args: tuple = ()):
+    """``(spec, accelerator)`` for the stand-in trace: inside :func:`one_load` a fresh meta copy of the
+    model the script built (or the model itself on its GPU), else a fresh load that the trace moves to meta."""
+    once = _ONE_LOAD.get()
+    if once is None or _is_object(target):
+        from graphtool.capture.meta_standin import accelerator_of
+
+        spec = load(target, entry, device, progress, factory_args)
+        return spec, accelerator_of(spec)
+    target = target or str(bundled_example())
+    with quiet_stdout():
+        _import_torch(target, progress)
+        return once.standin((target, entry, device, tuple(factory_args)))
+
+
+def _is_object(target) -> bool:
+    return hasattr(target, "load") and not isinstance(target, (str, Path))
+
+
+def _import_torch(target: str, progress: Progress) -> None:
+    progress.phase("importing torch...")
+    from graphtool.capture import compat
+
+    compat.import_torch()
+    compat.freeze_gc_after_import()
+    progress.phase(f"loading {Path(target.split(':')[0]).name}...")
+
+
+def _load_script(target, *, entry, device, factory_args, module=None):
+    from graphtool.capture.script import load_model
+
+    return load_model(target, entry=entry, device=device, factory_args=factory_args, module=module)
 
 
 def _load_object(obj, device: Optional[str]):
@@ -82,7 +145,7 @@ def trace_own_device(target, entry, device, inference: bool, *, backend: str = "
                      steps: int = 1):
     """Load the script and trace it on its own device with ``backend``'s AOT stage: a
     :class:`~graphtool.capture.tracer.Capture`."""
-    spec = load(target, entry, device, progress, factory_args)
+    spec = load(target, entry, device, progress, factory_args, wrapped=wrapper is not None)
     from graphtool.capture.tracer import trace_model
 
     progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
@@ -104,15 +167,14 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
     region torch compiles is judged; ``capture.regions_compiled`` says how many that is. ``steps``: how
     many times the step runs, as a loop would (``capture.steps``, see :mod:`graphtool.capture.steady_state`).
     ``wrapper`` (``--ddp``'s session) runs the stand-in as ``DDP(torch.compile(model))``; a stand-in
-    under DDP that stops is not retried with recorded host values."""
-    spec = load(target, entry, device, progress, factory_args)
-    from graphtool.capture.meta_standin import accelerator_of
-
-    accel = accelerator_of(spec)
-    capture = _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, steps=steps, wrapper=wrapper)
-    if capture.stopped and accel == "meta" and wrapper is None:
-        capture = _judge_every_region(capture, target, entry, device, inference, backend, dynamic, debug, progress,
-                                      steps=steps)
+    under DDP that stops is not retried with recorded host values. The script runs once, the replay's
+    run on the own device included (:func:`one_load`, opened here when the command has not)."""
+    with one_load(standin=True) if _ONE_LOAD.get() is None else contextlib.nullcontext():
+        spec, accel = load_standin(target, entry, device, progress, factory_args)
+        capture = _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, steps=steps, wrapper=wrapper)
+        if capture.stopped and accel == "meta" and wrapper is None:
+            capture = _judge_every_region(capture, target, entry, device, inference, backend, dynamic, debug, progress,
+                                          steps=steps)
     if capture.stopped:
         progress.note(capture.stopped)
     return capture, accel
@@ -148,8 +210,8 @@ def _judge_every_region(stopped, target, entry, device, inference, backend, dyna
     with quiet_stdout():
         own = trace_model(own_spec, inference=inference, backend=backend, record_breaks=False, dynamic=dynamic,
                           quiet=not debug, host_values=values, host_mode="record", steps=steps)
-    retry = _standin_trace(load(target, entry, device, progress), "meta", inference, backend, dynamic, debug, progress,
-                           host_values=values, steps=steps)
+    retry = _standin_trace(load_standin(target, entry, device, progress)[0], "meta", inference, backend, dynamic, debug,
+                           progress, host_values=values, steps=steps)
     best = retry if len(retry.regions) >= len(stopped.regions) else stopped
     compiled = len(own.regions)
     if best.stopped or len(best.regions) != compiled:

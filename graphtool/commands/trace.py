@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -52,8 +53,6 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
     splits off is one region, and the result's ``ddp`` says where and why. ``fsdp2`` (``world_size``)
     runs it under ``fully_shard`` as rank 0 of a fake process group: the result's ``fsdp2`` says what
     FSDP2 does to the graphs, its collectives and each rank's memory."""
-    from graphtool.analysis.trace_report import build_trace_report
-
     steps.check_backend(backend)
     if cudagraphs:
         from graphtool.analysis.cudagraphs import check_backend
@@ -65,49 +64,59 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
     if fsdp2 is not None:
         steps.check_fsdp2(fsdp2, ddp, device)
     for target, ent in steps.targets(model, entry):
-        ddp_report = fsdp2_report = None
-        if fsdp2 is not None:
-            capture, fsdp2_report = _trace_under_fsdp2(target, ent, device, inference, backend, fsdp2, debug, progress)
-        elif ddp is not None:
-            capture, ddp_report = _trace_under_ddp(target, ent, device, inference, backend, ddp, debug, progress)
-        else:
-            capture = steps.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
-        verdict = timings = code = None
-        if cudagraphs:
-            from dataclasses import replace
-
-            from graphtool.analysis.cudagraphs import cudagraph_verdict
-            from graphtool.analysis.steady_state import steady_state
-            from graphtool.capture.steady_state import DEFAULT_STEPS
-
-            if ddp is not None:  # the split graphs' verdict, from the stand-in run under DDP too
-                standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, cudagraphs, ddp,
-                                                                debug=debug, progress=progress, n_steps=DEFAULT_STEPS)
-            elif fsdp2 is not None:  # each block graph's verdict, from the stand-in run under FSDP2 too
-                standin, accel, standin_fsdp2 = steps.standin_under_fsdp2(target, ent, device, inference, cudagraphs,
-                                                                          fsdp2, debug=debug, progress=progress,
-                                                                          n_steps=DEFAULT_STEPS)
-            else:
-                standin, accel = steps.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
-                                                     progress=progress, steps=DEFAULT_STEPS)
-            verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
-            verdict = replace(verdict, steady=steady_state(standin, verdict))
-            if ddp is not None:
-                from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
-
-                ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
-            if fsdp2 is not None:
-                from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
-
-                fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
-        if bench:
-            timings = steps.eager_vs_compiled(target, ent, progress=progress)
-        if graph_code:
-            from graphtool.render.graph_code import graph_files
-
-            code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
-        results.append(TraceResult(target, build_trace_report(capture), verdict, timings, code, ddp_report, fsdp2_report))
+        # the script runs once: the stand-in, the host-value replay and the bench derive from that one model
+        once = steps.one_load(standin=bool(cudagraphs), plain=bench and (ddp is not None or fsdp2 is not None))
+        with once if cudagraphs or bench else contextlib.nullcontext():  # one trace alone needs no sharing
+            results.append(_one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress,
+                                ddp, fsdp2))
     return results
+
+
+def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, ddp, fsdp2):
+    from graphtool.analysis.trace_report import build_trace_report
+
+    ddp_report = fsdp2_report = None
+    if fsdp2 is not None:
+        capture, fsdp2_report = _trace_under_fsdp2(target, ent, device, inference, backend, fsdp2, debug, progress)
+    elif ddp is not None:
+        capture, ddp_report = _trace_under_ddp(target, ent, device, inference, backend, ddp, debug, progress)
+    else:
+        capture = steps.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
+    verdict = timings = code = None
+    if cudagraphs:
+        from dataclasses import replace
+
+        from graphtool.analysis.cudagraphs import cudagraph_verdict
+        from graphtool.analysis.steady_state import steady_state
+        from graphtool.capture.steady_state import DEFAULT_STEPS
+
+        if ddp is not None:  # the split graphs' verdict, from the stand-in run under DDP too
+            standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, cudagraphs, ddp,
+                                                            debug=debug, progress=progress, n_steps=DEFAULT_STEPS)
+        elif fsdp2 is not None:  # each block graph's verdict, from the stand-in run under FSDP2 too
+            standin, accel, standin_fsdp2 = steps.standin_under_fsdp2(target, ent, device, inference, cudagraphs,
+                                                                      fsdp2, debug=debug, progress=progress,
+                                                                      n_steps=DEFAULT_STEPS)
+        else:
+            standin, accel = steps.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
+                                                 progress=progress, steps=DEFAULT_STEPS)
+        verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
+        verdict = replace(verdict, steady=steady_state(standin, verdict))
+        if ddp is not None:
+            from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+
+            ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
+        if fsdp2 is not None:
+            from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+
+            fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
+    if bench:
+        timings = steps.eager_vs_compiled(target, ent, progress=progress)
+    if graph_code:
+        from graphtool.render.graph_code import graph_files
+
+        code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
+    return TraceResult(target, build_trace_report(capture), verdict, timings, code, ddp_report, fsdp2_report)
 
 
 def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug, progress):
@@ -122,7 +131,8 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
     report = build_ddp_report(capture, session.result(capture))
 
     def trace_rank(rank):
-        return _ddp_rank(target, entry, device, inference, backend, ddp, debug, progress, rank)[0]
+        with steps.own_load():  # rank ``rank``'s model, built as its process builds it: the script runs again
+            return _ddp_rank(target, entry, device, inference, backend, ddp, debug, progress, rank)[0]
 
     ranks = rank_differences(target, factory, factory_args, world, capture, trace_rank, progress)
     return capture, replace(report, ranks=ranks)

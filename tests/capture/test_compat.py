@@ -723,3 +723,31 @@ def test_the_partition_reordering_flags_the_verdict_reads(flag, kind):
     assert compat.has_inductor_flag(flag)
     assert isinstance(compat.inductor_flag(flag), kind)
     assert not compat.has_inductor_flag("triton.no_such_flag_anywhere")
+
+
+def test_meta_kernels_over_composites_are_found_and_put_back():
+    """``nll_loss`` has a Python Meta kernel shadowing its autograd decomposition on meta; the context takes it out
+    and puts it back."""
+    import torch
+
+    from graphtool.capture import compat
+
+    op = torch.ops.aten.nll_loss.default
+    assert op in compat._meta_kernels_over_composites()
+    with compat.composites_keep_autograd_on_meta() as removed:
+        assert removed > 0 and torch._C.DispatchKey.Meta not in op.py_kernels
+    assert torch._C.DispatchKey.Meta in op.py_kernels
+
+
+def test_a_cross_entropy_loss_gives_gradients_on_meta_under_aot():
+    import torch
+
+    from graphtool.capture import compat
+
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(4, 3).to("meta")
+    x, y = torch.randn(2, 4, device="meta"), torch.randint(0, 3, (2,), device="meta")
+    with compat.composites_keep_autograd_on_meta():
+        torch.compile(lambda x, y: torch.nn.functional.cross_entropy(lin(x), y), backend="aot_eager")(x, y).backward()
+    assert lin.weight.grad is not None
+    torch._dynamo.reset()
