@@ -1310,3 +1310,66 @@ def process_group_sizes() -> dict[str, int]:
     if not isinstance(names, dict):
         return {}
     return {str(name): int(pg.size()) for pg, name in names.items()}
+
+
+# -- the activation-memory budget: torch's own partitioner, rerun on the joint graph it partitioned --------
+
+
+def has_activation_memory_budget() -> bool:
+    """Whether this torch's functorch config has ``activation_memory_budget`` (every supported torch does)."""
+    cfg = _require("torch._functorch", "config")
+    return hasattr(cfg, "activation_memory_budget")
+
+
+class JointRecord:
+    """What torch's min-cut partitioner was handed for one region: the joint graph (a copy taken before it
+    partitioned, after inductor's joint-graph passes), its inputs and keyword arguments (``num_fwd_outputs``,
+    ``static_lifetime_input_indices``, ``compiler``)."""
+
+    def __init__(self, joint: Any, joint_inputs: Any, kwargs: dict):
+        self.joint, self.joint_inputs, self.kwargs = joint, joint_inputs, kwargs
+
+
+@contextlib.contextmanager
+def recording_joint_partitions(records: list):
+    """Within: every call of ``min_cut_rematerialization_partition`` (inductor's, through
+    ``torch._inductor.compile_fx``, and the one aot_eager is handed) appends a :class:`JointRecord` to
+    ``records`` and then partitions as before. Nothing about the partition changes."""
+    import copy
+    from unittest import mock
+
+    partitioners = importlib.import_module("torch._functorch.partitioners")
+    original = partitioners.min_cut_rematerialization_partition
+
+    @functools.wraps(original)
+    def recording(joint_module, joint_inputs, *args, **kwargs):
+        records.append(JointRecord(copy.deepcopy(joint_module), joint_inputs, dict(kwargs, _args=args)))
+        return original(joint_module, joint_inputs, *args, **kwargs)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(partitioners, "min_cut_rematerialization_partition", recording))
+        compile_fx = importlib.import_module("torch._inductor.compile_fx")
+        if getattr(compile_fx, "min_cut_rematerialization_partition", None) is original:
+            stack.enter_context(mock.patch.object(compile_fx, "min_cut_rematerialization_partition", recording))
+        yield records
+
+
+def partition_at_budget(record: JointRecord, budget: float) -> tuple[Any, Any]:
+    """``(forward, backward)``: torch's own ``min_cut_rematerialization_partition`` run again on a copy of
+    ``record``'s joint graph with ``torch._functorch.config.activation_memory_budget`` set to ``budget``."""
+    import copy
+
+    partitioners = importlib.import_module("torch._functorch.partitioners")
+    partition = getattr(partitioners.min_cut_rematerialization_partition, "__wrapped__",
+                        partitioners.min_cut_rematerialization_partition)
+    cfg = _require("torch._functorch", "config")
+    kwargs = dict(record.kwargs)
+    args = kwargs.pop("_args", ())
+    with cfg.patch({"activation_memory_budget": float(budget)}):
+        return partition(copy.deepcopy(record.joint), record.joint_inputs, *args, **kwargs)
+
+
+def storage_weak_ref(t: Any) -> Any:
+    """A weak reference to ``t``'s storage (``.expired()``, ``.cdata``): torch's ``StorageWeakRef``."""
+    cls = _require("torch.multiprocessing.reductions", "StorageWeakRef")
+    return cls(t.untyped_storage())
