@@ -21,17 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-#: the CUDA caching allocator's block granularity
-BLOCK = 512
-
-
-def rounded(nbytes: int) -> int:
-    """Bytes as the caching allocator hands them out: a multiple of 512, at least 512 for a non-empty tensor.
-
-    >>> rounded(0), rounded(1), rounded(512), rounded(513)
-    (0, 512, 512, 1024)
-    """
-    return 0 if nbytes <= 0 else -(-nbytes // BLOCK) * BLOCK
+from graphtool.capture.live_bytes import BLOCK, rounded  # noqa: F401  (re-exported: the rounding rule)
 
 
 def _tensors(val) -> list:

@@ -20,6 +20,19 @@ from graphtool.capture import compat
 from graphtool.capture.tensors import iter_tensors
 
 
+#: the CUDA caching allocator's block granularity
+BLOCK = 512
+
+
+def rounded(nbytes: int) -> int:
+    """Bytes as the caching allocator hands them out: a multiple of 512, at least 512 for a non-empty tensor.
+
+    >>> rounded(0), rounded(1), rounded(512), rounded(513)
+    (0, 512, 512, 1024)
+    """
+    return 0 if nbytes <= 0 else -(-nbytes // BLOCK) * BLOCK
+
+
 class LiveBytes:
     """Context manager: ``peak`` and ``now`` (bytes allocated within it and still live)."""
 
@@ -34,8 +47,6 @@ class LiveBytes:
             self.now -= self._live.pop(key)[1]
 
     def _made(self, out, args) -> None:
-        from graphtool.analysis.step_peak import rounded
-
         weak = compat.storage_weak_ref
         inputs = set()
         for t in iter_tensors(args):
