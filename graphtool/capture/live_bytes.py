@@ -19,7 +19,6 @@ from typing import Any, Optional
 from graphtool.capture import compat
 from graphtool.capture.tensors import iter_tensors
 
-
 #: the CUDA caching allocator's block granularity
 BLOCK = 512
 
