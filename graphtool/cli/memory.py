@@ -17,14 +17,15 @@ def bare_budgets(argv: list[str]) -> list[str]:
     >>> bare_budgets(["memory", "--budgets", "1,0.5", "m.py"])
     ['memory', '--budgets', '1,0.5', 'm.py']
     """
-    import re
+    import os
 
     if not argv or argv[0] != "memory" or "--budgets" not in argv:
         return argv
     out = list(argv)
     i = out.index("--budgets")
     following = out[i + 1] if i + 1 < len(out) else None
-    if following is None or not re.fullmatch(r"[-+0-9.,eE\s]+", following):
+    if following is None or following.startswith("--") or following.endswith(".py") or os.sep in following \
+            or ":" in following or os.path.exists(following):
         out.insert(i + 1, "default")
     return out
 
