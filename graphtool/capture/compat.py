@@ -1335,7 +1335,6 @@ def recording_joint_partitions(records: list):
     """Within: every call of ``min_cut_rematerialization_partition`` (inductor's, through
     ``torch._inductor.compile_fx``, and the one aot_eager is handed) appends a :class:`JointRecord` to
     ``records`` and then partitions as before. Nothing about the partition changes."""
-    import copy
     from unittest import mock
 
     partitioners = importlib.import_module("torch._functorch.partitioners")
@@ -1343,7 +1342,7 @@ def recording_joint_partitions(records: list):
 
     @functools.wraps(original)
     def recording(joint_module, joint_inputs, *args, **kwargs):
-        records.append(JointRecord(copy.deepcopy(joint_module), joint_inputs, dict(kwargs, _args=args)))
+        records.append(JointRecord(_copy_graph_module(joint_module), joint_inputs, dict(kwargs, _args=args)))
         return original(joint_module, joint_inputs, *args, **kwargs)
 
     with contextlib.ExitStack() as stack:
@@ -1357,8 +1356,6 @@ def recording_joint_partitions(records: list):
 def partition_at_budget(record: JointRecord, budget: float) -> tuple[Any, Any]:
     """``(forward, backward)``: torch's own ``min_cut_rematerialization_partition`` run again on a copy of
     ``record``'s joint graph with ``torch._functorch.config.activation_memory_budget`` set to ``budget``."""
-    import copy
-
     partitioners = importlib.import_module("torch._functorch.partitioners")
     partition = getattr(partitioners.min_cut_rematerialization_partition, "__wrapped__",
                         partitioners.min_cut_rematerialization_partition)
@@ -1366,7 +1363,18 @@ def partition_at_budget(record: JointRecord, budget: float) -> tuple[Any, Any]:
     kwargs = dict(record.kwargs)
     args = kwargs.pop("_args", ())
     with cfg.patch({"activation_memory_budget": float(budget)}):
-        return partition(copy.deepcopy(record.joint), record.joint_inputs, *args, **kwargs)
+        return partition(_copy_graph_module(record.joint), record.joint_inputs, *args, **kwargs)
+
+
+def _copy_graph_module(gm: Any) -> Any:
+    """A GraphModule over a copy of ``gm``'s graph (nodes and their meta dicts copied; tensors, fake values and
+    attributes shared): what the partitioner rewrites is the graph, and a deep copy of fake tensors can fail."""
+    import copy
+
+    fx = importlib.import_module("torch.fx")
+    out = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    out.meta = dict(getattr(gm, "meta", {}) or {})
+    return out
 
 
 def storage_weak_ref(t: Any) -> Any:
