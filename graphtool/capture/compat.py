@@ -1337,19 +1337,23 @@ def recording_joint_partitions(records: list):
     ``records`` and then partitions as before. Nothing about the partition changes."""
     from unittest import mock
 
-    partitioners = importlib.import_module("torch._functorch.partitioners")
-    original = partitioners.min_cut_rematerialization_partition
+    def recording_over(original):
+        @functools.wraps(original)
+        def recording(joint_module, joint_inputs, *args, **kwargs):
+            records.append(JointRecord(_copy_graph_module(joint_module), joint_inputs, dict(kwargs, _args=args)))
+            return original(joint_module, joint_inputs, *args, **kwargs)
 
-    @functools.wraps(original)
-    def recording(joint_module, joint_inputs, *args, **kwargs):
-        records.append(JointRecord(_copy_graph_module(joint_module), joint_inputs, dict(kwargs, _args=args)))
-        return original(joint_module, joint_inputs, *args, **kwargs)
+        return recording
 
+    # import both before patching either: compile_fx binds the partitioner's name when first imported, and a
+    # first import under the patch would keep the recording wrapper for good
+    modules = [importlib.import_module(name) for name in ("torch._functorch.partitioners", "torch._inductor.compile_fx")]
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(partitioners, "min_cut_rematerialization_partition", recording))
-        compile_fx = importlib.import_module("torch._inductor.compile_fx")
-        if getattr(compile_fx, "min_cut_rematerialization_partition", None) is original:
-            stack.enter_context(mock.patch.object(compile_fx, "min_cut_rematerialization_partition", recording))
+        for module in modules:
+            original = getattr(module, "min_cut_rematerialization_partition", None)
+            if original is not None:
+                stack.enter_context(mock.patch.object(module, "min_cut_rematerialization_partition",
+                                                      recording_over(original)))
         yield records
 
 
