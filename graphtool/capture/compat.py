@@ -1376,7 +1376,10 @@ def _copy_graph_module(gm: Any) -> Any:
     import copy
 
     fx = importlib.import_module("torch.fx")
-    out = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    with warnings.catch_warnings():  # copying a pytree spec warns of LeafSpec's deprecation (2.13)
+        warnings.simplefilter("ignore", FutureWarning)
+        graph = copy.deepcopy(gm.graph)
+    out = fx.GraphModule(gm, graph)
     out.meta = dict(getattr(gm, "meta", {}) or {})
     return out
 
