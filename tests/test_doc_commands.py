@@ -47,9 +47,10 @@ def parse(argv: list[str]):
     import typer
 
     from graphtool.cli.main import app
+    from graphtool.cli.memory import bare_budgets
 
     root = typer.main.get_command(app)
-    ctx = root.make_context("graphtool", list(argv))
+    ctx = root.make_context("graphtool", bare_budgets(list(argv)))  # as the CLI's run() rewrites a bare --budgets
     name, cmd, rest = root.resolve_command(ctx, [*ctx._protected_args, *ctx.args])
     return cmd.make_context(name, rest, parent=ctx)
 

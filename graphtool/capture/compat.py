@@ -1358,3 +1358,81 @@ def process_group_sizes() -> dict[str, int]:
     if not isinstance(names, dict):
         return {}
     return {str(name): int(pg.size()) for pg, name in names.items()}
+
+
+# -- the activation-memory budget: torch's own partitioner, rerun on the joint graph it partitioned --------
+
+
+def has_activation_memory_budget() -> bool:
+    """Whether this torch's functorch config has ``activation_memory_budget`` (every supported torch does)."""
+    cfg = _require("torch._functorch", "config")
+    return hasattr(cfg, "activation_memory_budget")
+
+
+class JointRecord:
+    """What torch's min-cut partitioner was handed for one region: the joint graph (a copy taken before it
+    partitioned, after inductor's joint-graph passes), its inputs and keyword arguments (``num_fwd_outputs``,
+    ``static_lifetime_input_indices``, ``compiler``)."""
+
+    def __init__(self, joint: Any, joint_inputs: Any, kwargs: dict):
+        self.joint, self.joint_inputs, self.kwargs = joint, joint_inputs, kwargs
+
+
+@contextlib.contextmanager
+def recording_joint_partitions(records: list):
+    """Within: every call of ``min_cut_rematerialization_partition`` (inductor's, through
+    ``torch._inductor.compile_fx``, and the one aot_eager is handed) appends a :class:`JointRecord` to
+    ``records`` and then partitions as before. Nothing about the partition changes."""
+    from unittest import mock
+
+    def recording_over(original):
+        @functools.wraps(original)
+        def recording(joint_module, joint_inputs, *args, **kwargs):
+            records.append(JointRecord(_copy_graph_module(joint_module), joint_inputs, dict(kwargs, _args=args)))
+            return original(joint_module, joint_inputs, *args, **kwargs)
+
+        return recording
+
+    # import both before patching either: compile_fx binds the partitioner's name when first imported, and a
+    # first import under the patch would keep the recording wrapper for good
+    modules = [importlib.import_module(name) for name in ("torch._functorch.partitioners", "torch._inductor.compile_fx")]
+    with contextlib.ExitStack() as stack:
+        for module in modules:
+            original = getattr(module, "min_cut_rematerialization_partition", None)
+            if original is not None:
+                stack.enter_context(mock.patch.object(module, "min_cut_rematerialization_partition",
+                                                      recording_over(original)))
+        yield records
+
+
+def partition_at_budget(record: JointRecord, budget: float) -> tuple[Any, Any]:
+    """``(forward, backward)``: torch's own ``min_cut_rematerialization_partition`` run again on a copy of
+    ``record``'s joint graph with ``torch._functorch.config.activation_memory_budget`` set to ``budget``."""
+    partitioners = importlib.import_module("torch._functorch.partitioners")
+    partition = getattr(partitioners.min_cut_rematerialization_partition, "__wrapped__",
+                        partitioners.min_cut_rematerialization_partition)
+    cfg = _require("torch._functorch", "config")
+    kwargs = dict(record.kwargs)
+    args = kwargs.pop("_args", ())
+    with cfg.patch({"activation_memory_budget": float(budget)}):
+        return partition(_copy_graph_module(record.joint), record.joint_inputs, *args, **kwargs)
+
+
+def _copy_graph_module(gm: Any) -> Any:
+    """A GraphModule over a copy of ``gm``'s graph (nodes and their meta dicts copied; tensors, fake values and
+    attributes shared): what the partitioner rewrites is the graph, and a deep copy of fake tensors can fail."""
+    import copy
+
+    fx = importlib.import_module("torch.fx")
+    with warnings.catch_warnings():  # copying a pytree spec warns of LeafSpec's deprecation (2.13)
+        warnings.simplefilter("ignore", FutureWarning)
+        graph = copy.deepcopy(gm.graph)
+    out = fx.GraphModule(gm, graph)
+    out.meta = dict(getattr(gm, "meta", {}) or {})
+    return out
+
+
+def storage_weak_ref(t: Any) -> Any:
+    """A weak reference to ``t``'s storage (``.expired()``, ``.cdata``): torch's ``StorageWeakRef``."""
+    cls = _require("torch.multiprocessing.reductions", "StorageWeakRef")
+    return cls(t.untyped_storage())

@@ -272,6 +272,9 @@ def _run(argv: list[str] | None) -> int:
 
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
+    from graphtool.cli.memory import bare_budgets
+
+    argv = bare_budgets(argv)
     debug = _debug_requested(argv)
     token = DEBUG.set(debug)
     own_fd = _DocumentFd() if as_program else contextlib.nullcontext()

@@ -9,6 +9,27 @@ import typer
 from graphtool.cli import console, options
 
 
+def bare_budgets(argv: list[str]) -> list[str]:
+    """``memory --budgets`` with no list after it sweeps the default budgets: give it the value ``default``.
+
+    >>> bare_budgets(["memory", "m.py", "--budgets"]), bare_budgets(["memory", "--budgets", "m.py"])
+    (['memory', 'm.py', '--budgets', 'default'], ['memory', '--budgets', 'default', 'm.py'])
+    >>> bare_budgets(["memory", "--budgets", "1,0.5", "m.py"])
+    ['memory', '--budgets', '1,0.5', 'm.py']
+    """
+    import os
+
+    if not argv or argv[0] != "memory" or "--budgets" not in argv:
+        return argv
+    out = list(argv)
+    i = out.index("--budgets")
+    following = out[i + 1] if i + 1 < len(out) else None
+    if following is None or following.startswith("--") or following.endswith(".py") or os.sep in following \
+            or ":" in following or os.path.exists(following):
+        out.insert(i + 1, "default")
+    return out
+
+
 def register(app: typer.Typer) -> None:
     app.command(
         "memory",
@@ -24,6 +45,8 @@ def register(app: typer.Typer) -> None:
             "    --format json",
             "graphtool memory model.py --ddp --world-size 8   # what each rank holds",
             "graphtool memory model.py --fsdp2 --world-size 8 # each rank's shards",
+            "graphtool memory model.py --fit 24GiB --budgets  # will the step fit",
+            "graphtool memory model.py --fit H100 --budgets 1,0.5,0.1",
         ),
     )(memory)
 
@@ -50,6 +73,17 @@ def memory(
     bucket_cap_mb: float = options.BucketCapOpt,
     find_unused: bool = options.FindUnusedOpt,
     fsdp2: bool = options.Fsdp2Opt,
+    fit: Optional[str] = typer.Option(
+        None, "--fit", metavar="SIZE|GPU",
+        help="Predict the training step's peak and say whether it fits: a size (24GiB, 80GB; GiB 1024-based, GB "
+             "1000-based) or a GPU name (H100, H200, A100-40GB, A100-80GB, L4, A10G, RTX4090, RTX3090, T4, V100-16GB, "
+             "V100-32GB).",
+    ),
+    budgets: Optional[str] = typer.Option(
+        None, "--budgets", metavar="[LIST]",
+        help="Sweep torch's activation_memory_budget (alone: 1,0.8,0.6,0.4,0.2,0; or a list in 0..1 such as "
+             "1,0.5,0.1): what its partitioner saves and recomputes, and the step's peak at each.",
+    ),
 ) -> int:
     from graphtool.commands.memory import memory as run
 
@@ -59,7 +93,7 @@ def memory(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic,
                       debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
-                      fsdp2=fsdp2_settings)
+                      fsdp2=fsdp2_settings, fit=fit, budgets=budgets)
     if fmt == "table":
         from graphtool.render.memory import memory_view
 
@@ -71,6 +105,10 @@ def memory(
                 wrapped = r.fsdp2 or r.ddp
                 console.print_view(rank_memory_view(r.rank, world_size=wrapped.world_size if wrapped else None,
                                                     wrapper="FSDP2" if r.fsdp2 is not None else "DDP"))
+            if r.fit is not None:
+                from graphtool.render.fit import fit_view
+
+                console.print_view(fit_view(r.fit))
     else:
         console.emit_all([r.to_dict() for r in results], fmt)
     return 0

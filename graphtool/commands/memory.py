@@ -25,7 +25,8 @@ BY = ("line", "module", "op")
 def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            backend: str = "inductor", by: str = "line", depth: Optional[int] = None, top: int = 10,
            dynamic: bool = False, debug: bool = False, progress: Progress = SILENT,
-           ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[steps.ModelResult]:
+           ddp: Optional[dict] = None, fsdp2: Optional[dict] = None, fit: Optional[str] = None,
+           budgets: Optional[str] = None) -> list[steps.ModelResult]:
     """One :class:`ModelResult` (a MemoryReport, key ``memory``) per model; ``found`` is never set.
 
     ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``;
@@ -36,7 +37,10 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     :class:`~graphtool.analysis.rank_memory.RankMemory`) says what each rank holds. ``fsdp2``
     (``world_size``): the step runs under ``fully_shard`` per block and root as rank 0 of a fake
     process group; ``rank`` is the busiest rank's RankMemory with every rank in ``per_rank``, and
-    ``fsdp2`` the FSDP2 report (units, collectives, each rank's shards)."""
+    ``fsdp2`` the FSDP2 report (units, collectives, each rank's shards). ``fit`` (a size such as ``24GiB`` or a
+    GPU name) and ``budgets`` (``"1,0.5,0.1"``, or ``""`` for the default sweep): the result's ``fit`` (a
+    :class:`~graphtool.analysis.fit_report.FitReport`) predicts the training step's peak, eager beside compiled,
+    and at each activation-memory budget (:mod:`graphtool.commands.fit`)."""
     from graphtool.errors import UsageError
 
     steps.check_backend(backend)
@@ -44,6 +48,10 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
     if depth is not None and depth < 1:
         raise UsageError(f"--depth {depth}: count levels from 1 (the model's children)")
+    if fit is not None or budgets is not None:
+        from graphtool.commands.fit import check_fit
+
+        check_fit(fit, budgets, ddp=ddp, fsdp2=fsdp2, dynamic=dynamic)
     if fsdp2 is not None:
         steps.check_fsdp2(fsdp2, ddp, device)
         if dynamic:
@@ -72,11 +80,18 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
             notes = (f"--dynamic: symbolic sizes for {', '.join(varying)}; bytes at the example inputs' sizes"
                      if varying else "--dynamic: no input size differs between the example inputs and their variant",)
         progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
-        with steps.quiet_stdout():
+        from graphtool.commands.fit import recording
+
+        with steps.quiet_stdout(), recording(fit, budgets) as joints:
             capture = trace_model(spec, backend=backend, record_breaks=False, quiet=not debug,
                                   on_region=lambda i: progress.phase(f"tracing region {i}..."))
         report = build_memory_report(eager, capture, by=by, depth=depth, top=top, notes=notes)
-        results.append(steps.ModelResult(steps.model_header(capture), report, False, key="memory"))
+        fitted = None
+        if fit is not None or budgets is not None:
+            from graphtool.commands.fit import fit_report
+
+            fitted = fit_report(spec, report, capture, joints, fit, budgets, progress)
+        results.append(steps.ModelResult(steps.model_header(capture), report, False, key="memory", fit=fitted))
     return results
 
 

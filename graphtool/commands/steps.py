@@ -259,13 +259,15 @@ class ModelResult:
     ddp: Any = None  # DdpReport (``cudagraphs --ddp``): the graphs DDP's optimizer split off
     rank: Any = None  # RankMemory (``memory --ddp``): what one rank holds
     fsdp2: Any = None  # Fsdp2Report (``cudagraphs --fsdp2``, ``memory --fsdp2``): what FSDP2 does, per rank
+    fit: Any = None  # FitReport (``memory --fit``/``--budgets``): the step's predicted peak, per budget
 
     def to_dict(self) -> dict:
         body = self.report.to_dict()
         return {"model": self.header, **(body if not self.key else {self.key: body}),
                 **({"ddp": self.ddp.to_dict()} if self.ddp is not None else {}),
                 **({"fsdp2": self.fsdp2.to_dict()} if self.fsdp2 is not None else {}),
-                **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {})}
+                **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {}),
+                **({"fit": self.fit.to_dict()} if self.fit is not None else {})}
 
 
 def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool, warmup: int, iters: int,

@@ -751,3 +751,51 @@ def test_a_cross_entropy_loss_gives_gradients_on_meta_under_aot():
         torch.compile(lambda x, y: torch.nn.functional.cross_entropy(lin(x), y), backend="aot_eager")(x, y).backward()
     assert lin.weight.grad is not None
     torch._dynamo.reset()
+
+
+# -- issue 35: the activation budget and live bytes
+
+
+def test_activation_memory_budget_is_a_functorch_setting():
+    assert compat.has_activation_memory_budget()
+
+
+def test_the_min_cut_partitioner_is_where_inductor_and_aot_eager_call_it():
+    import torch._functorch.partitioners as partitioners
+    import torch._inductor.compile_fx as compile_fx
+
+    assert callable(partitioners.min_cut_rematerialization_partition)
+    assert callable(compile_fx.min_cut_rematerialization_partition)
+
+
+def test_partition_at_budget_reruns_torchs_partitioner_on_a_recorded_joint():
+    records: list = []
+
+    def f(x, w):
+        return (x @ w).relu().sin().sum()
+
+    import torch._functorch.partitioners as partitioners
+    from torch._dynamo.backends.common import aot_autograd
+
+    def nop(gm, _):
+        return gm.forward
+
+    backend = aot_autograd(fw_compiler=nop, bw_compiler=nop,  # the partitioner looked up per call, as graphtool's
+                           partition_fn=lambda *a, **k: partitioners.min_cut_rematerialization_partition(*a, **k))
+    x, w = torch.randn(8, 8), torch.randn(8, 8, requires_grad=True)
+    torch._dynamo.reset()
+    with compat.recording_joint_partitions(records):
+        torch.compile(f, backend=backend)(x, w).backward()
+    torch._dynamo.reset()
+    assert len(records) == 1
+    saved = {b: [n.name for n in compat.partition_at_budget(records[0], b)[1].graph.nodes
+                 if n.op == "placeholder" and not n.name.startswith("tangents")] for b in (1.0, 0.0)}
+    assert saved[1.0] and len(saved[0.0]) <= len(saved[1.0]) + 2
+
+
+def test_storage_weak_ref_expires_with_the_storage():
+    t = torch.ones(4)
+    ref = compat.storage_weak_ref(t)
+    assert not ref.expired()
+    del t
+    assert ref.expired()

@@ -1,0 +1,109 @@
+"""``graphtool memory --fit/--budgets`` (issue 35): sizes and GPU names, bad input, and the budget sweep's saved set
+against inductor's own partition at each budget (a real ``torch.compile`` with the budget set, its backward graph
+read from torch's structured trace), node for node."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from graphtool.analysis.fit import GPUS, parse_budgets, parse_size, parse_target
+from tests.helpers import FIXTURES
+
+FIT = FIXTURES / "fit"
+
+
+@pytest.mark.parametrize("text,expected", [("24GiB", 24 * 2**30), ("24GB", 24 * 10**9), ("512MiB", 512 * 2**20),
+                                           ("80 gb", 80 * 10**9), ("1.5GiB", 3 * 2**29), ("1000", 1000)])
+def test_sizes_are_exact_in_both_unit_families(text, expected):
+    assert parse_size(text) == expected
+
+
+def test_every_gpu_name_in_the_table_resolves_case_blind():
+    for g in GPUS:
+        assert parse_target(g.name.lower()).gpu is g
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--fit", "24XB"], "not a size or a GPU graphtool knows"),
+    (["--fit", "-1"], "must be more than 0 bytes"),
+    (["--fit", "H300"], "not a size or a GPU graphtool knows"),
+    (["--budgets", "1.5"], "outside 0..1"),
+    (["--budgets", "1,x"], "is not a number"),
+])
+def test_bad_input_exits_2_saying_what_is_accepted(cli, args, says):
+    rc, out, err = cli("memory", FIT / "mlp.py", *args)
+    assert rc == 2, err
+    assert says in err
+    assert ("GiB" in err and "H100" in err) if "--fit" in args else "between 0 and 1" in err or "1.0 saves" in err
+
+
+def test_bare_budgets_is_the_default_sweep():
+    assert parse_budgets("default") == (1.0, 0.8, 0.6, 0.4, 0.2, 0.0)
+
+
+@pytest.mark.slow  # over 10 s: the slow tier (docs/ci.md)
+def test_budgets_on_a_model_with_no_backward_exits_2(cli):
+    rc, out, err = cli("memory", FIT / "inference.py", "--budgets")
+    assert rc == 2
+    assert "no backward graph" in err
+
+
+# ------------------------------------------------------------------ the partition at each budget, against inductor
+
+BUDGETS = (1.0, 0.5, 0.1)
+
+
+def inductor_saved(path, budget: float) -> list[str]:
+    """The backward graph's saved placeholders when torch.compile (inductor, real code generation) compiles the
+    script's model with ``activation_memory_budget`` set: read from torch's structured trace."""
+    import torch
+
+    from graphtool.capture.tensors import iter_tensors
+    from tests.commands.test_memory import _BackwardGraphs, load_fresh
+
+    model, args, kwargs = load_fresh(path)
+    torch._dynamo.reset()
+    with torch._functorch.config.patch(activation_memory_budget=budget, enable_autograd_cache=False), \
+            torch._inductor.config.patch(fx_graph_cache=False), _BackwardGraphs() as graphs:
+        out = torch.compile(model)(*args, **kwargs)
+        leaves = [t for t in iter_tensors(out) if t.requires_grad and t.grad_fn is not None]
+        torch.autograd.backward(leaves, [torch.ones_like(t) for t in leaves])
+    torch._dynamo.reset()
+    names = []
+    for payload in graphs.graphs:
+        from tests.commands.test_memory import backward_saved
+
+        names.append([n for n, _, _ in backward_saved(payload)])
+    return names
+
+
+@pytest.fixture(scope="module", params=["mlp", "decoder_tiny"])
+def swept(request):
+    """One graphtool sweep (JSON) and inductor's own partition at each budget, per model: shared by the tests."""
+    from graphtool.commands.memory import memory
+
+    path = FIT / f"{request.param}.py"
+    (result,) = memory(str(path), budgets=",".join(str(b) for b in BUDGETS))
+    truth = {b: inductor_saved(path, b) for b in BUDGETS}
+    return result, truth
+
+
+@pytest.mark.slow  # over 60 s: the slow tier (docs/ci.md)
+def test_saved_set_at_each_budget_is_inductors_own(swept):
+    result, truth = swept
+    for point in result.fit.budgets:
+        got = [list(names) for names in point.saved]
+        assert got == truth[point.budget], point.budget
+
+
+@pytest.mark.slow  # over 60 s: the slow tier (docs/ci.md)
+def test_sweep_document_matches_the_schema(swept):
+    import jsonschema
+
+    result, _ = swept
+    doc = result.to_dict()
+    assert [p["budget"] for p in doc["fit"]["budgets"]] == list(BUDGETS)
+    jsonschema.validate(doc, json.loads(resources.files("graphtool.schema").joinpath("memory.schema.json").read_text()))

@@ -1,0 +1,63 @@
+"""``memory --fit`` against the H200 (issue 35): graphtool's predicted step peaks, made on this CPU, beside
+tests/truth/gpu/memory-h200-torch2.11.jsonl (torch 2.11, step 5, ``max_memory_allocated`` per phase).
+
+The goal is 5%. Where graphtool is further off, the test asserts the difference as measured on 2026-11-27 (torch
+2.13 CPU here, 2.11 there), within 3 points, so a change shows, and says why (docs/memory.md, "Will it fit"):
+
+- MLP: within 5% everywhere (the optimizer's foreach temporaries make the peak; the forward and backward are
+  plain matmuls and a GELU).
+- CNN, budget 1.0 (-6%): inductor's backward keeps fewer convolution intermediates alive at once than the
+  ATen-level timeline frees; budgets 0.5 / 0.1 (+19% / +10%): recomputed BatchNorm/ReLU chains are fused by
+  inductor into the kernels that read them, while the timeline materialises each recomputed tensor.
+- decoder eager (+8%): on CPU, eager scaled_dot_product_attention takes the math path and saves the attention
+  matrix; on the H200 it takes the flash kernel. Compiled 1.0 (+8%), 0.5 (-6%) and 0.1 (+16%): as for the CNN, recomputed
+  pointwise chains (RMSNorm, SiLU, rotary) are fused on the GPU. The real decoder's peak falls monotonically;
+  graphtool's rises at 0.1 for that reason.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import FIXTURES, ROOT
+
+ROWS = ROOT / "tests" / "truth" / "gpu" / "memory-h200-torch2.11.jsonl"
+
+#: (model, mode) -> graphtool's measured relative difference from the H200 row, where over 5%
+MEASURED = {("cnn", "default-1.0"): -0.06, ("cnn", "default-0.5"): 0.19, ("cnn", "default-0.1"): 0.10,
+            ("decoder", "eager"): 0.08, ("decoder", "default-1.0"): 0.08, ("decoder", "default-0.5"): -0.06,
+            ("decoder", "default-0.1"): 0.16}
+
+
+def rows() -> dict:
+    out = {}
+    for line in ROWS.read_text().splitlines():
+        r = json.loads(line)
+        if not r.get("error"):
+            out[(r["model"], r["mode"])] = r
+    return out
+
+
+@pytest.fixture(scope="module", params=["mlp", "cnn", "decoder"])
+def predicted(request):
+    from graphtool.commands.memory import memory
+
+    (result,) = memory(str(FIXTURES / "fit" / f"{request.param}.py"), fit="H200", budgets="1,0.5,0.1")
+    return request.param, result.fit
+
+
+@pytest.mark.slow  # over 60 s: the slow tier (docs/ci.md)
+def test_predicted_step_peaks_beside_the_h200(predicted):
+    model, fit = predicted
+    truth = rows()
+    got = {"eager": fit.eager.peak, **{f"default-{p.budget:g}" if p.budget != 1 else "default-1.0": p.step.peak
+                                       for p in fit.budgets}}
+    got = {k.replace("default-0.5", "default-0.5"): v for k, v in got.items()}
+    for mode, peak in got.items():
+        measured = truth[(model, mode)]["step5"]["step_peak"]
+        diff = peak / measured - 1
+        expected = MEASURED.get((model, mode), 0.0)
+        tolerance = 0.05 if (model, mode) not in MEASURED else 0.03
+        assert abs(diff - expected) <= tolerance, (model, mode, peak, measured, f"{diff:+.1%}")
