@@ -1436,3 +1436,50 @@ def storage_weak_ref(t: Any) -> Any:
     """A weak reference to ``t``'s storage (``.expired()``, ``.cdata``): torch's ``StorageWeakRef``."""
     cls = _require("torch.multiprocessing.reductions", "StorageWeakRef")
     return cls(t.untyped_storage())
+
+
+@contextlib.contextmanager
+def collecting_fw_metadata(found: list):
+    """Appends to ``found`` every ViewAndMutationMeta AOT autograd collects while the block runs.
+
+    AOT's first pass (``run_functionalized_fw_and_collect_metadata``) computes the forward's input
+    mutations before the joint trace, the partitioner and the backend's compilers: when a later step
+    fails, this is what was known by then (a TracingContext gets the metadata only after the partition)."""
+    from unittest import mock
+
+    aot = _require("torch._functorch.aot_autograd", "run_functionalized_fw_and_collect_metadata")
+
+    def recording(*args, **kwargs):
+        collect = aot(*args, **kwargs)
+
+        def run(*flat_args):
+            meta = collect(*flat_args)
+            found.append(meta)
+            return meta
+
+        return run
+
+    with mock.patch.object(_import("torch._functorch.aot_autograd"), "run_functionalized_fw_and_collect_metadata", recording):
+        yield found
+
+
+#: torch.compile's exceptions by the stage that raises them (each checked in tests/capture/test_compat.py)
+_STAGE_EXCEPTIONS = (
+    ("torch._inductor.exc", "LoweringException", "inductor lowering"),
+    ("torch._dynamo.exc", "Unsupported", "dynamo"),
+    ("torch._dynamo.exc", "TorchRuntimeError", "dynamo"),
+    ("torch._dynamo.exc", "InternalTorchDynamoError", "dynamo"),
+    ("torch._dynamo.exc", "UserError", "dynamo"),
+)
+
+
+def compile_stage_of(chain: list) -> str | None:
+    """The stage of torch.compile that raised, by the exception classes in ``chain`` (outermost first):
+    ``inductor lowering`` for inductor's ``LoweringException``, ``dynamo`` for dynamo's own errors
+    (Unsupported, TorchRuntimeError...); None when the chain holds none of them (``BackendCompilerFailed``
+    says only that the backend raised: its traceback decides AOT autograd or inductor)."""
+    for module, name, stage in _STAGE_EXCEPTIONS:
+        cls = _require(module, name)
+        if any(isinstance(e, cls) for e in chain):
+            return stage
+    return None

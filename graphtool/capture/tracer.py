@@ -136,6 +136,7 @@ class KeepingBackend:
         self.on_region = on_region
         self.regions: list[Region] = []
         self.calls = CallLogger()
+        self.failed: tuple[Region, Any] | None = None  # the region whose compile raised, and AOT's metadata of it
 
     def __call__(self, gm, example_inputs):
         if self.more_names is not None:
@@ -157,9 +158,13 @@ class KeepingBackend:
         # graphs that run on meta (the stand-in, or a model built with --device meta) lose whole
         # subgraphs to inductor's constant folding: the stage is told so
         on_meta = self.standin or any(getattr(getattr(t, "device", None), "type", None) == "meta" for t in example_inputs)
+        collected: list = []
         try:
-            return compat.run_aot_stage(self.backend, gm, list(example_inputs), keep=keep, standin=on_meta)
+            with compat.collecting_fw_metadata(collected):
+                return compat.run_aot_stage(self.backend, gm, list(example_inputs), keep=keep, standin=on_meta)
         except BaseException:
+            # what AOT had computed of the failing region before the failure: its forward's mutations
+            self.failed = (region, collected[-1] if collected else None)
             # the backend failed (AOT tracing a custom op's backward that reads .tolist(), say): dynamo runs the
             # frame eagerly ("Backend compiler exception ... Adding a graph break") and compiles its callees, and
             # counts no graph for it (unique_graphs moves only once a compile returns): no region either
@@ -250,7 +255,8 @@ def trace_model(
             if graphtool_frame(exc) is not None:  # graphtool's own failure, never a "stopped" trace
                 raise graphtool_bug(spec, exc) from None
             if not (standin and keeping.regions):
-                raise explain_failure(spec, exc, standin=standin, backend=backend, training=training) from None
+                raise explain_failure(spec, exc, standin=standin, backend=backend, training=training,
+                                      known=_known_before_failure(keeping)) from None
             # On the stand-in, eager code between graphs can need real data (.item() on meta):
             # keep the regions traced so far and say where the trace stopped.
             stopped = _stop_note(exc)
@@ -462,11 +468,42 @@ def _stop_note(exc: BaseException) -> str:
     return f"{where}the stand-in trace stopped ({type(exc).__name__}: {first}); later regions were not analysed"
 
 
+def _known_before_failure(backend: KeepingBackend) -> str | None:
+    """What AOT autograd had found before torch failed: the inputs each region's forward mutates. A region
+    whose compile raised still had its forward's metadata pass (it runs before the joint trace, the
+    partitioner and the backend's compilers); a failure after the compile (AOT's backward at run time)
+    leaves the compiled regions' records."""
+    found: list[tuple[str, str, tuple[str, ...], bool]] = []  # name, kind, how, under no_grad
+    for region in backend.regions:
+        found += [(r.ref.name, r.ref.kind, r.mutation_kinds, r.under_no_grad)
+                  for r in region.forward_inputs if r.mutated and r.ref is not None and r.role == "plain"]
+    if backend.failed is not None and backend.failed[1] is not None:
+        region, meta = backend.failed
+        flags = compat.input_mutation_flags(meta)
+        if len(flags) == len(region.inputs):
+            for ref, f in zip(region.inputs, flags):
+                how = tuple(w for w, k in (("data", "mutates_data"), ("metadata", "mutates_metadata"),
+                                           ("storage", "mutates_storage")) if f[k])
+                if how:
+                    found.append((ref.name, ref.kind, how, f["under_no_grad"]))
+    elif not backend.regions:
+        return None
+    if not found:
+        return "before it failed, AOT autograd found that the forward mutates none of its inputs"
+    listed = ", ".join(f"{name} ({kind}, {'/'.join(how)}{', under no_grad' if no_grad else ''})"
+                       for name, kind, how, no_grad in found)
+    return f"before it failed, AOT autograd found that the forward mutates {len(found)} input{'s' if len(found) != 1 else ''}: {listed}"
+
+
 def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = False, backend: str | None = None,
-                    training: bool = False) -> Exception:
+                    training: bool = False, known: str | None = None) -> Exception:
     """Whose fault a failed trace is: the user's when eager fails too; torch's when
     ``torch.compile(backend=...)`` fails as well; else graphtool's own (exit 3). An error graphtool
-    already explained (``--dynamic`` inputs the model does not accept) stays as it is."""
+    already explained (``--dynamic`` inputs the model does not accept) stays as it is.
+
+    torch's failure names the stage that raised (dynamo, AOT autograd, inductor's lowering), torch's
+    exception and the user's line nearest to it; past dynamo, whether ``--backend aot_eager`` gets
+    through; ``known``: what was computed before the failure (AOT's forward metadata), kept in the detail."""
     if isinstance(exc, GraphtoolError):
         return exc
     ours = next((e for e in exception_chain(exc) if isinstance(e, GraphtoolError)), None)
@@ -497,14 +534,50 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
             full_traceback=full_traceback(exc),
         )
     site = nearest_user_frame(exc)
-    where = f"{site[0]}:{site[1]}" if site else str(spec.path)  # never the factory's def line: it is not what failed
-    stage = torch_stage(exc)
+    where = f"{site[0]}:{site[1]}" if site else _model_site(spec)  # never the factory's def line: it is not what failed
+    stage = compat.compile_stage_of(exception_chain(exc)) or torch_stage(exc)
+    said += _dynamo_explanation(exc) if stage == "dynamo" else ""
+    hint = "run with --debug for torch's full message"
+    if backend not in (None, "aot_eager") and not standin and stage != "dynamo":
+        if _torch_compiles(spec, "aot_eager", training):
+            hint = (f"--backend aot_eager traces it: the failure is in {backend}'s own stage"
+                    f"{f' ({stage})' if stage else ''}, not in the model; {hint}")
+        else:
+            hint = f"--backend aot_eager fails too; {hint}"
     return TraceFailed(
         f"{where}: torch.compile could not trace the model "
         f"(it runs eagerly{f'; {stage} failed' if stage else ''}): {said}",
-        hint="run with --debug for torch's full message",
+        hint=hint,
+        detail=known,
         full_traceback=full_traceback(exc),
     )
+
+
+def _dynamo_explanation(exc: BaseException) -> str:
+    """The error dynamo met under its own (``RuntimeError when making fake tensor call``), from the
+    "Explanation:" its message carries: ``; got RuntimeError: There was no fake impl registered for ...``."""
+    import re
+
+    for e in exception_chain(exc):
+        m = re.search(r"Explanation:.*?\bgot (\w+)\((['\"])(.*?)\2\)", str(e), re.S)
+        if m:
+            first = m.group(3).split(". ")[0].rstrip(".")
+            return f"; got {m.group(1)}: {first}"
+    return ""
+
+
+def _model_site(spec: ModelSpec) -> str:
+    """``file:line`` of what torch.compile traced, where no user frame is nearer to a failure: the model's
+    ``forward`` (a function's own ``def``), else the script."""
+    import inspect
+
+    model = spec.model
+    target = getattr(type(model), "forward", None) if not inspect.isroutine(model) else model
+    try:
+        target = inspect.unwrap(target)
+        return f"{inspect.getsourcefile(target)}:{inspect.getsourcelines(target)[1]}"
+    except (TypeError, OSError):
+        return str(spec.path)
 
 
 def graphtool_bug(spec: ModelSpec, exc: BaseException) -> GraphtoolBug:

@@ -46,6 +46,14 @@ def test_cudagraphs_backend_fails_as_torch_does():
     # the stage that failed; not placed at the factory's def line (get_model_and_inputs, line 30), which did not fail
     assert "(it runs eagerly; AOT autograd failed)" in info.value.message
     assert not info.value.message.startswith(f"{BN_CHECKPOINT}:30:")
+    # no user frame in AOT's backward: the model's forward that torch traced (line 24), not the bare path
+    assert info.value.message.startswith(f"{BN_CHECKPOINT}:24: ")
+    # torch.compile(backend="aot_eager") runs it: said, with the stage that failed
+    assert info.value.hint.startswith("--backend aot_eager traces it: the failure is in cudagraphs's own stage (AOT autograd)")
+    # what AOT had found before the failure is still reported: the forward's mutations
+    assert info.value.detail == ("before it failed, AOT autograd found that the forward mutates 3 inputs: "
+                                 "block.bn.num_batches_tracked (buffer, data), block.bn.running_mean (buffer, data), "
+                                 "block.bn.running_var (buffer, data)")
 
 
 @pytest.mark.parametrize("standin", [False, True])

@@ -118,6 +118,12 @@ PRIVATE = [
     ("torch.multiprocessing.reductions", "StorageWeakRef"),
     ("torch.utils._python_dispatch", "TorchDispatchMode"),
     ("torch._ops", "HigherOrderOperator"),
+    ("torch._functorch.aot_autograd", "run_functionalized_fw_and_collect_metadata"),
+    ("torch._inductor.exc", "LoweringException"),
+    ("torch._dynamo.exc", "Unsupported"),
+    ("torch._dynamo.exc", "TorchRuntimeError"),
+    ("torch._dynamo.exc", "InternalTorchDynamoError"),
+    ("torch._dynamo.exc", "UserError"),
 ]
 
 
