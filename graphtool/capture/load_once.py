@@ -10,7 +10,7 @@ the script's side effects (prints, files, downloads). :class:`LoadOnce` runs it 
   (:class:`~graphtool.capture.model_object.ModelObject`'s: buffers, inputs, ``.grad``, ``training``
   flags, grad mode, random number generators), taken right after the script ran;
 - the stand-in is a meta copy (:func:`~graphtool.capture.meta_standin.copy_to_meta`) of the model as
-  the script built it, taken before any trace ran; each stand-in trace gets a fresh copy of it;
+  the script built it, taken before the model first ran; each stand-in trace gets a fresh copy of it;
 - a model on a GPU is its own stand-in (the trace runs there), handed out as the own-device spec is;
 - another factory of the same script (``get_distributed_model`` beside ``get_model_and_inputs``) is
   called on the module already imported: the script itself does not run again;
@@ -18,11 +18,15 @@ the script's side effects (prints, files, downloads). :class:`LoadOnce` runs it 
   hooks) serves a later plain use (``--bench``) from a deep copy taken before.
 
 The script still runs more than once where a second run is the point or cannot be avoided, and each
-place says so: another rank's model (``--ddp``'s rank check builds rank 1 as its process would), the
-lint children (one process per script), a ``--device`` other than the script's own for bench's
-timings or verdict (the module runs under the device it builds on), and a model that cannot be copied
-(a lock, a process group, a model the script wrapped in DDP or sharded itself): its stand-in is built
-afresh, as before.
+place says so:
+
+- another rank's model: ``--ddp``'s rank check builds rank 1 as rank 1's process would (its script may
+  read its rank), and builds again each rank it traces (one whose model differs from rank 0's);
+- lint's children: one process per script, each runs it once (the parent never imports it);
+- ``--device`` with ``trace --bench`` or ``bench --cudagraphs``: the timings, or the verdict, are taken
+  where the script itself puts the model, and the module runs under the device it builds on;
+- a model that cannot be copied (a lock, a process group, a model the script wrapped in DDP or sharded
+  itself): its stand-in is built afresh, as before.
 
 What is not put back, as for the object API: plain Python values the forward changes (a step counter),
 and lazy modules' parameters once a forward has materialised them.
@@ -158,7 +162,7 @@ def _meta_copy(spec: ModelSpec) -> Optional[ModelSpec]:
     from graphtool.errors import BadModelSpec
 
     try:
-        return copy_to_meta(spec)
+        return copy_to_meta(spec, fresh=True)  # a model built on meta (--device meta) shares no tensor with it
     except BadModelSpec:
         return None
 

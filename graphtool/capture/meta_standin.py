@@ -35,8 +35,9 @@ def accelerator_of(spec: ModelSpec) -> str:
 def to_meta(spec: ModelSpec) -> ModelSpec:
     """Move every tensor the model and its example inputs reach to meta; see :class:`MetaMover`.
 
-    The model and the objects it holds change in place (graphtool loads the script afresh for each
-    trace); tuples are rebuilt, so the returned spec carries the moved inputs."""
+    The model and the objects it holds change in place (a load of its own; a command that traces the
+    model again makes its stand-in with :func:`copy_to_meta` instead, see
+    :mod:`graphtool.capture.load_once`); tuples are rebuilt, so the returned spec carries the moved inputs."""
     from graphtool.capture.input_names import reached_places
     from graphtool.capture.train_step import optimizers_reached
 

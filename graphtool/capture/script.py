@@ -161,7 +161,7 @@ def import_script(path: Path):
         with running_user_code(f"importing {path.name} failed", where=str(path)):
             if package is not None and name != package:
                 _import_package(package, root, path)
-            sys.modules[name] = module  # a fresh module every time: each load builds the model anew
+            sys.modules[name] = module  # a fresh module every import (a command imports once: capture/load_once.py)
             spec.loader.exec_module(module)
     finally:
         for folder in folders:

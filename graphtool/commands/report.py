@@ -1,8 +1,9 @@
 """``graphtool report``: every fact about one model in one self-contained HTML page.
 
-Two traces of one loaded model (the script runs once), as the terminal commands make them: on the model's own device (the graphs torch.compile
-sees there: graph breaks, mutations and aliasing, memory) and on the accelerator stand-in (devices,
-the CUDA-graph verdict, and the pictures, whose red marks are the nodes a GPU run would trip on).
+Two traces, as the terminal commands make them, of one model (the script runs once): on the model's own
+device (the graphs torch.compile sees there: graph breaks, mutations and aliasing, memory) and on the
+accelerator stand-in, a meta copy of the same model (devices, the CUDA-graph verdict, and the
+pictures, whose red marks are the nodes a GPU run would trip on).
 Each forward and backward graph is drawn at every fold level (one box per module at depth 1, 2...,
 and every node when the graph is small enough to lay out quickly); the page switches between them.
 

@@ -9,7 +9,8 @@ all derive from that one run (graphtool/capture/load_once.py).
 Once per process, and once per rank: ``lint`` runs each script in a child process of its own (the
 parent never imports it); ``--ddp`` checks the other ranks by building rank 1's model as rank 1's
 process would (its script may read its rank), so the script runs once for each rank the report says
-it built (``ddp.ranks.built``). Where a command still runs a script twice on purpose,
+it built (``ddp.ranks.built``), and once more for a rank it traces because its model differs from
+rank 0's (not this fixture's case). Where a command still runs a script twice on purpose,
 graphtool/capture/load_once.py says why (a ``--device`` other than the script's own for bench's
 timings, a model Python cannot copy).
 """
@@ -36,7 +37,7 @@ def runs(cli, tmp_path, monkeypatch):
         counter = tmp_path / "runs.txt"
         counter.unlink(missing_ok=True)
         monkeypatch.setenv("GRAPHTOOL_COUNT_LOADS", str(counter))
-        rc, out, err = cli(*[a if a != "{tmp}" else str(tmp_path) for a in args])
+        rc, out, err = cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
         pids = counter.read_text().split() if counter.exists() else []
         return rc, out, err, Counter(int(p) for p in pids)
 
