@@ -103,6 +103,9 @@ class MetaMover:
         self.fresh = fresh
         # id(original) -> (original, its stand-in); holding the original keeps its id from being reused
         self._done: dict[int, tuple[Any, Any]] = {}
+        #: id(stand-in) -> the device of the tensor it stands for, for stand-ins a copy already holds
+        #: (:func:`copy_to_meta`): an object that records its tensors' device follows them as in a move
+        self.origins: dict[int, Any] = {}
 
     def found(self) -> dict[int, Any]:
         """Every tensor reached so far, by id (what a ``collect`` walk is for)."""
@@ -165,6 +168,8 @@ class MetaMover:
             changed = self._replace(value, depth, lambda new, name=name: _set_field(obj, name, new))
             if changed and isinstance(value, torch.Tensor):
                 left.add(value.device)
+            elif isinstance(value, torch.Tensor) and id(value) in self.origins:
+                left.add(self.origins[id(value)])
         if left and not isinstance(obj, torch.nn.Module):
             # A cache layer records where its tensors live (``self.device``) and makes new ones there
             # (``torch.arange(n, device=self.device)``): on a GPU that is the GPU, so it follows them.
@@ -414,6 +419,9 @@ def copy_to_meta(spec: ModelSpec, *, fresh: bool = False) -> ModelSpec:
         if _optimizer_of(value) is not None:
             _track_step_as(_optimizer_of(value), _optimizer_of(copied[key]))
     rest = MetaMover()
+    # a copied cache layer's ``self.device`` still names where the original's tensors live: the copy's tensors
+    # are already stand-ins, so ``rest`` learns where each came from and moves such a field to meta
+    rest.origins = {id(stand_in): original.device for original, stand_in in mover._done.values()}
     model = _rebind(model, rest.move(copied)) if copied else rest.move(model)
     capturable_as_on_a_gpu(list({id(o): o for o in map(_optimizer_of, copied.values()) if o is not None}.values()))
     return replace(spec, model=model, args=rest.move(args), kwargs=rest.move(kwargs), borrowed=False)
