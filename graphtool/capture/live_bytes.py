@@ -13,7 +13,6 @@ the storage (a weak reference to it expires). The peak is over the bytes live wh
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Optional
 
 from graphtool.capture import compat
@@ -114,26 +113,15 @@ def optimizer_step(spec) -> Optional[tuple[int, int]]:
     """``(state bytes, the step's peak bytes)`` of the script's ``get_optimizer(model)`` stepped once on the
     gradients the trace left; a foreach-capable optimizer left to choose (``foreach=None``) is stepped with
     ``foreach=True``, as it runs on a GPU. None when the script defines no ``get_optimizer``."""
-    from graphtool.capture.optimizer_state import OPTIMIZER_FACTORY
-    from graphtool.capture.user_code import running_user_code
+    from graphtool.capture.optimizer_state import state_bytes, stepped_optimizer
 
-    module = sys.modules.get(getattr(spec, "module_name", "") or "")
-    factory = getattr(module, OPTIMIZER_FACTORY, None) if module is not None else None
-    if not callable(factory):
-        return None
-    with running_user_code(f"calling {OPTIMIZER_FACTORY}(model) and stepping it once", where=str(spec.path)):
-        optimizer = factory(spec.model)
+    def foreach_as_on_a_gpu(optimizer) -> None:
         for group in optimizer.param_groups:
             if "foreach" in group and group["foreach"] is None and not group.get("fused"):
                 group["foreach"] = True
-        with LiveBytes() as live:
-            optimizer.step()
-    seen, total = set(), 0
-    for state in optimizer.state.values():
-        for t in iter_tensors(state):
-            storage = t.untyped_storage()
-            key = (storage.data_ptr(), t.device) if t.device.type != "meta" else id(storage)
-            if key not in seen:
-                seen.add(key)
-                total += storage.nbytes()
-    return total, live.peak
+
+    live = LiveBytes()
+    optimizer = stepped_optimizer(spec, foreach_as_on_a_gpu, lambda: live)
+    if optimizer is None:
+        return None
+    return state_bytes(optimizer), live.peak

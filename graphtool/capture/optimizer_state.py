@@ -18,7 +18,15 @@ OPTIMIZER_FACTORY = "get_optimizer"
 def optimizer_state_bytes(spec: Any) -> Optional[int]:
     """Bytes of the state ``get_optimizer(spec.model)`` holds after one step; None when the script
     defines no ``get_optimizer``."""
-    from graphtool.capture.tensors import iter_tensors
+    optimizer = stepped_optimizer(spec)
+    return state_bytes(optimizer) if optimizer is not None else None
+
+
+def stepped_optimizer(spec: Any, prepare: Any = None, around_step: Any = None) -> Any:
+    """The script's ``get_optimizer(spec.model)`` after one ``step()``, None when it defines none.
+    ``prepare(optimizer)`` runs before the step; the step runs inside the context ``around_step()`` returns."""
+    import contextlib
+
     from graphtool.capture.user_code import running_user_code
 
     module = sys.modules.get(getattr(spec, "module_name", "") or "")
@@ -27,7 +35,17 @@ def optimizer_state_bytes(spec: Any) -> Optional[int]:
         return None
     with running_user_code(f"calling {OPTIMIZER_FACTORY}(model) and stepping it once", where=str(spec.path)):
         optimizer = factory(spec.model)
-        optimizer.step()
+        if prepare is not None:
+            prepare(optimizer)
+        with around_step() if around_step is not None else contextlib.nullcontext():
+            optimizer.step()
+    return optimizer
+
+
+def state_bytes(optimizer: Any) -> int:
+    """The bytes of every tensor in ``optimizer.state``, each storage once."""
+    from graphtool.capture.tensors import iter_tensors
+
     seen, total = set(), 0
     for state in optimizer.state.values():
         for t in iter_tensors(state):
