@@ -22,21 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from graphtool.capture.live_bytes import BLOCK, rounded  # noqa: F401  (re-exported: the rounding rule)
-
-
-def _tensors(val) -> list:
-    if hasattr(val, "untyped_storage") and hasattr(val, "shape"):
-        return [val]
-    if isinstance(val, (list, tuple)):
-        return [t for v in val for t in _tensors(v)]
-    return []
+from graphtool.capture.tensors import iter_tensors
 
 
 def _bytes(val) -> int:
     from graphtool.analysis.memory import _int
 
     total = 0
-    for t in _tensors(val):
+    for t in iter_tensors(val):
         try:
             total += rounded(_int(t.untyped_storage().nbytes()))
         except Exception:
