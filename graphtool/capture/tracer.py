@@ -481,11 +481,10 @@ def _known_before_failure(backend: KeepingBackend) -> str | None:
         region, meta = backend.failed
         flags = compat.input_mutation_flags(meta)
         if len(flags) == len(region.inputs):
-            for ref, f in zip(region.inputs, flags):
-                how = tuple(w for w, k in (("data", "mutates_data"), ("metadata", "mutates_metadata"),
-                                           ("storage", "mutates_storage")) if f[k])
-                if how:
-                    found.append((ref.name, ref.kind, how, f["under_no_grad"]))
+            for pos, (ref, f) in enumerate(zip(region.inputs, flags)):
+                rec = InputRecord(pos, "", "plain", ref, **f)  # read as decode_forward reads a compiled region's
+                if rec.mutated:
+                    found.append((ref.name, ref.kind, rec.mutation_kinds, rec.under_no_grad))
     elif not backend.regions:
         return None
     if not found:
