@@ -164,17 +164,18 @@ def test_every_h200_row_is_checked():
 
 #: the 2026-11-27 sweep (tests/truth/gpu/sweep-h200-torch2.11.jsonl: every example and truth model, graphtool
 #: building the model on the GPU) agreed on 70 of 72 rows; the rows checked here are the ones that disagreed then
-SWEEP_ROWS = [json.loads(line) for line in (ROOT / "tests" / "truth" / "gpu" / "sweep-h200-torch2.11.jsonl").read_text().splitlines()
-              if line.strip()]
+#: and the H100 sweep of 2026-11-27 (graphtool 758724f, sweep-h100-torch2.11.jsonl) confirmed the fix on another card
+SWEEP_ROWS = [dict(json.loads(line), card=card) for card in ("h200", "h100")
+              for line in (ROOT / "tests" / "truth" / "gpu" / f"sweep-{card}-torch2.11.jsonl").read_text().splitlines() if line.strip()]
 SWEEP_CHECKED = {"tests/truth/models/effect_tokens.py"}
 
 
-@pytest.mark.parametrize("row", [pytest.param(r, id=f"{r['model'].split('/')[-1][:-3]}-{r['backend']}")
+@pytest.mark.parametrize("row", [pytest.param(r, id=f"{r['card']}-{r['model'].split('/')[-1][:-3]}-{r['backend']}")
                                  for r in SWEEP_ROWS if r["model"] in SWEEP_CHECKED])
 def test_an_effect_token_splits_off_one_partition_as_on_the_h200(row):
     """``aten._print`` (an effect token on the CPU) sits between the forward's ops; inductor's scheduler moves it to
     the front before partitioning (``reorder_for_reducing_graph_partitions``), so the forward is one CUDA-graphed
-    partition, not two: the H200 graphed 2 functions (forward and backward). graphtool said 3 before it ordered
+    partition, not two: the H200 and the H100 graphed 2 functions (forward and backward). graphtool said 3 before it ordered
     the ops as the scheduler does."""
     truth = row["truth"]
     verdict = predict(row["model"], row["backend"])

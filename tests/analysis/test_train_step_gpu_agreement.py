@@ -28,8 +28,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS = {r["case"]: r for r in (json.loads(line) for line in
-        (ROOT / "tests" / "truth" / "gpu" / "train-h200-torch2.11.jsonl").read_text().splitlines() if line.strip())}
+def _rows(card: str) -> dict:
+    return {r["case"]: r for r in (json.loads(line) for line in
+            (ROOT / "tests" / "truth" / "gpu" / f"train-{card}-torch2.11.jsonl").read_text().splitlines() if line.strip())}
+
+
+ROWS = _rows("h200")
+#: the same script on an H100 (2026-11-27, torch 2.11): the counts are the card's no more than the step's
+H100_ROWS = _rows("h100")
 STEPS = 5
 #: over 5 s each on the 2-core CI machine: the slow tier (docs/ci.md)
 SLOW = {"clip_grad_norm", "adam_foreach", "grad_accum", "sched_float_lr", "sched_tensor_lr", "opt_step_only", "sgd_momentum"}
@@ -86,3 +92,13 @@ def test_fused_adamw_stops_the_standin_trace():
 def test_every_row_has_a_fixture_or_a_reason():
     checked = set(AGREE) | {"sgd_momentum", "adamw_fused"}
     assert set(ROWS) - checked == {"tiny_gpt_adamw"}  # a TransformerEncoder: not written as a fixture yet
+
+
+def test_the_h100_counted_what_the_h200_did():
+    """What these tests check against the H200 is the step's, not the card's: on an H100 the same script counted
+    the same graphs, breaks, captures, recorded functions and skips after every call, and raised the same error."""
+    def counts(rows):
+        return {case: ([(c.get("call"), c["unique_graphs"], c["graph_breaks"], c["captures"], c["functions_graphed"],
+                         c["cudagraph_skips"], len(c["recompiles"])) for c in r["calls"]], (r["error"] or "")[:60])
+                for case, r in rows.items()}
+    assert len(ROWS) == 10 and counts(H100_ROWS) == counts(ROWS)
