@@ -156,6 +156,11 @@ def main(script, rank, world, store_path, cap_mb, unused, out, steps="1"):
                    "graphs_per_step": per_step, "recompiles": listener.recompiles, "failed": failed,
                    "no_grad_after_step1": no_grad if per_step else None, **extra}, f)
     dist.destroy_process_group()
+    # the facts are written; skip the interpreter's teardown, where torch 2.15's gloo threads once aborted a rank that
+    # had finished (std::terminate, "terminate called without an active exception", 2026-11-27, the DDP comm-hook run)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ autograd graph, parameters and inputs left out; a saved-tensors hook would chang
 
 import json
 import logging
+import os
 import runpy
 import sys
 
@@ -184,6 +185,11 @@ def main(script, rank, world, store_path, out):
                    "comm_counts": {str(k): v for k, v in sizes.get_comm_counts().items()},
                    "calls": sizes.calls}, f)
     dist.destroy_process_group()
+    # the facts are written; skip the interpreter's teardown, where torch 2.15's gloo threads once aborted a rank that
+    # had finished (std::terminate, "terminate called without an active exception", 2026-11-27, the DDP comm-hook run)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
