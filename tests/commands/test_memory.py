@@ -331,6 +331,7 @@ def test_dynamic_gives_bytes_as_formulas_of_the_varying_sizes():
 
 
 @pytest.mark.slow
+@pytest.mark.one_torch  # graphtool's own footprint on meta (about 60 s); the facts of llama_seq.py are checked on every torch
 def test_a_7b_llama_on_meta_at_sequence_4096_stays_small(tmp_path):
     """The 7-billion-parameter config, no weights in memory: under 2 GiB of peak RSS."""
     import os
