@@ -321,13 +321,13 @@ def lint(model, *args, steps: Optional[Sequence] = None, max_graph_breaks: Optio
     >>> graphtool.lint(torch.nn.Linear(4, 2), torch.randn(3, 4), max_graph_breaks=0).passed
     True
     """
-    from graphtool.analysis.lint import Budget, LintReport, LintTarget, judge
+    from graphtool.analysis.lint import Budget, LintReport, LintTarget
     from graphtool.capture.lint_worker import lint_spec
-    from graphtool.commands.lint import _check_numbers, _read_baseline
+    from graphtool.commands import baseline as baselines
+    from graphtool.commands.lint import _check_numbers
 
     _check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
-    if baseline is not None and not isinstance(baseline, dict):
-        baseline = _read_baseline(Path(baseline))
+    baseline = baselines.accepted(baseline)
     with _model(model, args, kwargs, model_kwargs) as obj:
         spec = obj.load()
         calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]
@@ -335,7 +335,7 @@ def lint(model, *args, steps: Optional[Sequence] = None, max_graph_breaks: Optio
     budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
                     max_skipped_frames=max_skipped_frames, allowed_breaks=tuple(allowed_breaks))
     target = LintTarget(path=name or str(spec.path), entry=None if name else spec.entry, dynamic=dynamic, budget=budget)
-    judged = judge(target, result, baseline=baseline)
+    judged = baselines.judge(target, result, baseline)
     return Result("lint", LintReport((judged,), None), found=not judged.passed, extra={"title": _title(obj)})
 
 

@@ -13,14 +13,12 @@ Example::
 
 from __future__ import annotations
 
-import json
-import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from graphtool.commands import baseline as baselines
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.display_paths import display_path
 from graphtool.errors import EXIT_USAGE, UsageError
@@ -50,7 +48,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
     could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
-    from graphtool.analysis.lint import Budget, LintReport, judge, make_baseline
+    from graphtool.analysis.lint import Budget, LintReport
     from graphtool.config import find_config, load_config
 
     _check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
@@ -76,11 +74,11 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     baseline_path = baseline or (cfg.baseline if cfg else None)
     if update_baseline and baseline_path is None:
         raise UsageError("--update-baseline needs --baseline FILE (or 'baseline' in the config)")
-    base = _read_baseline(Path(baseline_path)) if baseline_path is not None and not update_baseline else None
+    base = baselines.read(Path(baseline_path)) if baseline_path is not None and not update_baseline else None
     parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
     limit = timeout or (cfg.timeout if cfg else None)
     results = _run(targets, parallel, limit, debug, progress)
-    report = LintReport(tuple(judge(t, r, baseline=base, strict=strict) for t, r in zip(targets, results)),
+    report = LintReport(tuple(baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)),
                         display_path(str(baseline_path)) if baseline_path else None)
     if not update_baseline:
         return LintOutcome(report)
@@ -89,10 +87,8 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
         return LintOutcome(report, baseline_refused=(
             f"{display_path(str(baseline_path))} not updated: {len(failed)} of {len(report.models)} models could not be linted "
             f"({', '.join(display_path(n) or n for n in failed)}); a baseline needs every model, so the old file is unchanged"))
-    from graphtool.render.documents import format_json, write_atomic
-
     baseline_path = Path(baseline_path)
-    write_atomic(baseline_path, format_json(make_baseline(report, root=Path(os.path.abspath(baseline_path)).parent)))
+    baselines.write(baseline_path, baselines.content(report, baseline_path))
     return LintOutcome(report, baseline_written=baseline_path)
 
 
@@ -111,59 +107,6 @@ def _check_numbers(**values) -> None:
                 raise UsageError(f"{flag} must be 1 or more, got {value}")
         elif value < 0:
             raise UsageError(f"{flag} must be 0 or more, got {value}")
-
-
-def _read_baseline(path: Path) -> dict:
-    from graphtool.analysis.lint import BaselineError, validate_baseline
-
-    if not path.is_file():
-        if path.exists():
-            raise UsageError(f"{path}: not a baseline file (it is not a regular file)")
-        raise UsageError(f"{path}: no such baseline file", hint="create it with --update-baseline")
-    from graphtool.config import read_utf8
-
-    text = read_utf8(path, UsageError, what="the baseline", hint="write it again with --update-baseline")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise UsageError(f"{path}: not a graphtool baseline: nested too deeply") from None
-    try:
-        return validate_baseline(data, str(path))
-    except BaselineError as exc:
-        line = _entry_line(text, exc.index) if exc.index is not None else None
-        where = f"{path}:{line}" if line else str(path)
-        hint = ("upgrade graphtool to the version that wrote it, or write it again with --update-baseline"
-                if exc.newer else "write it again with --update-baseline")
-        raise UsageError(f"{where}: {exc}", hint=hint) from None
-
-
-def _entry_line(text: str, index: int) -> Optional[int]:
-    """The line where entry ``index`` of the top-level ``"breaks"`` array starts, if it can be found."""
-    decoder = json.JSONDecoder()
-    m = re.search(r'"breaks"\s*:\s*\[', text)
-    if m is None:
-        return None
-    pos, i = m.end(), 0
-    try:
-        while True:
-            pos = _skip(text, pos)
-            if i == index:
-                return text.count("\n", 0, pos) + 1
-            _, pos = decoder.raw_decode(text, pos)
-            pos = _skip(text, pos)
-            if text[pos:pos + 1] != ",":
-                return None
-            pos, i = pos + 1, i + 1
-    except (ValueError, RecursionError):
-        return None
-
-
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
 
 
 def _targets(models, run, extra_args, cfg, override, dynamic) -> list:
