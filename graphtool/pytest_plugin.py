@@ -40,7 +40,6 @@ or why nothing was.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -183,7 +182,8 @@ class _Baseline:
 
     def finish(self, *, interrupted: bool) -> str:
         """Write the file when it is safe; return what was done, or why nothing was, in one line."""
-        from graphtool.analysis.lint import LintReport, make_baseline
+        from graphtool.analysis.lint import LintReport
+        from graphtool.commands import baseline as baselines
         from graphtool.display_paths import display_path
         from graphtool.text import count
 
@@ -199,21 +199,18 @@ class _Baseline:
         if self.new_breaks and not self.update:  # a new break fails its test; the baseline does not learn it unless asked
             return (f"{where} not written: new graph breaks in {_some(self.new_breaks)}; "
                     "--graphtool-update-baseline records them")
-        fresh = make_baseline(LintReport(tuple(self.models.values()), None), root=self.path.parent)
+        fresh = baselines.content(LintReport(tuple(self.models.values()), None), self.path)
         recorded = (f"{count(len(fresh['breaks']), 'graph break')} of {count(len(self.models), 'test')}")
+        kept = 0
         if self.data is not None:
             ran = {os.path.relpath(str(self.root / n), self.path.parent).replace(os.sep, "/") for n in self.models}
-            kept = [e for e in self.data.get("breaks", []) if e.get("model") not in ran]
-            fresh = {**fresh, "breaks": kept + fresh["breaks"]}
-            old = {k: v for k, v in self.data.items() if k != "root"}
-            if fresh == old:
+            fresh, kept = baselines.merged(self.data, fresh, ran)
+            if baselines.same(fresh, self.data):
                 return f"{where} unchanged: {recorded} as recorded"
-        from graphtool.render.documents import format_json, write_atomic
-
-        write_atomic(self.path, format_json(fresh))
+        baselines.write(self.path, fresh)
         if self.data is None:
             return f"{where} written (there was none): recorded {recorded}"
-        return f"{where} updated: {recorded}" + (f", {count(len(kept), 'entry', 'entries')} of tests not collected kept" if kept else "")
+        return f"{where} updated: {recorded}" + (f", {count(kept, 'entry', 'entries')} of tests not collected kept" if kept else "")
 
 
 def _some(nodeids: list[str], shown: int = 3) -> str:
@@ -223,12 +220,14 @@ def _some(nodeids: list[str], shown: int = 3) -> str:
 
 
 def _read(path: Path) -> dict:
-    from graphtool.analysis.lint import BaselineError, validate_baseline
+    """The baseline as ``graphtool lint --baseline`` reads it; its error (the file, the line) as pytest's."""
+    from graphtool.commands.baseline import read
+    from graphtool.errors import UsageError
 
     try:
-        return validate_baseline(json.loads(path.read_text(encoding="utf-8")), str(path))
-    except (OSError, ValueError, BaselineError) as exc:
-        raise pytest.UsageError(f"--graphtool-baseline {path}: {exc}") from None
+        return read(path, update="--graphtool-update-baseline")
+    except UsageError as exc:
+        raise pytest.UsageError(f"--graphtool-baseline {exc.message}" + (f" ({exc.hint})" if exc.hint else "")) from None
 
 
 _BASELINE = pytest.StashKey[_Baseline]()

@@ -102,21 +102,19 @@ class RichProgress:
             self._bar = None
 
 
-def show_models(results, fmt: str, view, check: bool) -> int:
-    """Print each model's table, or one document; the exit code ``--check`` asks for."""
+def show_models(results, fmt: str, check: bool, **view_options) -> int:
+    """Print each model's view (``view_options``: the command's, such as ``show_all``), or one document;
+    the exit code ``--check`` asks for."""
     if fmt == "table":
-        from rich.text import Text
-
         for r in results:
             if len(results) > 1:  # several models (a config): each block says whose it is
+                from rich.text import Text
+
                 from graphtool.display_paths import display_path
 
                 path = r.header.get("path")
                 print_view(Text(f"{display_path(path) or path}:", style="header"))
-            if r.header.get("no_graph"):
-                print_view(Text(f"torch.compile captured no graph: {r.header['no_graph']}", style="verdict.bad"))
-            print_view(view(r))
+            print_view(r.view(**view_options))
     else:
         emit_all([r.to_dict() for r in results], fmt)
     return EXIT_FINDINGS if check and any(r.found for r in results) else EXIT_OK
-

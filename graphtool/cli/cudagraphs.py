@@ -57,7 +57,6 @@ def cudagraphs(
     fsdp2: bool = options.Fsdp2Opt,
 ) -> int:
     from graphtool.commands.cudagraphs import cudagraphs as run
-    from graphtool.render.cudagraphs import cudagraphs_view
 
     options.check_format(fmt)
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
@@ -66,20 +65,4 @@ def cudagraphs(
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
                       debug=options.debug_enabled(), progress=progress, steps=n_steps, ddp=ddp_settings,
                       fsdp2=fsdp2_settings)
-    return console.show_models(results, fmt, lambda r: _view(r, cudagraphs_view), check)
-
-
-def _view(result, cudagraphs_view):
-    """The verdict, then (``--ddp``) the split graphs or (``--fsdp2``) the compiled block graphs, each with its verdict."""
-    view = cudagraphs_view(result.report, result.stopped)
-    from rich.console import Group
-
-    if result.fsdp2 is not None:
-        from graphtool.render.distributed import fsdp2_view
-
-        return Group(view, fsdp2_view(result.fsdp2))
-    if result.ddp is None:
-        return view
-    from graphtool.render.distributed import ddp_view
-
-    return Group(view, ddp_view(result.ddp))
+    return console.show_models(results, fmt, check)

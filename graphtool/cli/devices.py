@@ -34,10 +34,9 @@ def devices(
     timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     from graphtool.commands.devices import devices as run
-    from graphtool.render.devices import devices_view
 
     options.check_format(fmt)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend,
                       debug=options.debug_enabled(), progress=progress)
-    return console.show_models(results, fmt, lambda r: devices_view(r.report), check)
+    return console.show_models(results, fmt, check)

@@ -79,14 +79,7 @@ def lint(
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
                       progress=progress, ddp=options.ddp_options(ddp, world_size, bucket_cap_mb),
                       fsdp2=options.fsdp2_options(fsdp2, ddp, world_size))
-    verdict = None
-    if outcome.baseline_written is not None:
-        from graphtool.text import count
-
-        n = sum(len(m.breaks) for m in outcome.report.models)
-        verdict = (f"baseline updated: wrote {count(n, 'graph break')} of {count(len(outcome.report.models), 'model')} "
-                   f"to {display_path(str(outcome.baseline_written))}")
-    _emit(outcome.report, fmt, output, verdict)
+    _emit(outcome, fmt, output)
     if outcome.baseline_refused:  # after the report, which says what failed
         raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")
     return outcome.exit_code()
@@ -102,12 +95,13 @@ def _check_paths(models, run_script: Optional[str]) -> None:
         raise UsageError(f"{run_script}: no such file" if not Path(run_script).exists() else f"{run_script}: is not a file")
 
 
-def _emit(report, fmt: str, output: Optional[Path], verdict: Optional[str] = None) -> None:
+def _emit(outcome, fmt: str, output: Optional[Path]) -> None:
     from graphtool.render import lint as render
     from graphtool.render.documents import format_json, write_atomic
 
+    report = outcome.report
     text = {
-        "json": lambda: format_json(report.to_dict()),
+        "json": lambda: format_json(outcome.to_dict()),
         "sarif": lambda: render.format_sarif(report),
         "junit": lambda: render.format_junit(report),
         "github": lambda: render.format_github(report),
@@ -121,18 +115,18 @@ def _emit(report, fmt: str, output: Optional[Path], verdict: Optional[str] = Non
 
             recorder = Console(file=None, record=True, width=120, theme=THEME)
             with recorder.capture():
-                recorder.print(render.lint_view(report, verdict), soft_wrap=True)
+                recorder.print(outcome, soft_wrap=True)
             write_atomic(output, recorder.export_text())
         else:
             write_atomic(output, text())
-        console.print_view(render.lint_view(report, verdict), console.stderr_console())
+        console.print_view(outcome, console.stderr_console())
         console.say(f"report written to {display_path(str(output))}")
     elif text is None:
-        console.print_view(render.lint_view(report, verdict))
+        console.print_view(outcome)
     else:
         sys.stdout.write(text())
-        if verdict:
-            console.say(verdict)
+        if outcome.verdict():
+            console.say(outcome.verdict())
 
 
 def _html(report) -> str:

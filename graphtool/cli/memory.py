@@ -95,20 +95,8 @@ def memory(
                       debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
                       fsdp2=fsdp2_settings, fit=fit, budgets=budgets)
     if fmt == "table":
-        from graphtool.render.memory import memory_view
-
         for r in results:
-            console.print_view(memory_view(r.report, top=top))
-            if r.rank is not None:
-                from graphtool.render.rank_memory import rank_memory_view
-
-                wrapped = r.fsdp2 or r.ddp
-                console.print_view(rank_memory_view(r.rank, world_size=wrapped.world_size if wrapped else None,
-                                                    wrapper="FSDP2" if r.fsdp2 is not None else "DDP"))
-            if r.fit is not None:
-                from graphtool.render.fit import fit_view
-
-                console.print_view(fit_view(r.fit))
+            console.print_view(r)
     else:
         console.emit_all([r.to_dict() for r in results], fmt)
     return 0

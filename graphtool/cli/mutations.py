@@ -43,13 +43,10 @@ def mutations(
     ),
     timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
-    from graphtool.commands.mutations import allowed_for
     from graphtool.commands.mutations import mutations as run
-    from graphtool.render.mutations import mutations_view
 
     options.check_format(fmt)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, allow=tuple(allow or ()),
                       debug=options.debug_enabled(), progress=progress)
-    return console.show_models(results, fmt, lambda r: mutations_view(r.report, show_all=show_all,
-                                                                    allowed=allowed_for(r.header["path"], allow or ())), check)
+    return console.show_models(results, fmt, check, show_all=show_all)

@@ -58,27 +58,24 @@ def report(
         output = default_output(targets[0][0]) if len(targets) == 1 else Path("report.html")
     _check_output(output)
     target = Path(os.path.abspath(output))  # a script that calls os.chdir() must not move the file
+    from dataclasses import replace
+
     from graphtool.commands.report import report as run
     from graphtool.render.documents import write_atomic
-    from graphtool.render.report import format_report, python_version
 
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, memory=memory, layout_timeout=layout_timeout,
                       debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
                       fsdp2=fsdp2_settings)
         progress.phase("writing the page...")
-        import torch
-
-        from graphtool import __version__
-
-        versions = {"graphtool": __version__, "torch": str(torch.__version__), "python": python_version()}
         command = _command(model, ("--entry", entry, None), ("--device", device, None), ("--inference", inference, False),
                            ("--backend", backend, "inductor"), ("-o", output, None), ("--no-memory", not memory, False),
                            ("--layout-timeout", layout_timeout, 30.0), ("--ddp", ddp, False),
                            ("--fsdp2", fsdp2, False), ("--world-size", world_size if ddp or fsdp2 else None, 2),
                            ("--bucket-cap-mb", bucket_cap_mb if ddp else None, 25.0),
                            ("--find-unused-parameters", find_unused, False))
-        pages = [format_report(r, command=command, versions=versions) for r in results]
+        results = [replace(r, made_by=command) for r in results]
+        pages = [r.html() for r in results]
     for result, page in zip(results, pages):
         path = target if len(pages) == 1 else target.with_name(f"{target.stem}-{Path(result.target.split(':')[0]).stem}{target.suffix}")
         write_atomic(path, page)

@@ -64,34 +64,14 @@ def trace(
         if out_dir is not None:
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
             _write_out(result, out_dir / sub, Path(out) / sub)
-        if fmt == "table":
-            from graphtool.render.trace import summary_line, trace_view
-
-            console.print_view(trace_view(result.report, summary=False))
-            if result.verdict is not None:
-                from graphtool.render.cudagraphs import cudagraphs_view
-
-                console.print_view(cudagraphs_view(result.verdict))
-            if result.ddp is not None:
-                from graphtool.render.distributed import ddp_view
-
-                console.print_view(ddp_view(result.ddp))
-            if result.fsdp2 is not None:
-                from graphtool.render.distributed import fsdp2_view
-
-                console.print_view(fsdp2_view(result.fsdp2))
-            # one line at the very end: regions, breaks, skipped frames, mutations, the CUDA-graph verdict
-            verdict = result.verdict
-            steady = getattr(verdict, "steady", None)
-            said = None if verdict is None else verdict.summary() + (f"; steady state {steady.summary()}" if steady else "")
-            console.print_view(summary_line(result.report, said))
+        if fmt == "table":  # the report, the verdict, DDP or FSDP2, and one summary line at the very end
+            console.print_view(result)
     if out_dir is not None:
         _remove_earlier_models(out_dir, results)
     if fmt != "table":
         console.emit_all([r.to_dict() for r in results], fmt)
     # --ddp: a loop of this model would fail on its second step (parameters without gradient)
-    fails = any(r.ddp is not None and (r.ddp.unused or {}).get("fails_at_step") for r in results)
-    return console.EXIT_FINDINGS if fails else 0
+    return console.EXIT_FINDINGS if any(r.found for r in results) else 0
 
 
 #: the files ``--out`` writes: an earlier run's that this run does not write again are removed

@@ -9,17 +9,60 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Optional
 
 from graphtool.commands import steps as common
 from graphtool.commands.progress import SILENT, Progress
 
 
+@dataclass(frozen=True, repr=False)
+class CudagraphsResult(common.ModelResult):
+    """One model's Verdict; ``ddp`` or ``fsdp2`` the split or block graphs, each with its verdict."""
+
+    command = "cudagraphs"
+    key = "cudagraphs"
+
+    def summary(self) -> str:
+        return self.report.summary()
+
+    def body(self):
+        """The verdict, then (``--ddp``) the split graphs or (``--fsdp2``) the compiled block graphs, each with its verdict."""
+        from rich.console import Group
+
+        from graphtool.render.cudagraphs import cudagraphs_view
+
+        view = cudagraphs_view(self.report, self.stopped)
+        if self.fsdp2 is not None:
+            from graphtool.render.distributed import fsdp2_view
+
+            return Group(view, fsdp2_view(self.fsdp2))
+        if self.ddp is not None:
+            from graphtool.render.distributed import ddp_view
+
+            return Group(view, ddp_view(self.ddp))
+        return view
+
+    def diagnostics(self) -> str:
+        """Each reason torch would skip CUDA graphs for, as a diagnostic."""
+        from rich.console import Group
+
+        from graphtool.render.cudagraphs import diagnostic
+        from graphtool.render.plain import format_plain
+
+        return format_plain(Group(*[diagnostic(r) for r in self.report.reasons if r.skips]), 0)
+
+    def sections(self) -> list[str]:
+        from graphtool.render.report import cudagraphs_section
+
+        return [cudagraphs_section(self.report)]
+
+
 def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
                inference: bool = False, backend: str = "inductor", dynamic: bool = False, debug: bool = False,
                settings: Sequence[str] = (), progress: Progress = SILENT, steps: int = 3,
-               ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[common.ModelResult]:
-    """One :class:`ModelResult` (a Verdict) per model; ``found`` when a reason makes torch skip.
+               ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[CudagraphsResult]:
+    """One :class:`CudagraphsResult` (a Verdict) per model; ``found`` when a reason makes torch skip.
 
     ``settings`` (``["graph_partition=false"]``) override the installed torch's inductor and dynamo
     config for the verdict; they are checked before any tracing. ``steps``: the model's step runs that
@@ -68,6 +111,5 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
             from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
 
             extra = {"fsdp2": with_graph_verdicts(fsdp2_report, verdict, capture)}
-        results.append(common.ModelResult(common.model_header(capture), verdict, found, key="cudagraphs",
-                                         stopped=capture.stopped, **extra))
+        results.append(CudagraphsResult(common.model_header(capture), verdict, found, stopped=capture.stopped, **extra))
     return results

@@ -8,16 +8,35 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from graphtool.commands import steps
 from graphtool.commands.progress import SILENT, Progress
 
 
+@dataclass(frozen=True, repr=False)
+class DevicesResult(steps.ModelResult):
+    """One model's DeviceReport."""
+
+    command = "devices"
+    key = "devices"
+
+    def body(self):
+        from graphtool.render.devices import devices_view
+
+        return devices_view(self.report)
+
+    def sections(self) -> list[str]:
+        from graphtool.render.report import devices_section
+
+        return [devices_section(self.report)]
+
+
 def devices(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
             inference: bool = False, backend: str = "inductor", debug: bool = False,
-            progress: Progress = SILENT) -> list[steps.ModelResult]:
-    """One :class:`ModelResult` (a DeviceReport) per model; ``found`` when a node is off the main device."""
+            progress: Progress = SILENT) -> list[DevicesResult]:
+    """One :class:`DevicesResult` (a DeviceReport) per model; ``found`` when a node is off the main device."""
     from graphtool.analysis.devices import device_report
 
     steps.check_backend(backend)
@@ -29,5 +48,5 @@ def devices(model: Optional[str] = None, *, entry: Optional[str] = None, device:
         report = device_report(capture, main_device=accel, stand_in=stand_in)
         # regions left unjudged are no pass: --check fails rather than vouch for graphs it never read
         found = report.found or bool(capture.no_graph) or not report.complete
-        results.append(steps.ModelResult(steps.model_header(capture), report, found, key="devices"))
+        results.append(DevicesResult(steps.model_header(capture), report, found))
     return results

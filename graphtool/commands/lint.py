@@ -13,21 +13,24 @@ Example::
 
 from __future__ import annotations
 
-import json
-import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from graphtool.commands import baseline as baselines
 from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.result import Result
 from graphtool.display_paths import display_path
 from graphtool.errors import EXIT_USAGE, UsageError
 
 
-@dataclass(frozen=True)
-class LintOutcome:
+@dataclass(frozen=True, repr=False)
+class LintOutcome(Result):
+    """The lint report, and what ``--update-baseline`` did with the baseline file."""
+
+    command = "lint"
+
     report: object  # LintReport
     baseline_written: Optional[Path] = None  # where --update-baseline wrote, when it did
     baseline_refused: Optional[str] = None  # why --update-baseline did not write, when it did not
@@ -38,6 +41,55 @@ class LintOutcome:
         if self.baseline_written is not None:
             return 2 if self.report.errored else 0
         return self.report.exit_code()
+
+    def to_dict(self) -> dict:
+        return self.report.to_dict()
+
+    def summary(self) -> str:
+        """``lint passed: 0 graph breaks, 0 recompiles, 0 skipped frames``, the counts of every model linted."""
+        from graphtool.text import count
+
+        models = self.report.models
+        parts = [count(sum(len(m.counted_breaks) for m in models), "graph break"),
+                 count(sum(len(m.recompiles) for m in models), "recompile"),
+                 count(sum(len(m.skipped_frames) for m in models), "skipped frame")]
+        return f"lint {'passed' if self.report.passed else 'failed'}: " + ", ".join(parts)
+
+    def verdict(self) -> Optional[str]:
+        """The terminal view's last line when it is not the report's own: what ``--update-baseline`` wrote."""
+        if self.baseline_written is None:
+            return None
+        from graphtool.text import count
+
+        n = sum(len(m.breaks) for m in self.report.models)
+        return (f"baseline updated: wrote {count(n, 'graph break')} of {count(len(self.report.models), 'model')} "
+                f"to {display_path(str(self.baseline_written))}")
+
+    def view(self):
+        from graphtool.render.lint import lint_view
+
+        return lint_view(self.report, self.verdict())
+
+    def diagnostics(self) -> str:
+        from graphtool.render.diagnostics import format_diagnostics
+        from graphtool.render.lint import lint_diagnostics
+
+        return format_diagnostics(lint_diagnostics(self.report))
+
+    @property
+    def title(self) -> str:
+        models = self.report.models
+        return (models[0].target.entry or display_path(models[0].target.name)) if len(models) == 1 else "lint"
+
+    @property
+    def found(self) -> bool:
+        """A model over its budget, with new breaks, or not linted."""
+        return not self.report.passed
+
+    @property
+    def graph_breaks(self) -> list:
+        """The breaks the budgets count (``Break``: ``file``, ``line``, ``reason``, ``new``)."""
+        return [b for m in self.report.models for b in m.counted_breaks]
 
 
 def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, script_args: Sequence[str] = (),
@@ -50,10 +102,10 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
     could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
-    from graphtool.analysis.lint import Budget, LintReport, judge, make_baseline
+    from graphtool.analysis.lint import Budget, LintReport
     from graphtool.config import find_config, load_config
 
-    _check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
+    check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
                    max_skipped_frames=max_skipped_frames, jobs=jobs, timeout=timeout)
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
@@ -76,11 +128,11 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     baseline_path = baseline or (cfg.baseline if cfg else None)
     if update_baseline and baseline_path is None:
         raise UsageError("--update-baseline needs --baseline FILE (or 'baseline' in the config)")
-    base = _read_baseline(Path(baseline_path)) if baseline_path is not None and not update_baseline else None
+    base = baselines.read(Path(baseline_path)) if baseline_path is not None and not update_baseline else None
     parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
     limit = timeout or (cfg.timeout if cfg else None)
     results = _run(targets, parallel, limit, debug, progress)
-    report = LintReport(tuple(judge(t, r, baseline=base, strict=strict) for t, r in zip(targets, results)),
+    report = LintReport(tuple(baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)),
                         display_path(str(baseline_path)) if baseline_path else None)
     if not update_baseline:
         return LintOutcome(report)
@@ -89,14 +141,36 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
         return LintOutcome(report, baseline_refused=(
             f"{display_path(str(baseline_path))} not updated: {len(failed)} of {len(report.models)} models could not be linted "
             f"({', '.join(display_path(n) or n for n in failed)}); a baseline needs every model, so the old file is unchanged"))
-    from graphtool.render.documents import format_json, write_atomic
-
     baseline_path = Path(baseline_path)
-    write_atomic(baseline_path, format_json(make_baseline(report, root=Path(os.path.abspath(baseline_path)).parent)))
+    baselines.write(baseline_path, baselines.content(report, baseline_path))
     return LintOutcome(report, baseline_written=baseline_path)
 
 
-def _check_numbers(**values) -> None:
+def lint_model(model, *, steps: Optional[Sequence] = None, max_graph_breaks: Optional[int] = None,
+               max_recompiles: Optional[int] = None, max_skipped_frames: Optional[int] = None,
+               allowed_breaks: Sequence[str] = (), dynamic: bool = False, baseline=None, name: Optional[str] = None,
+               debug: bool = False) -> LintOutcome:
+    """Lint one model object (a :class:`~graphtool.capture.model_object.ModelObject`) in this process,
+    as ``graphtool lint`` lints a script in its child: run once on its inputs, or once per entry of
+    ``steps`` (each a tuple of positional arguments); judged against the budgets and ``baseline`` (a file
+    or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name`` (default:
+    the model's source file) are accepted."""
+    from graphtool.analysis.lint import Budget, LintReport, LintTarget
+    from graphtool.capture.lint_worker import lint_spec
+    from graphtool.commands import steps as common
+
+    check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
+    base = baselines.accepted(baseline)
+    spec = common.load(model, None, None)
+    calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]
+    result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=debug)
+    budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
+                    max_skipped_frames=max_skipped_frames, allowed_breaks=tuple(allowed_breaks))
+    target = LintTarget(path=name or str(spec.path), entry=None if name else spec.entry, dynamic=dynamic, budget=budget)
+    return LintOutcome(LintReport((baselines.judge(target, result, base),), None))
+
+
+def check_numbers(**values) -> None:
     """Budgets are counts (0 or more), ``jobs`` at least 1, ``timeout`` seconds above 0."""
     for name, value in values.items():
         if value is None:
@@ -111,59 +185,6 @@ def _check_numbers(**values) -> None:
                 raise UsageError(f"{flag} must be 1 or more, got {value}")
         elif value < 0:
             raise UsageError(f"{flag} must be 0 or more, got {value}")
-
-
-def _read_baseline(path: Path) -> dict:
-    from graphtool.analysis.lint import BaselineError, validate_baseline
-
-    if not path.is_file():
-        if path.exists():
-            raise UsageError(f"{path}: not a baseline file (it is not a regular file)")
-        raise UsageError(f"{path}: no such baseline file", hint="create it with --update-baseline")
-    from graphtool.config import read_utf8
-
-    text = read_utf8(path, UsageError, what="the baseline", hint="write it again with --update-baseline")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise UsageError(f"{path}: not a graphtool baseline: nested too deeply") from None
-    try:
-        return validate_baseline(data, str(path))
-    except BaselineError as exc:
-        line = _entry_line(text, exc.index) if exc.index is not None else None
-        where = f"{path}:{line}" if line else str(path)
-        hint = ("upgrade graphtool to the version that wrote it, or write it again with --update-baseline"
-                if exc.newer else "write it again with --update-baseline")
-        raise UsageError(f"{where}: {exc}", hint=hint) from None
-
-
-def _entry_line(text: str, index: int) -> Optional[int]:
-    """The line where entry ``index`` of the top-level ``"breaks"`` array starts, if it can be found."""
-    decoder = json.JSONDecoder()
-    m = re.search(r'"breaks"\s*:\s*\[', text)
-    if m is None:
-        return None
-    pos, i = m.end(), 0
-    try:
-        while True:
-            pos = _skip(text, pos)
-            if i == index:
-                return text.count("\n", 0, pos) + 1
-            _, pos = decoder.raw_decode(text, pos)
-            pos = _skip(text, pos)
-            if text[pos:pos + 1] != ",":
-                return None
-            pos, i = pos + 1, i + 1
-    except (ValueError, RecursionError):
-        return None
-
-
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
 
 
 def _targets(models, run, extra_args, cfg, override, dynamic) -> list:

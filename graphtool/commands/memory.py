@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from graphtool.commands import steps
@@ -22,12 +23,51 @@ from graphtool.commands.progress import SILENT, Progress
 BY = ("line", "module", "op")
 
 
+@dataclass(frozen=True, repr=False)
+class MemoryResult(steps.ModelResult):
+    """One model's MemoryReport; ``rank`` what each rank holds (``--ddp``/``--fsdp2``), ``fit`` whether the
+    step fits (``--fit``/``--budgets``); ``top``: rows per table of the terminal view."""
+
+    command = "memory"
+    key = "memory"
+
+    top: int = 10
+
+    def view(self):
+        """The report's tables, then what each rank holds and whether the step fits (no captured-graph line:
+        the memory view says what was saved either way)."""
+        from rich.console import Group
+
+        from graphtool.render.memory import memory_view
+
+        parts = [memory_view(self.report, top=self.top)]
+        if self.rank is not None:
+            from graphtool.render.rank_memory import rank_memory_view
+
+            wrapped = self.fsdp2 or self.ddp
+            parts.append(rank_memory_view(self.rank, world_size=wrapped.world_size if wrapped else None,
+                                          wrapper="FSDP2" if self.fsdp2 is not None else "DDP"))
+        if self.fit is not None:
+            from graphtool.render.fit import fit_view
+
+            parts.append(fit_view(self.fit))
+        return Group(*parts)
+
+    def _findings(self) -> str:
+        return ""  # the page's memory section is all tables: nothing to list under Findings
+
+    def sections(self) -> list[str]:
+        from graphtool.render.report import memory_section
+
+        return [memory_section(self.report)]
+
+
 def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            backend: str = "inductor", by: str = "line", depth: Optional[int] = None, top: int = 10,
            dynamic: bool = False, debug: bool = False, progress: Progress = SILENT,
            ddp: Optional[dict] = None, fsdp2: Optional[dict] = None, fit: Optional[str] = None,
-           budgets: Optional[str] = None) -> list[steps.ModelResult]:
-    """One :class:`ModelResult` (a MemoryReport, key ``memory``) per model; ``found`` is never set.
+           budgets: Optional[str] = None) -> list[MemoryResult]:
+    """One :class:`MemoryResult` (a MemoryReport, key ``memory``) per model; ``found`` is never set.
 
     ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``;
     ``dynamic`` traces the input sizes that differ from the script's ``dynamic_inputs`` (else the
@@ -91,11 +131,11 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
             from graphtool.commands.fit import fit_report
 
             fitted = fit_report(spec, report, capture, joints, fit, budgets, progress)
-        results.append(steps.ModelResult(steps.model_header(capture), report, False, key="memory", fit=fitted))
+        results.append(MemoryResult(steps.model_header(capture), report, False, fit=fitted, top=top))
     return results
 
 
-def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, ddp: dict) -> steps.ModelResult:
+def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, ddp: dict) -> MemoryResult:
     """The memory report of one model run as ``DDP(torch.compile(model))``, with what one rank holds:
     DDP's bucket bytes from torch's own figures and the optimizer state of the script's ``get_optimizer``."""
     from graphtool.analysis.distributed import build_ddp_report
@@ -122,10 +162,10 @@ def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, dd
         ddp_report = build_ddp_report(capture, session.result(capture))
     report = build_memory_report(eager, capture, by=by, depth=depth, top=top)
     rank = ddp_rank_memory(report, buckets, optimizer)
-    return steps.ModelResult(steps.model_header(capture), report, False, key="memory", ddp=ddp_report, rank=rank)
+    return MemoryResult(steps.model_header(capture), report, False, ddp=ddp_report, rank=rank, top=top)
 
 
-def _under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, fsdp2: dict) -> steps.ModelResult:
+def _under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, fsdp2: dict) -> MemoryResult:
     """The memory report of one model run under FSDP2 (``fully_shard`` per block and root,
     ``torch.compile(model)``) as rank 0 of a fake group, with what each rank holds: its shards, its
     gradients and optimizer state (the script's ``get_optimizer``), the all-gathered parameters and the
@@ -151,4 +191,4 @@ def _under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, 
     report = build_memory_report(eager, capture, by=by, depth=depth, top=top)
     rank = fsdp2_rank_memory(report, fsdp2_report.memory, runs_per_step(capture), world_size=fsdp2["world_size"],
                              root_eager=SKIPPED_ROOT_NOTE in fsdp2_report.notes)
-    return steps.ModelResult(steps.model_header(capture), report, False, key="memory", fsdp2=fsdp2_report, rank=rank)
+    return MemoryResult(steps.model_header(capture), report, False, fsdp2=fsdp2_report, rank=rank, top=top)

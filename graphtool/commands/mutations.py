@@ -9,16 +9,57 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Optional
 
 from graphtool.commands import steps
 from graphtool.commands.progress import SILENT, Progress
 
 
+@dataclass(frozen=True, repr=False)
+class MutationsResult(steps.ModelResult):
+    """One model's MutationReport; ``allowed``: what ``--check`` accepted (``--allow``, the config's
+    ``allow_mutations``; the API's ``allow=``), listed and not counted as findings. ``python``: the model
+    came as an object, so a finding says how to accept it as the API takes it (``allow=[...]``)."""
+
+    command = "mutations"
+
+    allowed: tuple = ()
+    python: bool = False
+
+    def _accept(self):
+        from graphtool.analysis.diagnostics import cli_allow, python_allow
+
+        return python_allow if self.python else cli_allow
+
+    def body(self, *, show_all: bool = False):
+        from graphtool.render.mutations import mutations_view
+
+        return mutations_view(self.report, show_all=show_all, allowed=self.allowed, accept=self._accept())
+
+    def diagnostics(self) -> str:
+        from graphtool.analysis.diagnostics import mutation_diagnostics
+        from graphtool.analysis.mutations import is_allowed
+        from graphtool.render.diagnostics import format_diagnostics
+
+        accepted = {m.name for m in self.report.mutated if is_allowed(m, self.allowed)}
+        return format_diagnostics(mutation_diagnostics(self.report, skip=accepted, model=None, accept=self._accept()))
+
+    def sections(self) -> list[str]:
+        from graphtool.render.report import mutations_section
+
+        return [mutations_section(self.report)]
+
+    @property
+    def mutated_inputs(self) -> list:
+        """Inputs the model mutates (``InputMutation``: ``name``, ``kind``, ``source``)."""
+        return list(self.report.mutated)
+
+
 def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
               inference: bool = False, backend: str = "inductor", allow: Sequence[str] = (), debug: bool = False,
-              progress: Progress = SILENT) -> list[steps.ModelResult]:
-    """One :class:`ModelResult` (a MutationReport) per model; ``found`` when anything is mutated or aliased
+              progress: Progress = SILENT) -> list[MutationsResult]:
+    """One :class:`MutationsResult` (a MutationReport) per model; ``found`` when anything is mutated or aliased
     that ``allow`` (kinds such as ``buffers``, or FQN patterns) does not accept."""
     from graphtool.analysis.mutations import analyze_mutations, is_allowed
 
@@ -28,10 +69,13 @@ def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, devic
         capture = steps.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
                                          debug=debug, progress=progress)
         report = analyze_mutations(capture)
-        accepted = allowed_for(target, allow) if isinstance(target, str) else tuple(allow)  # an object: no config
+        header = steps.model_header(capture)
+        script = isinstance(target, str)
+        # the script's file, as the config names it (a target "m.py:build" is no path); an object: no config
+        accepted = allowed_for(header["path"], allow) if script else tuple(allow)
         unexpected = [m for m in report.mutated if not is_allowed(m, accepted)]
         found = bool(unexpected or report.aliased_outputs or report.input_aliases or capture.no_graph)
-        results.append(steps.ModelResult(steps.model_header(capture), report, found, key=""))
+        results.append(MutationsResult(header, report, found, allowed=accepted, python=not script))
     return results
 
 

@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, Optional
 
 from graphtool.commands import steps
 from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.result import Result
 
 #: pictures with more boxes than this are not laid out: their layout would take seconds, their page megabytes
 FULL_LIMIT = 1000
@@ -54,8 +56,13 @@ class Picture:
     drawn: int = 0  # the picture's nodes: the graph's, less the output node, plus one marker per value returned
 
 
-@dataclass(frozen=True)
-class ReportResult:
+@dataclass(frozen=True, repr=False)
+class ReportResult(Result):
+    """Every fact about one model, and its page: :meth:`html` is the whole ``graphtool report`` page,
+    ``command`` the line it says made it."""
+
+    command = "report"
+
     target: str
     trace: Any  # TraceReport (own device)
     verdict: Any  # Verdict (stand-in)
@@ -69,6 +76,7 @@ class ReportResult:
     ddp: Any = None  # DdpReport (``--ddp``): the split graphs, each with its CUDA-graph verdict
     fsdp2: Any = None  # Fsdp2Report (``--fsdp2``): units, graphs with their CUDA-graph verdicts, collectives, ranks
     rank_memory: Any = None  # RankMemory (``--fsdp2`` with memory): each rank's bytes, activations included
+    made_by: str = ""  # the command that makes this report again, as the page says it
 
     def summary(self) -> str:
         t = self.trace
@@ -94,6 +102,60 @@ class ReportResult:
             f = self.fsdp2
             parts.append(f"under FSDP2 ({count(f.world_size, 'rank')}): {count(f.graph_count, 'compiled graph')}")
         return "; ".join(parts)
+
+    def to_dict(self) -> dict:
+        """The trace's document (``graphtool trace --format json`` of the own-device trace)."""
+        return self.trace.to_dict()
+
+    def view(self):
+        from rich.text import Text
+
+        return Text(self.summary(), style="verdict")
+
+    @functools.cached_property
+    def page(self) -> str:
+        from graphtool.render.report import format_report
+
+        return format_report(self, command=self.made_by, versions=versions())
+
+    def html(self) -> str:
+        """The whole page: summary, findings, pictures, every section (made once)."""
+        return self.page
+
+    def _repr_html_(self) -> str:
+        from graphtool.render.report import inline_frame
+
+        return inline_frame(self.page, height=800)
+
+    @property
+    def report(self):
+        return self  # every fact is this object's own (``result.report.trace`` reads as it always did)
+
+    @property
+    def title(self) -> str:
+        return self.trace.entry
+
+    @property
+    def found(self) -> bool:
+        return bool(self.findings)
+
+    @property
+    def graph_breaks(self) -> list:
+        return list(self.trace.breaks)
+
+    @property
+    def mutated_inputs(self) -> list:
+        return list(self.trace.mutations.mutated)
+
+
+def versions() -> dict:
+    """What made the page: graphtool's, torch's and Python's versions."""
+    import torch
+
+    from graphtool import __version__
+    from graphtool.render.report import python_version
+
+    return {"graphtool": __version__, "torch": str(torch.__version__), "python": python_version()}
 
 
 def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,

@@ -12,9 +12,10 @@ import contextvars
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.result import Result
 
 
 def bundled_example() -> Path:
@@ -247,14 +248,18 @@ def model_header(capture) -> dict:
     }
 
 
-@dataclass(frozen=True)
-class ModelResult:
-    """One model's report from mutations, devices or cudagraphs, with its header and whether it found anything."""
+@dataclass(frozen=True, repr=False)
+class ModelResult(Result):
+    """One model's report from mutations, devices, cudagraphs or memory, with its header (the document's
+    ``model``) and whether it found anything (what ``--check`` exits 1 on). Each command's subclass says
+    how its report reads: ``key``, its key in the document ("devices", "cudagraphs"; "" merges it in),
+    :meth:`summary`, :meth:`body` (the terminal view) and :meth:`sections`."""
+
+    key: ClassVar[str] = ""
 
     header: dict
     report: Any
     found: bool
-    key: str  # the report's key in the document ("devices", "cudagraphs"), or "" to merge it in
     stopped: Optional[str] = None
     ddp: Any = None  # DdpReport (``cudagraphs --ddp``): the graphs DDP's optimizer split off
     rank: Any = None  # RankMemory (``memory --ddp``): what one rank holds
@@ -268,6 +273,28 @@ class ModelResult:
                 **({"fsdp2": self.fsdp2.to_dict()} if self.fsdp2 is not None else {}),
                 **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {}),
                 **({"fit": self.fit.to_dict()} if self.fit is not None else {})}
+
+    def summary(self) -> str:
+        return self.report.verdict()
+
+    def body(self, **options):
+        """The report's own view, below what every model's view starts with."""
+        raise NotImplementedError
+
+    def view(self, **options):
+        """A model torch.compile captured no graph of says so first, then :meth:`body` (``options``: the
+        command's view options, such as mutations' ``show_all``)."""
+        if not self.header.get("no_graph"):
+            return self.body(**options)
+        from rich.console import Group
+        from rich.text import Text
+
+        return Group(Text(f"torch.compile captured no graph: {self.header['no_graph']}", style="verdict.bad"),
+                     self.body(**options))
+
+    @property
+    def title(self) -> str:
+        return self.header.get("entry") or "model"
 
 
 def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool, warmup: int, iters: int,

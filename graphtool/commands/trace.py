@@ -15,12 +15,15 @@ from typing import Any, Optional
 
 from graphtool.commands import steps
 from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.result import Result
 
 
-@dataclass(frozen=True)
-class TraceResult:
+@dataclass(frozen=True, repr=False)
+class TraceResult(Result):
     """One model's trace: the report, the optional CUDA-graph verdict and bench timings, and the
     graphs' readable code (``forward.py``...) for ``--out``."""
+
+    command = "trace"
 
     target: str
     report: Any  # TraceReport
@@ -41,6 +44,71 @@ class TraceResult:
         if self.fsdp2 is not None:
             data["fsdp2"] = self.fsdp2.to_dict()
         return data
+
+    def summary(self) -> str:
+        """Regions, breaks, skipped frames, mutations, and (``cudagraphs=``) the CUDA-graph verdict and its steady state."""
+        line = self.report.summary()
+        if self.verdict is not None:
+            steady = getattr(self.verdict, "steady", None)
+            line += f"; CUDA graphs: {self.verdict.summary()}" + (f"; steady state {steady.summary()}" if steady else "")
+        return line
+
+    def view(self):
+        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line."""
+        from rich.console import Group
+        from rich.text import Text
+
+        from graphtool.render.trace import trace_view
+
+        parts = [trace_view(self.report, summary=False)]
+        if self.verdict is not None:
+            from graphtool.render.cudagraphs import cudagraphs_view
+
+            parts.append(cudagraphs_view(self.verdict))
+        if self.ddp is not None:
+            from graphtool.render.distributed import ddp_view
+
+            parts.append(ddp_view(self.ddp))
+        if self.fsdp2 is not None:
+            from graphtool.render.distributed import fsdp2_view
+
+            parts.append(fsdp2_view(self.fsdp2))
+        parts.append(Text(self.summary(), style="verdict"))
+        return Group(*parts)
+
+    def diagnostics(self) -> str:
+        from graphtool.render.diagnostics import format_diagnostics
+
+        return format_diagnostics(self.report.diagnostics())
+
+    def sections(self) -> list[str]:
+        from graphtool.render.report import trace_sections
+
+        return trace_sections(self.report)
+
+    @property
+    def title(self) -> str:
+        return self.report.entry
+
+    @property
+    def found(self) -> bool:
+        """A loop of this model would fail (``--ddp``: parameters without gradient fail on the second step)."""
+        return bool(self.ddp is not None and (self.ddp.unused or {}).get("fails_at_step"))
+
+    @property
+    def graph_breaks(self) -> list:
+        """Graph breaks (``BreakInfo``), each with ``file``, ``line``, ``reason``."""
+        return list(self.report.breaks)
+
+    @property
+    def mutated_inputs(self) -> list:
+        """Inputs the model mutates (``InputMutation``: ``name``, ``kind``, ``source``)."""
+        return list(self.report.mutations.mutated)
+
+    @property
+    def extra(self) -> dict:
+        """The parts beside the report by name, as earlier releases of the API gave them."""
+        return {"verdict": self.verdict, "bench": self.bench, "graph_code": self.graph_code, "title": self.title}
 
 
 def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,

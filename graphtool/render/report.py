@@ -436,26 +436,39 @@ def python_version() -> str:
 
 
 # -- one report on its own (a notebook cell) ----------------------------------------------------
-
-#: the page's section(s) for each report kind ``graphtool.api`` returns
-_VIEWS = {
-    "trace": lambda r: [_regions_section(r), _mutations_section(r.mutations)],
-    "mutations": lambda r: [_mutations_section(r)],
-    "devices": lambda r: [_devices_section(r)],
-    "cudagraphs": lambda r: [_cudagraphs_section(r)],
-    "memory": lambda r: [_memory_section(r, None)],
-}
+# each command's result picks its own sections (``result.sections()``): the page's, not a copy of them
 
 
-def format_view(kind: str, report, *, title: str, summary: str, text: str = "") -> str:
+def trace_sections(report) -> list[str]:
+    """``graphtool trace``'s part of the page: the Compiled regions table and the mutations."""
+    return [_regions_section(report), _mutations_section(report.mutations)]
+
+
+def mutations_section(report) -> str:
+    return _mutations_section(report)
+
+
+def devices_section(report) -> str:
+    return _devices_section(report)
+
+
+def cudagraphs_section(verdict) -> str:
+    return _cudagraphs_section(verdict)
+
+
+def memory_section(report, note: str | None = None) -> str:
+    return _memory_section(report, note)
+
+
+def format_view(sections: list[str], *, title: str, summary: str, text: str = "") -> str:
     """The report page's view of one report (``graphtool.cudagraphs(model, x)`` shown in a notebook): the
-    page's own section for it and, when given, the terminal's findings (``text``), as a page of its own.
+    page's own ``sections`` for it and, when given, the terminal's findings (``text``), as a page of its own.
 
-    >>> page = format_view("lint", None, title="Net", summary="lint passed", text="no graph break")
+    >>> page = format_view([], title="Net", summary="lint passed", text="no graph break")
     >>> "<h2>Findings" in page and "no graph break" in page
     True
     """
-    sections = list(_VIEWS.get(kind, lambda r: [])(report))
+    sections = list(sections)
     if text.strip():
         sections.append(_section("findings", "Findings", f'<pre class="diagnostics">{escape(text)}</pre>'))
     return format_page({"title": title, "summary": summary, "sections": sections, "pictures": [], "svgs": []})

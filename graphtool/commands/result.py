@@ -1,0 +1,112 @@
+"""One report object per command, and every view of it: the model the CLI, the API, ``graphtool.testing``
+and the pytest plugin all read.
+
+Each command returns results that know how to be their JSON (``to_dict()``, what ``--format json``
+prints), their summary line (``summary()``), their terminal view (``view()``, a rich renderable; the
+result itself renders as one), their findings (``diagnostics()``), their section of the HTML page
+(``sections()``), a page of their own (``html()``, ``save()``) and a notebook display
+(``_repr_html_``, ``_repr_mimebundle_``), as each of rich's renderables renders itself: no front door
+switches on which command made a result. The classes, each beside the command that makes it::
+
+    Result
+     +-- commands.trace.TraceResult
+     +-- commands.steps.ModelResult
+     |    +-- commands.mutations.MutationsResult
+     |    +-- commands.devices.DevicesResult
+     |    +-- commands.cudagraphs.CudagraphsResult
+     |    +-- commands.memory.MemoryResult
+     +-- commands.lint.LintOutcome
+     +-- commands.report.ReportResult
+
+Attributes a result does not have come from its report (``result.eligible`` is
+``result.report.eligible``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class Result:
+    """The views every command's result shares; a subclass says what it is (``to_dict``, ``summary``,
+    ``view``, ``sections``) and the rest follows from that."""
+
+    #: the command's name, for ``repr``
+    command = "graphtool"
+
+    # -- what each command's result says ---------------------------------------------------------
+    def to_dict(self) -> dict:
+        """The JSON document the CLI prints for this model (``--format json``)."""
+        raise NotImplementedError
+
+    def summary(self) -> str:
+        """The one line that sums the report up."""
+        raise NotImplementedError
+
+    def view(self):
+        """What the CLI prints in a terminal: a rich renderable."""
+        raise NotImplementedError
+
+    def sections(self) -> list[str]:
+        """This report's sections of the HTML page (``graphtool report``'s own)."""
+        return []
+
+    @property
+    def title(self) -> str:
+        """What the model is called on a page of its own."""
+        return "model"
+
+    def diagnostics(self) -> str:
+        """The findings alone, as the CLI prints them (ruff-style: ``file:line:col: CODE message``, the
+        source line, ``help:`` and torch's link), one per line, nothing wrapped."""
+        return self.text(0)
+
+    def _findings(self) -> str:
+        """What a page of this report lists under Findings: its diagnostics."""
+        return self.diagnostics()
+
+    # -- the views that follow ------------------------------------------------------------------
+    def __rich_console__(self, console, options):
+        yield self.view()
+
+    def text(self, width: int = 100) -> str:
+        """What the CLI prints in a terminal for this report, as plain text (diagnostics included)."""
+        from graphtool.render.plain import format_plain
+
+        return format_plain(self.view(), width)
+
+    def html(self) -> str:
+        """A whole self-contained HTML page: the report page's view of this one report (nothing is
+        fetched when it is opened)."""
+        from graphtool.render.report import format_view
+
+        return format_view(self.sections(), title=self.title, summary=self.summary(), text=self._findings())
+
+    def save(self, path) -> Path:
+        """Write :meth:`html` to ``path`` (whole or not at all)."""
+        from graphtool.render.documents import write_atomic
+
+        path = Path(path)
+        write_atomic(path, self.html())
+        return path
+
+    def _repr_html_(self) -> str:
+        from graphtool.render.report import inline_frame
+
+        page = self.html()
+        # a sandboxed frame cannot size itself: room for the header, each table row and each line of findings
+        height = 200 + 60 * page.count("<tr>") + 20 * self._findings().count("\n") + 60 * page.count("<section")
+        return inline_frame(page, height=min(height, 900))
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/plain": self.text(), "text/html": self._repr_html_()}
+
+    def __repr__(self) -> str:
+        return f"<graphtool {self.command}: {self.summary()}>"
+
+    def __getattr__(self, name: str) -> Any:
+        # only names the object lacks come here; ``report`` itself missing (a half-built copy) is no fall-through
+        if name.startswith("_") or name == "report":
+            raise AttributeError(name)
+        return getattr(self.report, name)
