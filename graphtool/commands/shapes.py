@@ -1,10 +1,11 @@
 """``graphtool shapes``: what torch.compile does over a loop whose input shapes change, before the run.
 
-Example::
+Example (``shapes("tests/fixtures/shapes/cnn_last_batch.py")`` predicts 2 graphs and 6 CUDA graphs recorded;
+tests/analysis/test_shapes_gpu_agreement.py checks it against an H200's and an H100's rows)::
 
-    >>> r = shapes("tests/fixtures/shapes/cnn_last_batch.py", advise=False)[0].report
-    >>> r.graphs_compiled, r.recordings, r.functions_recorded
-    (2, 6, 6)
+    >>> opts = check_options(sizes=["input_ids:1=17,33"], dynamic="false")
+    >>> opts.rules[0].listed, opts.compile_dynamic
+    ((17, 33), False)
 """
 
 from __future__ import annotations
@@ -198,7 +199,8 @@ def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, d
             return out
         out.append(Advice("mark_dynamic", (
             f"{call} on every batch: {count(checked.graphs_compiled, 'graph')} compiled instead of {report.graphs_compiled}, "
-            f"{count(checked.recompiles, 'recompile')}, {count(checked.recordings, 'CUDA graph')} recorded" + (", no eager fallback" if report.limit_step and not checked.limit_step else "")),
+            f"{count(checked.recompiles, 'recompile')}, {count(checked.recordings, 'CUDA graph')} recorded"
+            + (", no eager fallback" if report.limit_step and not checked.limit_step else "")),
             _checked(checked, marks=[f"{n}:{d}" for n, d in marks])))
     return out
 
