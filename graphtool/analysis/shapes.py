@@ -232,7 +232,7 @@ def padding_waste(values: list[int], bucket: int) -> float:
     """The padded elements as a share of the real ones along the padded dimension.
 
     >>> round(padding_waste([17, 33, 64, 7], 32), 3)
-    0.586
+    0.587
     """
     real = sum(values)
     return (sum(bucket_sizes(values, bucket)) - real) / real if real else 0.0

@@ -24,7 +24,7 @@ Example::
     >>> rule.name, rule.dim, rule.sizes(steps=4, seed=0)
     ('input_ids', 1, [17, 33])
     >>> parse_sizes("x:0={32: 3, 7: 1}").sizes(steps=0, seed=0)
-    [32, 32, 7, 32]
+    [32, 32, 32, 7]
 """
 
 from __future__ import annotations
