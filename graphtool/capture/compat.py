@@ -954,6 +954,24 @@ def maybe_mark_dynamic(t: Any, dim: int) -> None:
     _require("torch._dynamo", "maybe_mark_dynamic")(t, dim)
 
 
+def mark_dynamic(t: Any, dim: int) -> None:
+    """``torch._dynamo.mark_dynamic``: dimension ``dim`` of input ``t`` is symbolic from the first compile on
+    (an error where the model specializes it)."""
+    _require("torch._dynamo", "mark_dynamic")(t, dim)
+
+
+#: the attributes ``mark_dynamic``, ``maybe_mark_dynamic``, ``mark_static`` and ``mark_unbacked`` set on a
+#: tensor (sets of dimensions): what dynamo's guards read besides the sizes themselves
+DYNAMIC_MARKS = ("_dynamo_dynamic_indices", "_dynamo_weak_dynamic_indices", "_dynamo_static_indices",
+                 "_dynamo_unbacked_indices")
+
+
+def dynamic_marks(t: Any) -> tuple:
+    """``(attribute, sorted dims)`` for each dynamo mark on ``t`` (see :data:`DYNAMIC_MARKS`), for a key that
+    tells two calls' inputs apart as dynamo's guards would."""
+    return tuple((name, tuple(sorted(getattr(t, name)))) for name in DYNAMIC_MARKS if getattr(t, name, None))
+
+
 # -- CUDA-graph catalogue (issue 15): torch's own per-node and per-graph checks ------------------
 # Each symbol here has a test in tests/capture/test_compat_cudagraphs.py.
 

@@ -65,6 +65,9 @@ class StepLog:
     recompiles: list[Recompile] = field(default_factory=list)
     region_steps: tuple[int, ...] = ()
     failed: str | None = None  # a later step raised (the loop would fail there too): which, and torch's error
+    # (step, fail_type, fail_reason) of each frame dynamo gave up on in a step (the recompile limit among them)
+    frame_failures: list = field(default_factory=list)
+    settled_steps: tuple[int, ...] = ()  # steps not run again: a settled input signature's calls, repeated
 
 
 class CallLogger:
@@ -104,21 +107,44 @@ def reset_grads(spec) -> None:
 
 
 def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, training: bool, backward, frames: list,
-              regions: list, variant=None, reset: bool = True) -> StepLog:
+              regions: list, variant=None, reset: bool = True, inputs=None, signature=None, on_step=None) -> StepLog:
     """Steps 2..``steps`` after the first (already run): each resets grads, calls ``compiled`` on the same
     inputs (as the previous step left them), and runs ``backward`` in training. ``frames`` is the list of
     torch's compilation_metrics events the trace listener fills; ``regions`` the backend's regions.
     ``variant`` (``--dynamic``: the second input size, as step 1 ran it) runs after the step's own call,
     every step, as a loop serving both sizes would. ``reset`` False: a step that runs its own backward and
-    optimizer (``train_step``) manages its gradients itself; the loop only calls it."""
+    optimizer (``train_step``) manages its gradients itself; the loop only calls it.
+
+    ``inputs`` (a shape schedule, :mod:`graphtool.capture.schedule`): step k's ``(args, kwargs)`` is
+    ``inputs[k - 2]`` instead of the same inputs every step, and ``steps`` is ``len(inputs) + 1``.
+    ``signature(args, kwargs)``: a key for what dynamo's guards read of the inputs (sizes, dtypes,
+    marks); a step whose key an earlier step ran with, while nothing compiled since, is settled: its
+    graph calls are that step's again, and it is not run. ``on_step(step, steps)`` is told as each step starts."""
     marks = [len(frames)]
     done, failed = 1, None
+    seen: dict = {}  # signature -> (the step that ran with it, regions and frames then)
+    settled: list[int] = []
+    if inputs is not None:
+        steps = len(inputs) + 1
+        if signature is not None:
+            seen[signature(spec.args, spec.kwargs)] = (1, len(regions), marks[0])
     for step in range(2, steps + 1):
         calls.step = step
+        if on_step is not None:
+            on_step(step, steps)
+        args, kwargs = (spec.args, spec.kwargs) if inputs is None else inputs[step - 2]
+        key = signature(args, kwargs) if inputs is not None and signature is not None else None
+        before = seen.get(key) if key is not None else None
+        if before is not None and before[1:] == (len(regions), len(frames)):
+            calls.calls += [GraphCall(step, c.region, c.graph, c.ints) for c in calls.calls if c.step == before[0]]
+            settled.append(step)
+            marks.append(len(frames))
+            done = step
+            continue
         if reset:
             reset_grads(spec)
         try:
-            out = compiled(*spec.args, **spec.kwargs)
+            out = compiled(*args, **kwargs)
             if training:
                 backward(out)
             if variant is not None:
@@ -130,9 +156,18 @@ def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, tr
             break
         marks.append(len(frames))
         done = step
+        if key is not None:
+            seen[key] = (step, len(regions), len(frames))
     calls.step = 1
     return StepLog(steps=done, calls=[c for c in calls.calls if c.step <= done], recompiles=_recompiles(frames, marks, _entry(spec)),
-                   region_steps=tuple(getattr(r, "step", 1) for r in regions if getattr(r, "step", 1) <= done), failed=failed)
+                   region_steps=tuple(getattr(r, "step", 1) for r in regions if getattr(r, "step", 1) <= done), failed=failed,
+                   frame_failures=_frame_failures(frames, marks), settled_steps=tuple(settled))
+
+
+def _frame_failures(frames: list, marks: list[int]) -> list:
+    """(step, fail_type, fail_reason) of every compilation_metrics event with a failure, by step."""
+    return [(1 + sum(1 for m in marks if i >= m), str(f.fail_type), str(getattr(f, "fail_reason", "") or ""))
+            for i, f in enumerate(frames) if getattr(f, "fail_type", None)]
 
 
 def _failure(step: int, exc: BaseException) -> str:

@@ -210,6 +210,8 @@ def trace_model(
     host_mode: str | None = None,
     steps: int = 1,
     wrapper: Any = None,
+    schedule: Any = None,
+    compile_dynamic: bool | None = None,
 ) -> Capture:
     """Compile and run ``spec`` once (forward, and backward in training) with ``backend``'s own AOT
     stage (``inductor``, ``aot_eager`` or ``cudagraphs``) and keep every graph it produces.
@@ -219,7 +221,9 @@ def trace_model(
     hands the backend as fake tensors (``wrapper.input_names``: placeholder name -> parameter).
     ``host_mode`` ``"record"`` keeps every host value eager code reads (``.item()``...) in
     ``host_values``; ``"replay"`` answers the stand-in's host reads with them. ``steps`` runs the step
-    that many times, as a loop would (see :mod:`graphtool.capture.steady_state`); ``capture.steps`` logs them."""
+    that many times, as a loop would (see :mod:`graphtool.capture.steady_state`); ``capture.steps`` logs them.
+    ``schedule`` (:class:`graphtool.capture.schedule.StepInputs`): steps 2.. run its inputs, one per step
+    (``spec``'s own are step 1's); ``compile_dynamic``: ``torch.compile(dynamic=...)``."""
     torch = compat.import_torch()
     compat.dynamo_reset()
     if standin or model_device(spec) == "meta":  # a custom op's eager call on meta runs its fake kernel: not a frame to compile
@@ -247,7 +251,7 @@ def trace_model(
         grad_enabled = torch.is_grad_enabled()  # a script's own torch.set_grad_enabled(False) included
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,
-                                steps=steps, frames=recorder.frames,
+                                steps=steps, frames=recorder.frames, schedule=schedule, compile_dynamic=compile_dynamic,
                                 wrap=functools.partial(wrapper.wrap, spec=spec) if wrapper is not None else None)
         except GraphtoolError:
             raise
@@ -307,12 +311,12 @@ def _no_graph(recorder: BreakRecorder) -> str:
 
 
 def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool, steps: int = 1,
-                  frames: list | None = None, wrap=None):
+                  frames: list | None = None, wrap=None, schedule=None, compile_dynamic: bool | None = None):
     """Compile the model with ``backend`` and run the example inputs (backward too, in training);
     then steps 2..``steps`` of a loop (:func:`graphtool.capture.steady_state.run_steps`). ``wrap``
     (``--ddp``) wraps the compiled model before it runs."""
     with standin_warnings_silenced() if standin else contextlib.nullcontext():
-        compiled = torch.compile(spec.model, backend=backend)
+        compiled = torch.compile(spec.model, backend=backend, dynamic=compile_dynamic)
         runner = wrap(compiled) if wrap is not None else compiled
         watch = StepWatch(spec, backend.calls, [p for _, p in named_state(spec.model)[0]])
         out = runner(*spec.args, **spec.kwargs)
@@ -331,8 +335,19 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
         backend.step_log = run_steps(spec, runner, backend.calls, out, steps=steps, training=training,
                                      reset=backend.own_step is None,
                                      backward=functools.partial(_run_backward, torch),
-                                     frames=frames if frames is not None else [], regions=backend.regions, variant=variant)
+                                     frames=frames if frames is not None else [], regions=backend.regions, variant=variant,
+                                     inputs=_named_schedule(spec, backend.names, schedule),
+                                     signature=getattr(schedule, "signature", None), on_step=getattr(schedule, "on_step", None))
     return out
+
+
+def _named_schedule(spec: ModelSpec, names: dict, schedule) -> list | None:
+    """The schedule's later steps as ``(args, kwargs)``, their inputs named as the forward names them."""
+    if schedule is None:
+        return None
+    for args, kwargs in schedule.later:
+        _name_inputs(spec, names, args, kwargs)
+    return list(schedule.later)
 
 
 #: what torch warns about only because graphtool runs the graphs on its meta stand-in (a loss's

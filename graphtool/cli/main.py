@@ -79,7 +79,7 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import bench, cudagraphs, devices, lint, memory, mutations, render, report, trace
+    from graphtool.cli import bench, cudagraphs, devices, lint, memory, mutations, render, report, shapes, trace
 
     trace.register(app)
     mutations.register(app)
@@ -90,6 +90,7 @@ def _register() -> None:
     lint.register(app)
     memory.register(app)
     report.register(app)
+    shapes.register(app)
 
 
 _register()

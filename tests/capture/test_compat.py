@@ -805,3 +805,20 @@ def test_storage_weak_ref_expires_with_the_storage():
     assert not ref.expired()
     del t
     assert ref.expired()
+
+
+def test_mark_dynamic_and_the_marks_dynamo_reads():
+    x = torch.ones(2, 3)
+    compat.mark_dynamic(x, 1)
+    compat.maybe_mark_dynamic(x, 0)
+    assert compat.dynamic_marks(x) == (("_dynamo_dynamic_indices", (1,)), ("_dynamo_weak_dynamic_indices", (0,)))
+    assert compat.dynamic_marks(torch.ones(2)) == ()
+
+
+def test_the_settings_a_shape_schedule_reads():
+    from graphtool.capture.schedule import settings_in_effect
+
+    found = settings_in_effect()
+    assert found["recompile_limit"] == 8 and found["automatic_dynamic_shapes"] is True
+    assert {"cudagraph_dynamic_shape_warn_limit", "cudagraph_unexpected_rerecord_limit",
+            "cudagraph_skip_dynamic_graphs"} <= found.keys()

@@ -1,0 +1,253 @@
+"""What torch does over a shape schedule, step by step and in total, and what to change.
+
+From a stand-in trace run over a schedule (:mod:`graphtool.capture.schedule`): every graph dynamo compiled,
+with the guard failure that made it recompile and the dimensions it turned symbolic; the step where the
+frame passed ``recompile_limit`` and new sizes run eagerly (silently, in a real run); and, replayed through
+cudagraph trees' rules (:mod:`graphtool.analysis.steady_state`: a size's first call is a warm-up, its second
+records, later ones replay), the CUDA graphs ``mode="reduce-overhead"`` records per distinct size, against
+``cudagraph_dynamic_shape_warn_limit``.
+
+Example::
+
+    >>> step = ShapeStep(step=1, sizes={"input_ids:1": 17}, graphs_compiled=1, recompiles=(), symbolic=(),
+    ...                  eager=False, warmups=2, recordings=0, replays=0)
+    >>> ShapeReport.step_line(step)
+    'step 1  input_ids:1=17  compiled 1 graph, 2 warm-ups'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ShapeStep:
+    """One step of the schedule."""
+
+    step: int
+    sizes: dict  # "input_ids:1" -> 17: the dimensions that vary over the schedule
+    graphs_compiled: int
+    recompiles: tuple  # torch's guard failures, one per recompile in this step
+    symbolic: tuple  # "input_ids:1": dimensions a graph compiled in this step takes as symbolic
+    eager: bool  # no compiled graph ran: the frame is past recompile_limit and this size was never compiled
+    warmups: int
+    recordings: int
+    replays: int
+    settled: bool = False  # a signature seen before with nothing compiled since: its calls repeated, not re-run
+
+    def to_dict(self) -> dict:
+        return {"step": self.step, "sizes": dict(self.sizes), "graphs_compiled": self.graphs_compiled,
+                "recompiles": list(self.recompiles), "symbolic": list(self.symbolic), "eager": self.eager,
+                "warmups": self.warmups, "recordings": self.recordings, "replays": self.replays, "settled": self.settled}
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A change and what the prediction says it does, re-run over the changed schedule (``checked``)."""
+
+    kind: str  # "pad" | "mark_dynamic"
+    text: str
+    checked: dict
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "checked": dict(self.checked)}
+
+
+@dataclass(frozen=True)
+class ShapeReport:
+    steps: int
+    source: str
+    backend: str
+    per_step: tuple[ShapeStep, ...]
+    graphs_compiled: int
+    recompiles: int
+    recompile_limit: int | None
+    limit_step: int | None  # the step where dynamo stopped compiling the frame (recompile_limit)
+    eager_steps: int
+    distinct_sizes: int
+    functions_recorded: int
+    recordings: int
+    replays: int
+    captures: int
+    warnings: tuple[str, ...] = ()
+    settings: dict = field(default_factory=dict)
+    left_out: str | None = None
+    failed: str | None = None
+    advice: tuple[Advice, ...] = ()
+
+    @property
+    def graphed_steps(self) -> int:
+        """Steps that run a CUDA graph (record or replay one) rather than warming up or running eagerly."""
+        return sum(1 for s in self.per_step if s.recordings or s.replays)
+
+    @property
+    def symbolic(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d for s in self.per_step for d in s.symbolic))
+
+    def headline(self) -> str:
+        from graphtool.text import count
+
+        text = (f"over {count(self.steps, 'step')} ({count(self.distinct_sizes, 'distinct size')}): dynamo compiled "
+                f"{count(self.graphs_compiled, 'graph')} ({count(self.recompiles, 'recompile')}); "
+                f"cudagraph trees record {count(self.recordings, 'CUDA graph')} of "
+                f"{count(self.functions_recorded, 'function')}; {self.graphed_steps} of {self.steps} steps run CUDA graphs")
+        if self.symbolic:
+            text += f"; symbolic: {', '.join(self.symbolic)}"
+        return text
+
+    def loud(self) -> str | None:
+        """The worst silent case, said loudly: the frame runs eagerly past ``recompile_limit``."""
+        if self.limit_step is None:
+            return None
+        return (f"RECOMPILE LIMIT HIT at step {self.limit_step}: torch._dynamo hit config.recompile_limit "
+                f"({self.recompile_limit}); {self.eager_steps} of {self.steps} steps run EAGERLY, uncompiled, "
+                "with no error (raise torch._dynamo.config.recompile_limit, mark the size dynamic, or pad)")
+
+    def summary(self) -> str:
+        bits = [self.headline()]
+        for extra in (self.loud(), self.failed and f"the loop fails: {self.failed}", self.left_out):
+            if extra:
+                bits.append(extra)
+        return "; ".join(bits)
+
+    @staticmethod
+    def step_line(s: ShapeStep) -> str:
+        from graphtool.text import count
+
+        sizes = " ".join(f"{k}={v}" for k, v in s.sizes.items())
+        bits = []
+        if s.graphs_compiled:
+            bits.append(f"compiled {count(s.graphs_compiled, 'graph')}")
+        if s.symbolic:
+            bits.append(f"symbolic {', '.join(s.symbolic)}")
+        if s.eager:
+            bits.append("EAGER (past recompile_limit)")
+        for n, word, plural in ((s.warmups, "warm-up", None), (s.recordings, "recorded", "recorded"),
+                                (s.replays, "replayed", "replayed")):
+            if n:
+                bits.append(f"{n} {word}" if word != "warm-up" else count(n, word, plural))
+        return f"step {s.step}  {sizes}  " + (", ".join(bits) if bits else "nothing compiled or graphed")
+
+    def to_dict(self) -> dict:
+        return {
+            "steps": self.steps, "source": self.source, "backend": self.backend, "left_out": self.left_out,
+            "graphs_compiled": self.graphs_compiled, "recompiles": self.recompiles,
+            "recompile_limit": self.recompile_limit, "limit_step": self.limit_step, "eager_steps": self.eager_steps,
+            "distinct_sizes": self.distinct_sizes, "symbolic": list(self.symbolic),
+            "functions_recorded": self.functions_recorded, "recordings": self.recordings, "replays": self.replays,
+            "captures": self.captures, "graphed_steps": self.graphed_steps, "warnings": list(self.warnings), "settings": dict(self.settings),
+            "failed": self.failed, "advice": [a.to_dict() for a in self.advice],
+            "per_step": [s.to_dict() for s in self.per_step], "summary": self.summary(),
+        }
+
+
+def shape_report(capture, verdict, *, labels: list, source: str, settings: dict, backend: str = "inductor",
+                 symbolic: dict | None = None, left_out: str | None = None) -> ShapeReport:
+    """The report of one stand-in run over a schedule (``labels``: each step's varying sizes)."""
+    from graphtool.analysis.steady_state import steady_state
+
+    log = capture.steps
+    steady = steady_state(capture, verdict)
+    symbolic = symbolic or {}
+    limit = settings.get("recompile_limit")
+    limit_step = next((step for step, kind, reason in log.frame_failures if "recompile limit" in reason.lower()
+                       or "recompile_limit" in reason or "cache_size_limit" in reason), None)
+    called = {c.step for c in log.calls}
+    settled = set(log.settled_steps)
+    steps = []
+    for f in steady.per_step:
+        new_regions = [r for r in capture.regions if r.step == f.step]
+        sym = tuple(dict.fromkeys(d for r in new_regions for d in symbolic.get(r.index, ())))
+        eager = limit_step is not None and f.step >= limit_step and f.step not in called
+        steps.append(ShapeStep(f.step, labels[f.step - 1] if f.step - 1 < len(labels) else {}, f.graphs_compiled,
+                               tuple(r.reason for r in f.recompiles), sym, eager, f.warmups, f.recordings, f.replays,
+                               f.step in settled))
+    failed = steady.failed
+    backend_failure = None if failed else _cudagraphs_backend_failure(log, symbolic, backend)
+    if backend_failure is not None:  # the steps after the failing one do not run
+        stop, failed = backend_failure
+        steps = [s for s in steps if s.step <= stop]
+    distinct = len({tuple(sorted(s.sizes.items())) for s in steps})
+    return ShapeReport(
+        steps=len(steps), source=source, backend=backend, per_step=tuple(steps), graphs_compiled=steady.graphs_compiled,
+        recompiles=len(log.recompiles), recompile_limit=limit, limit_step=limit_step,
+        eager_steps=sum(s.eager for s in steps), distinct_sizes=distinct,
+        functions_recorded=steady.functions_graphed, recordings=sum(s.recordings for s in steps),
+        replays=sum(s.recordings + s.replays for s in steps), captures=steady.captures,
+        warnings=tuple(_size_warnings(log, settings, verdict)), settings=dict(settings), left_out=left_out, failed=failed,
+    )
+
+
+def _size_warnings(log, settings: dict, verdict) -> list[str]:
+    """cudagraph trees' "We have observed N distinct sizes" warning: a CUDA-graphed graph called with more
+    distinct integer inputs than ``cudagraph_dynamic_shape_warn_limit``, and the step it first says so."""
+    limit = settings.get("cudagraph_dynamic_shape_warn_limit")
+    if not limit:
+        return []
+    graphed = {(p.region, p.graph) for p in verdict.partitions if p.cudagraphed}
+    seen: dict = {}
+    out = []
+    for c in log.calls:
+        key = (c.region, c.graph)
+        if key not in graphed:
+            continue
+        sizes = seen.setdefault(key, set())
+        if c.ints not in sizes:
+            sizes.add(c.ints)
+            if len(sizes) == limit + 1:
+                out.append(f"step {c.step}: region {c.region}'s {c.graph} graph reaches {limit + 1} distinct sizes, past "
+                           f"cudagraph_dynamic_shape_warn_limit ({limit}): torch warns \"We have observed {limit + 1} "
+                           "distinct sizes\" and records one CUDA graph per size")
+    return out
+
+
+def _cudagraphs_backend_failure(log, symbolic: dict, backend: str) -> tuple[int, str] | None:
+    """``backend="cudagraphs"`` keeps one CUDA graph per compiled graph, whatever its sizes: a graph with a
+    symbolic size fails once it is called at a size other than its first call's (seen on an H200 and an H100,
+    torch 2.11: ``RuntimeError: The size of tensor a (64) must match the size of tensor b (128)``)."""
+    if backend != "cudagraphs":
+        return None
+    first: dict = {}
+    for c in log.calls:
+        if not symbolic.get(c.region):
+            continue
+        ints = first.setdefault((c.region, c.graph), c.ints)
+        if ints != c.ints:
+            return c.step, (f"step {c.step} fails: backend=\"cudagraphs\" keeps one CUDA graph for region {c.region}'s "
+                            f"{c.graph} graph, which takes a symbolic size, and it is called at {list(c.ints)} after "
+                            f"{list(ints)} (RuntimeError: the size of tensor a must match the size of tensor b)")
+    return None
+
+
+def bucket_sizes(values: list[int], bucket: int) -> list[int]:
+    """Each size rounded up to a multiple of ``bucket``.
+
+    >>> bucket_sizes([17, 33, 64, 7], 32)
+    [32, 64, 64, 32]
+    """
+    return [-(-v // bucket) * bucket for v in values]
+
+
+def padding_waste(values: list[int], bucket: int) -> float:
+    """The padded elements as a share of the real ones along the padded dimension.
+
+    >>> round(padding_waste([17, 33, 64, 7], 32), 3)
+    0.587
+    """
+    real = sum(values)
+    return (sum(bucket_sizes(values, bucket)) - real) / real if real else 0.0
+
+
+def choose_bucket(values: list[int], *, most: int = 8) -> int | None:
+    """The smallest power-of-two bucket (8 or more) that leaves at most ``most`` distinct padded sizes; None
+    when the sizes are already that few.
+
+    >>> choose_bucket([17, 33, 64, 128, 200, 7, 48, 96, 256, 80])
+    32
+    """
+    if len(set(values)) <= most:
+        return None
+    bucket = 8
+    while len(set(bucket_sizes(values, bucket))) > most:
+        bucket *= 2
+    return bucket

@@ -1,0 +1,211 @@
+"""``graphtool shapes``: what torch.compile does over a loop whose input shapes change, before the run.
+
+Example (``shapes("tests/fixtures/shapes/cnn_last_batch.py")`` predicts 2 graphs and 6 CUDA graphs recorded;
+tests/analysis/test_shapes_gpu_agreement.py checks it against an H200's and an H100's rows)::
+
+    >>> opts = check_options(sizes=["input_ids:1=17,33"], dynamic="false")
+    >>> opts.rules[0].listed, opts.compile_dynamic
+    ((17, 33), False)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
+
+from graphtool.commands import steps as common
+from graphtool.commands.progress import SILENT, Progress
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeOptions:
+    """The command's settings, checked once at the door (before torch is imported)."""
+
+    rules: tuple = ()  # schedule.SizeRule per --sizes
+    steps: Optional[int] = None  # how many a drawn range (1..512) gives, or a cap on a list's
+    max_steps: int = 1000
+    seed: int = 0
+    marks: tuple = ()  # (name, dim): mark_dynamic on every step's input
+    maybe_marks: tuple = ()  # (name, dim): maybe_mark_dynamic
+    compile_dynamic: Optional[bool] = None  # torch.compile(dynamic=...)
+    overrides: Any = None  # cudagraph settings (--set)
+    inference: bool = False
+    backend: str = "inductor"
+    advise: bool = True
+
+
+def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max_steps: int = 1000, seed: int = 0,
+                  mark_dynamic: Sequence[str] = (), maybe_mark_dynamic: Sequence[str] = (), dynamic: Optional[str] = None,
+                  settings: Sequence[str] = (), inference: bool = False, backend: str = "inductor",
+                  advise: bool = True) -> ShapeOptions:
+    """Every flag read and checked: a mistake is a usage error (exit 2) that names the flag."""
+    from graphtool.analysis.cudagraphs import check_backend, parse_settings
+    from graphtool.capture.schedule import parse_marks, parse_sizes
+    from graphtool.errors import UsageError
+
+    check_backend(backend)
+    if backend not in ("inductor", "cudagraphs"):
+        raise UsageError(f"--backend {backend!r}: shapes predicts CUDA graphs under inductor (mode=\"reduce-overhead\") "
+                         "or backend=\"cudagraphs\"", hint="--backend inductor or --backend cudagraphs")
+    for flag, value, least in (("--max-steps", max_steps, 1), ("--steps", steps, 1)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise UsageError(f"{flag} {value!r}: a whole number >= {least}")
+    modes = {None: None, "auto": None, "none": None, "true": True, "false": False}
+    key = dynamic.lower() if isinstance(dynamic, str) else dynamic
+    if key not in modes:
+        raise UsageError(f"--dynamic {dynamic!r}: one of auto, true, false",
+                         hint="auto is torch.compile's default (a size that changes becomes symbolic); true/false are dynamic=True/False")
+    return ShapeOptions(rules=tuple(parse_sizes(s) for s in sizes), steps=steps, max_steps=max_steps, seed=seed,
+                        marks=tuple(parse_marks(mark_dynamic)), maybe_marks=tuple(parse_marks(maybe_mark_dynamic)),
+                        compile_dynamic=modes[key], overrides=parse_settings(settings), inference=inference, backend=backend,
+                        advise=advise)
+
+
+def shapes(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
+           schedule: Optional[Iterable] = None, options: Optional[ShapeOptions] = None, debug: bool = False,
+           progress: Progress = SILENT, **flags) -> list[common.ModelResult]:
+    """One :class:`ModelResult` (a :class:`~graphtool.analysis.shapes.ShapeReport`) per model; ``found`` when the
+    frame passes ``recompile_limit``, the loop fails, or a graph is recorded for more sizes than torch warns about.
+
+    The schedule is, in order: ``schedule`` (an iterable of the model's inputs per step, as the script's
+    ``get_input_schedule()`` yields them), ``--sizes`` (``options.rules``), the script's ``get_input_schedule()``.
+    ``flags`` are :func:`check_options`' keywords, for callers without ``options``."""
+    opts = options or check_options(**flags)
+    results = []
+    for target, ent in common.targets(model, entry):
+        with common.one_load(standin=True):
+            report, header = _one_model(target, ent, device, schedule, opts, debug, progress)
+        found = bool(report.limit_step or report.failed or report.warnings)
+        results.append(common.ModelResult(header, report, found, key="shapes"))
+    return results
+
+
+def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, progress: Progress):
+    from graphtool.analysis.shapes import shape_report
+    from graphtool.capture.schedule import settings_in_effect
+
+    spec, accel = common.load_standin(target, entry, device, progress)
+    schedule = _schedule(spec, given, opts)
+    standin = _standin_schedule(schedule, spec, opts)
+    settings = settings_in_effect()  # after the script ran: its own torch._dynamo settings count
+    capture, verdict = _predict(target, entry, device, spec, standin, opts, debug, progress)
+    from graphtool.capture.schedule import symbolic_dims
+
+    report = shape_report(capture, verdict, labels=schedule.labels, source=schedule.source, settings=settings,
+                          backend=opts.backend, symbolic=symbolic_dims(capture), left_out=schedule.left_out)
+    if opts.advise:
+        report = dataclasses.replace(report, advice=tuple(_advice(target, entry, device, spec, schedule, report, opts, debug, progress)))
+    header = common.model_header(capture)
+    return report, header
+
+
+def _schedule(spec, given, opts: ShapeOptions):
+    from graphtool.capture.schedule import Schedule, _normalize, schedule_from_sizes, script_schedule, varying_labels
+    from graphtool.errors import UsageError
+
+    if given is not None:
+        import itertools
+
+        items = list(itertools.islice(iter(given), opts.max_steps + 1))
+        steps = [_normalize(spec, item, k + 1, "the schedule") for k, item in enumerate(items[: opts.max_steps])]
+        if not steps:
+            raise UsageError("the schedule is empty", hint="pass the model's inputs for each step")
+        left = (f"the schedule goes on past max_steps {opts.max_steps}: later steps were not predicted"
+                if len(items) > opts.max_steps else None)
+        return Schedule(steps, "the schedule passed in", varying_labels(spec, steps), left)
+    if opts.rules:
+        return schedule_from_sizes(spec, list(opts.rules), steps=opts.steps, max_steps=opts.max_steps, seed=opts.seed)
+    found = script_schedule(spec, max_steps=opts.max_steps)
+    if found is None:
+        raise UsageError(f"{spec.path}: no shape schedule: the script has no get_input_schedule() and no --sizes was given",
+                         hint="--sizes input_ids:1=17,33,64,128 (one size per step), or define get_input_schedule() "
+                              "yielding the model's inputs for each step")
+    if opts.steps is not None and opts.steps < len(found.steps):
+        found = dataclasses.replace(found, steps=found.steps[: opts.steps], labels=found.labels[: opts.steps])
+    return found
+
+
+def _standin_schedule(schedule, spec, opts: ShapeOptions, marks=None):
+    from graphtool.capture.schedule import mark_inputs, to_standin
+
+    standin = to_standin(schedule)
+    if marks or opts.marks:
+        mark_inputs(standin, spec, list(marks or opts.marks))
+    if opts.maybe_marks:
+        mark_inputs(standin, spec, list(opts.maybe_marks), maybe=True)
+    return standin
+
+
+def _predict(target, entry, device, spec, standin, opts: ShapeOptions, debug: bool, progress: Progress, what: str = ""):
+    """Trace the stand-in over ``standin`` (a schedule on meta): the capture and its CUDA-graph verdict."""
+    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.capture.tracer import trace_model
+
+    total = len(standin.steps)
+    standin.on_step = lambda step, steps: progress.advance(step, steps, f"predicting{what}: step")
+    first_args, first_kwargs = standin.steps[0]
+    spec = dataclasses.replace(spec, args=first_args, kwargs=first_kwargs)
+    progress.phase(f"tracing{what} step 1 of {total} on the accelerator stand-in...")
+    with common.quiet_stdout():
+        capture = trace_model(spec, inference=opts.inference, backend=opts.backend, standin=True, quiet=not debug,
+                              schedule=standin if total > 1 else None, steps=total, compile_dynamic=opts.compile_dynamic)
+    if capture.stopped:
+        progress.note(capture.stopped)
+    return capture, cudagraph_verdict(capture, backend=opts.backend, predicted=True, settings=opts.overrides)
+
+
+def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, debug: bool, progress: Progress) -> list:
+    """Padding to buckets and marking the varying dimension dynamic, each checked by predicting again."""
+    from graphtool.analysis.shapes import Advice, choose_bucket, padding_waste, shape_report
+    from graphtool.capture.schedule import padded, symbolic_dims
+    from graphtool.text import count
+
+    varying: dict[str, int] = {}
+    for label in schedule.labels:
+        for key in label:
+            name, _, dim = key.rpartition(":")
+            varying.setdefault(name, int(dim))
+    if not varying:
+        return []
+    out = []
+
+    def again(changed, what, marks=None):
+        fresh, _ = common.load_standin(target, entry, device, progress)
+        standin = _standin_schedule(changed, fresh, opts, marks=marks)
+        capture, verdict = _predict(target, entry, device, fresh, standin, opts, debug, progress, what)
+        return shape_report(capture, verdict, labels=changed.labels, source=changed.source, settings=report.settings,
+                            backend=opts.backend, symbolic=symbolic_dims(capture))
+
+    first = next(iter(varying))
+    key = f"{first}:{varying[first]}"
+    values = [label[key] for label in schedule.labels if key in label]
+    bucket = choose_bucket(values)
+    if bucket is not None and (report.recordings or report.limit_step or report.recompiles > 1 or report.warnings):
+        checked = again(padded(schedule, spec, varying, bucket), f" (padded to {bucket})")
+        waste = padding_waste(values, bucket)
+        better = checked.graphed_steps > report.graphed_steps or checked.graphs_compiled < report.graphs_compiled or (
+            report.limit_step and not checked.limit_step)
+        out += [] if not better else [Advice("pad", (
+            f"pad {key} up to a multiple of {bucket}: {checked.distinct_sizes} sizes instead of {report.distinct_sizes}, "
+            f"{count(checked.graphs_compiled, 'graph')} compiled, {count(checked.recordings, 'CUDA graph')} recorded, "
+            f"{checked.graphed_steps} of {checked.steps} steps run CUDA graphs (now {report.graphed_steps}), "
+            f"{waste:.0%} padding"), _checked(checked, padding_waste=round(waste, 4), bucket=bucket))]
+    if report.graphs_compiled > 1 and not opts.marks and opts.compile_dynamic is not True:
+        marks = [(name, dim) for name, dim in varying.items()]
+        checked = again(schedule, " (mark_dynamic)", marks=marks)
+        call = " and ".join(f"torch._dynamo.mark_dynamic({n}, {d})" for n, d in marks)
+        if checked.graphs_compiled >= report.graphs_compiled:
+            return out
+        out.append(Advice("mark_dynamic", (
+            f"{call} on every batch: {count(checked.graphs_compiled, 'graph')} compiled instead of {report.graphs_compiled}, "
+            f"{count(checked.recompiles, 'recompile')}, {count(checked.recordings, 'CUDA graph')} recorded"
+            + (", no eager fallback" if report.limit_step and not checked.limit_step else "")),
+            _checked(checked, marks=[f"{n}:{d}" for n, d in marks])))
+    return out
+
+
+def _checked(r, **extra) -> dict:
+    return {"distinct_sizes": r.distinct_sizes, "graphs_compiled": r.graphs_compiled, "recompiles": r.recompiles,
+            "limit_step": r.limit_step, "functions_recorded": r.functions_recorded, "recordings": r.recordings,
+            "graphed_steps": r.graphed_steps, **extra}

@@ -1,0 +1,70 @@
+"""The ``shapes`` view: the verdict over the schedule, the steps where something happens, the advice.
+
+A 200-step schedule does not print 200 lines: a step that only replays CUDA graphs it recorded before
+(its size settled) is counted, not listed, and each run of them reads as one line::
+
+    steps 9-16: replay only (8 steps)
+"""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+
+
+def _eventful(s) -> bool:
+    return bool(s.graphs_compiled or s.recompiles or s.eager or s.recordings or s.warmups)
+
+
+def step_lines(report) -> list[Text]:
+    """One line per step that compiles, records, warms up or runs eagerly; quiet runs folded into one line."""
+    out: list[Text] = []
+    quiet: list[int] = []
+
+    def flush():
+        if quiet:
+            span = f"step {quiet[0]}" if len(quiet) == 1 else f"steps {quiet[0]}-{quiet[-1]}"
+            out.append(Text(f"  {span}: replay only ({len(quiet)} step{'s' if len(quiet) != 1 else ''})", style="note"))
+            quiet.clear()
+
+    for s in report.per_step:
+        if not _eventful(s):
+            quiet.append(s.step)
+            continue
+        flush()
+        out.append(Text("  " + report.step_line(s), style="verdict.bad" if s.eager else None))
+        for reason in s.recompiles:
+            out.append(Text(f"      recompile: {reason}", style="warning"))
+    flush()
+    return out
+
+
+def shapes_view(report) -> Group:
+    from graphtool.display_paths import display_path
+
+    source = report.source
+    if " at " in source:  # get_input_schedule() at /abs/path.py:12: the path as the user's folder sees it
+        head, _, where = source.rpartition(" at ")
+        path, _, line = where.rpartition(":")
+        source = f"{head} at {display_path(path) or path}:{line}"
+    parts: list = [Text(f"schedule: {source}", style="header")]
+    bad = report.limit_step is not None or report.failed
+    parts.append(Text(report.headline(), style="verdict.bad" if bad else "verdict"))
+    loud = report.loud()
+    if loud:
+        parts.append(Text(loud, style="verdict.bad"))
+    if report.failed:
+        parts.append(Text(f"the loop fails: {report.failed}", style="verdict.bad"))
+    if report.left_out:
+        parts.append(Text(f"left out: {report.left_out}", style="note"))
+    parts += step_lines(report)
+    for w in report.warnings:
+        parts.append(Text(f"warning: {w}", style="warning"))
+    settings = ", ".join(f"{k}={v}" for k, v in report.settings.items())
+    if settings:
+        parts.append(Text(f"settings: {settings}"))
+    if report.advice:
+        parts.append(Text("advice (each checked by predicting the changed schedule):", style="header"))
+        for a in report.advice:
+            parts.append(Text(f"  - {a.text}", style="fixed"))
+    return Group(*parts)

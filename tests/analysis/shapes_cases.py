@@ -1,0 +1,33 @@
+"""The cases of tests/truth/gpu/shapes_truth.py as graphtool predicts them on the meta stand-in, once per
+process (functools.cache): the GPU rows' test and the CPU truth test share them."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "shapes"
+#: the input dimension that changes in each model's schedule, as shapes_truth.py marks it
+MARKS = {"decoder_train": ("input_ids:1",), "decoder_infer": ("input_ids:1",), "cnn_last_batch": ("input:0",),
+         "kv_decode": ("k_cache:1", "v_cache:1")}
+INFERENCE = {"decoder_infer", "kv_decode"}
+
+
+def options(model: str, variant: str):
+    from graphtool.commands.shapes import check_options
+
+    return check_options(
+        mark_dynamic=MARKS[model] if variant == "mark_dynamic" else (),
+        dynamic={"dynamic_true": "true", "dynamic_false": "false"}.get(variant, "auto"),
+        backend="cudagraphs" if variant == "cudagraphs_backend" else "inductor",
+        inference=model in INFERENCE, advise=False)
+
+
+@functools.cache
+def predict(model: str, variant: str):
+    """graphtool's ShapeReport for ``MODEL.VARIANT``."""
+    from graphtool.commands.shapes import shapes
+
+    [result] = shapes(str(FIXTURES / f"{model}.py"), options=options(model, variant))
+    return result.report
