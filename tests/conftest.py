@@ -74,6 +74,10 @@ HEAVY_FIRST = ("tests/truth/",)  # real torch.compile runs and real gloo ranks: 
 EACH_TEST_A_UNIT = {"tests/truth/test_ddp_truth.py", "tests/truth/test_fsdp2_truth.py", "tests/truth/test_rank_truth.py"}
 
 
+#: files whose tests read one per-process cache (tests/analysis/shapes_cases.predict): one xdist unit, one worker
+SHARED_UNITS = {"tests/analysis/test_shapes_gpu_agreement.py": "shapes", "tests/capture/test_shapes_cpu_truth.py": "shapes"}
+
+
 def _work_unit(nodeid: str) -> str:
     """The xdist work unit of a test: its file, so that the file's module fixtures and its
     ``tests.helpers`` traces are made once on one worker; the truth suite's cases go one unit per
@@ -81,6 +85,8 @@ def _work_unit(nodeid: str) -> str:
     real-rank files each case (a few gloo processes) is a unit: the tests whose parameter id starts with
     the same case (``llama-2MB-ws2``, ``blocks-ws4``) share one real run of it, the others are one unit each."""
     path, _, rest = nodeid.partition("::")
+    if path in SHARED_UNITS:
+        return SHARED_UNITS[path]
     if path == "tests/truth/test_truth.py" and rest.endswith("]"):
         return f"{path}[{rest.rsplit('[', 1)[1]}"
     if path in EACH_TEST_A_UNIT:

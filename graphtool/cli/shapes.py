@@ -57,7 +57,6 @@ def shapes(
 ) -> int:
     from graphtool.commands.shapes import check_options
     from graphtool.commands.shapes import shapes as run
-    from graphtool.render.shapes import shapes_view
 
     options.check_format(fmt)
     opts = check_options(sizes=sizes, steps=n_steps, max_steps=max_steps, seed=seed, mark_dynamic=mark_dynamic,
@@ -65,4 +64,4 @@ def shapes(
                          backend=backend, advise=advise)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, options=opts, debug=options.debug_enabled(), progress=progress)
-    return console.show_models(results, fmt, lambda r: shapes_view(r.report), check)
+    return console.show_models(results, fmt, check)

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
-from graphtool.commands import steps as common
+from graphtool.commands import steps
 from graphtool.commands.progress import SILENT, Progress
 
 
@@ -62,10 +62,25 @@ def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max
                         advise=advise)
 
 
+class ShapesResult(steps.ModelResult):
+    """One model's :class:`~graphtool.analysis.shapes.ShapeReport` over its shape schedule."""
+
+    command = "shapes"
+    key = "shapes"
+
+    def summary(self) -> str:
+        return self.report.summary()
+
+    def body(self):
+        from graphtool.render.shapes import shapes_view
+
+        return shapes_view(self.report)
+
+
 def shapes(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            schedule: Optional[Iterable] = None, options: Optional[ShapeOptions] = None, debug: bool = False,
-           progress: Progress = SILENT, **flags) -> list[common.ModelResult]:
-    """One :class:`ModelResult` (a :class:`~graphtool.analysis.shapes.ShapeReport`) per model; ``found`` when the
+           progress: Progress = SILENT, **flags) -> list[ShapesResult]:
+    """One :class:`ShapesResult` (a :class:`~graphtool.analysis.shapes.ShapeReport`) per model; ``found`` when the
     frame passes ``recompile_limit``, the loop fails, or a graph is recorded for more sizes than torch warns about.
 
     The schedule is, in order: ``schedule`` (an iterable of the model's inputs per step, as the script's
@@ -73,11 +88,11 @@ def shapes(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     ``flags`` are :func:`check_options`' keywords, for callers without ``options``."""
     opts = options or check_options(**flags)
     results = []
-    for target, ent in common.targets(model, entry):
-        with common.one_load(standin=True):
+    for target, ent in steps.targets(model, entry):
+        with steps.one_load(standin=True):
             report, header = _one_model(target, ent, device, schedule, opts, debug, progress)
         found = bool(report.limit_step or report.failed or report.warnings)
-        results.append(common.ModelResult(header, report, found, key="shapes"))
+        results.append(ShapesResult(header, report, found))
     return results
 
 
@@ -85,7 +100,7 @@ def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, pr
     from graphtool.analysis.shapes import shape_report
     from graphtool.capture.schedule import settings_in_effect
 
-    spec, accel = common.load_standin(target, entry, device, progress)
+    spec, accel = steps.load_standin(target, entry, device, progress)
     schedule = _schedule(spec, given, opts)
     standin = _standin_schedule(schedule, spec, opts)
     settings = settings_in_effect()  # after the script ran: its own torch._dynamo settings count
@@ -96,7 +111,7 @@ def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, pr
                           backend=opts.backend, symbolic=symbolic_dims(capture), left_out=schedule.left_out)
     if opts.advise:
         report = dataclasses.replace(report, advice=tuple(_advice(target, entry, device, spec, schedule, report, opts, debug, progress)))
-    header = common.model_header(capture)
+    header = steps.model_header(capture)
     return report, header
 
 
@@ -147,7 +162,7 @@ def _predict(target, entry, device, spec, standin, opts: ShapeOptions, debug: bo
     first_args, first_kwargs = standin.steps[0]
     spec = dataclasses.replace(spec, args=first_args, kwargs=first_kwargs)
     progress.phase(f"tracing{what} step 1 of {total} on the accelerator stand-in...")
-    with common.quiet_stdout():
+    with steps.quiet_stdout():
         capture = trace_model(spec, inference=opts.inference, backend=opts.backend, standin=True, quiet=not debug,
                               schedule=standin if total > 1 else None, steps=total, compile_dynamic=opts.compile_dynamic)
     if capture.stopped:
@@ -171,7 +186,7 @@ def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, d
     out = []
 
     def again(changed, what, marks=None):
-        fresh, _ = common.load_standin(target, entry, device, progress)
+        fresh, _ = steps.load_standin(target, entry, device, progress)
         standin = _standin_schedule(changed, fresh, opts, marks=marks)
         capture, verdict = _predict(target, entry, device, fresh, standin, opts, debug, progress, what)
         return shape_report(capture, verdict, labels=changed.labels, source=changed.source, settings=report.settings,

@@ -12,6 +12,18 @@ FIXTURES = ROOT / "tests" / "fixtures" / "shapes"
 MARKS = {"decoder_train": ("input_ids:1",), "decoder_infer": ("input_ids:1",), "cnn_last_batch": ("input:0",),
          "kv_decode": ("k_cache:1", "v_cache:1")}
 INFERENCE = {"decoder_infer", "kv_decode"}
+#: on the pinned torch only (``one_torch``, docs/ci.md): the decoder's variants that repeat a rule the CNN, the KV
+#: decode and the decoder's other variants check on every torch (automatic dynamic in training, the recompile limit,
+#: mark_dynamic, the cudagraphs backend), each 15-75 s of a real loop and a prediction on 2 cores
+ONE_TORCH = {("decoder_train", "dynamic_false"), ("decoder_train", "dynamic_true"), ("decoder_train", "mark_dynamic"),
+             ("decoder_infer", "dynamic_true"), ("decoder_infer", "auto")}
+
+
+def marks(model: str, variant: str, fast: bool) -> list:
+    """A case's pytest marks: ``slow`` unless ``fast``, ``one_torch`` where :data:`ONE_TORCH` says."""
+    import pytest
+
+    return ([] if fast else [pytest.mark.slow]) + ([pytest.mark.one_torch] if (model, variant) in ONE_TORCH else [])
 
 
 def options(model: str, variant: str):

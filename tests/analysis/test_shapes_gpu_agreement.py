@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from tests.analysis.shapes_cases import ROOT, predict
+from tests.analysis.shapes_cases import ROOT, marks, predict
 
 
 def _rows(card: str) -> dict:
@@ -46,7 +46,7 @@ def _predicted(report, n: int) -> list[tuple]:
 
 
 @pytest.mark.parametrize("card", ["h200", "h100"])
-@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c in FAST else pytest.mark.slow) for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=marks(*c.split("."), c in FAST)) for c in CASES])
 def test_each_call_agrees_with_the_gpu(case, card):
     row = ROWS[card][case]
     model, variant = case.split(".")

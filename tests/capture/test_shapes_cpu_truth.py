@@ -12,7 +12,7 @@ import functools
 
 import pytest
 
-from tests.analysis.shapes_cases import FIXTURES, INFERENCE, MARKS, predict
+from tests.analysis.shapes_cases import FIXTURES, INFERENCE, MARKS, marks, predict
 
 VARIANTS = ["auto", "mark_dynamic", "dynamic_true", "dynamic_false"]
 MODELS = ["decoder_train", "decoder_infer", "cnn_last_batch", "kv_decode"]
@@ -79,7 +79,7 @@ def real_loop(model: str, variant: str) -> dict:
             "ran": sorted(ran), "steps": steps, "frames": dict(counters["frames"])}
 
 
-CASES = [pytest.param(m, v, marks=() if (m, v) in FAST else pytest.mark.slow) for m in MODELS for v in VARIANTS]
+CASES = [pytest.param(m, v, marks=marks(m, v, (m, v) in FAST)) for m in MODELS for v in VARIANTS]
 
 
 @pytest.mark.parametrize("model,variant", CASES)
