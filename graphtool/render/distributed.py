@@ -17,6 +17,7 @@ from rich.console import Group
 from rich.text import Text
 
 from graphtool.display_paths import display_path
+from graphtool.render.tables import wrapped
 
 _MB = 1024 * 1024
 
@@ -78,8 +79,7 @@ def ddp_view(report, width: int = 78) -> Group:
         lines.extend(Text(w, style="dim") for w in textwrap.wrap(u["fix"], width=width, initial_indent="  fix: ",
                                                                  subsequent_indent="       "))
     for note in report.notes:
-        wrapped = textwrap.wrap(note, width=width, initial_indent="  note: ", subsequent_indent="        ")
-        lines.extend(Text(w, style="dim") for w in wrapped)
+        lines.extend(wrapped(note, width, "  note: ", "        ", "dim"))
     if getattr(report, "ranks", None) is not None:
         from graphtool.render.ranks import ranks_lines
 
@@ -159,8 +159,7 @@ def fsdp2_view(report, width: int = 78) -> Group:
         lines.extend(Text(w, style="dim") for w in textwrap.wrap(fact, width=width, initial_indent="  predicted only: ",
                                                                  subsequent_indent="    "))
     for note in report.notes:
-        lines.extend(Text(w, style="dim") for w in textwrap.wrap(note, width=width, initial_indent="  note: ",
-                                                                 subsequent_indent="        "))
+        lines.extend(wrapped(note, width, "  note: ", "        ", "dim"))
     return Group(*lines)
 
 

@@ -14,10 +14,11 @@ contributors at the user's lines, and the activation-budget sweep::
 from __future__ import annotations
 
 import os
-import textwrap
 
 from rich.console import Group
 from rich.text import Text
+
+from graphtool.render.tables import wrapped
 
 
 def _b(n) -> str:
@@ -37,8 +38,7 @@ def fit_view(fit, width: int = 78) -> Group:
     lines = []
     head = fit.verdict or f"predicted step peak: compiled {_b(fit.compiled.peak)}" + (
         f", eager {_b(fit.eager.peak)}" if fit.eager else "")
-    lines.extend(Text(w, style="bold") for w in textwrap.wrap("will it fit: " + head, width=width,
-                                                              subsequent_indent="  "))
+    lines.extend(wrapped("will it fit: " + head, width, "", "  ", "bold"))
     lines.append(Text(f"  {'step peak':<12} {'forward':>10} {'backward':>10} {'optimizer':>10} {'peak':>10}"))
     for s in (fit.eager, fit.compiled):
         if s is not None:
@@ -48,11 +48,10 @@ def fit_view(fit, width: int = 78) -> Group:
     held = (f"held: parameters {_b(h.parameters)}, gradients {_b(h.gradients)}, optimizer state "
             f"{_b(h.optimizer_state) if h.optimizer_state is not None else 'none (no get_optimizer)'}, inputs "
             f"{_b(h.inputs)}" + (f", cuBLAS workspaces {_b(h.workspace)}" if h.workspace else ""))
-    lines.extend(Text(w) for w in textwrap.wrap(held, width=width, initial_indent="  ", subsequent_indent="    "))
+    lines.extend(wrapped(held, width))
     if fit.contributors:
         parts = [f"{c.what}{' ' + _short(c.source) if c.source else ''} {_b(c.bytes)}" for c in fit.contributors]
-        lines.extend(Text(w) for w in textwrap.wrap("biggest: " + "; ".join(parts), width=width,
-                                                    initial_indent="  ", subsequent_indent="    "))
+        lines.extend(wrapped("biggest: " + "; ".join(parts), width))
     if fit.budgets:
         lines.append(Text(""))
         lines.append(Text(f"{'activation_memory_budget':<25} {'saved':>10} {'recomputed':>10} {'step peak':>10}",
@@ -69,9 +68,7 @@ def fit_view(fit, width: int = 78) -> Group:
                               f"{_b(p.step.peak):>10}{mark}"))
         key = ("recomputed: forward ops the backward runs again (views not counted); rises: the peak is higher "
                "than at a larger budget; <: the largest budget that fits")
-        lines.extend(Text(w, style="dim") for w in textwrap.wrap(key, width=width, initial_indent="  ",
-                                                                 subsequent_indent="  "))
+        lines.extend(wrapped(key, width, "  ", "  ", "dim"))
     for note in fit.notes:
-        lines.extend(Text(w, style="dim") for w in textwrap.wrap(note, width=width, initial_indent="  note: ",
-                                                                 subsequent_indent="        "))
+        lines.extend(wrapped(note, width, "  note: ", "        ", "dim"))
     return Group(*lines)

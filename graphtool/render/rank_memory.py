@@ -16,10 +16,10 @@ bytes share a row: ``1-6``)::
 
 from __future__ import annotations
 
-import textwrap
-
 from rich.console import Group
 from rich.text import Text
+
+from graphtool.render.tables import wrapped
 
 
 def rank_memory_view(rank, *, world_size: int | None = None, width: int = 78, wrapper: str = "DDP") -> Group:
@@ -37,8 +37,7 @@ def rank_memory_view(rank, *, world_size: int | None = None, width: int = 78, wr
         for name, n in rows:
             lines.append(Text(f"  {name:<18} {format_bytes(n):>12}"))
     for note in rank.notes:
-        lines.extend(Text(w, style="dim") for w in textwrap.wrap(note, width=width, initial_indent="  note: ",
-                                                                 subsequent_indent="        "))
+        lines.extend(wrapped(note, width, "  note: ", "        ", "dim"))
     return Group(*lines)
 
 

@@ -16,6 +16,8 @@ import textwrap
 
 from rich.text import Text
 
+from graphtool.render.tables import wrapped
+
 
 def _ranks(ranks) -> str:
     ranks = list(ranks)
@@ -40,6 +42,5 @@ def ranks_lines(report, width: int = 78) -> list[Text]:
                 lines.extend(Text(w, style="yellow") for w in
                              textwrap.wrap(why, width=width, initial_indent="      ", subsequent_indent="      "))
     for note in report.notes:
-        lines.extend(Text(w, style="dim") for w in
-                     textwrap.wrap(note, width=width, initial_indent="  note: ", subsequent_indent="        "))
+        lines.extend(wrapped(note, width, "  note: ", "        ", "dim"))
     return lines

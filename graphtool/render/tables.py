@@ -9,11 +9,22 @@ are dropped (least useful first), and when it still does not fit each row is sta
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
+
+
+def wrapped(text: str, width: int, first: str = "  ", rest: str = "    ", style: str = "") -> list[Text]:
+    """``text`` wrapped to ``width`` as lines of ``style``, the first after ``first``, the others after ``rest``
+    (a note: ``wrapped(note, 78, "  note: ", "        ", "dim")``).
+
+    >>> [str(t) for t in wrapped("one two three", 12)]
+    ['  one two', '    three']
+    """
+    return [Text(w, style=style) for w in textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest)]
 
 
 def cell(value) -> Text:
