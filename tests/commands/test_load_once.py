@@ -69,6 +69,8 @@ IN_PROCESS = [
     pytest.param(("memory", FIXTURE, "--dynamic"), 0, id="memory-dynamic", marks=SLOW),
     pytest.param(("memory", FIXTURE, "--ddp"), 0, id="memory-ddp", marks=SLOW),
     pytest.param(("memory", FIXTURE, "--fsdp2"), 0, id="memory-fsdp2", marks=SLOW),
+    # a schedule of sizes and the advice, each piece checked by predicting again on a stand-in of the one load
+    pytest.param(("shapes", FIXTURE, "--sizes", "x:0=4,6,4,6"), 0, id="shapes-advice", marks=SLOW),
     pytest.param(("render", FIXTURE, "-o", "{tmp}/a.dot"), 0, id="render-autograd", marks=SLOW),
     pytest.param(("render", HOST_READ, "--graph", "joint", "-o", "{tmp}/j.dot"), 0, id="render-joint-replay", marks=SLOW),
     pytest.param(("report", FIXTURE, "--inference", "--no-memory", "-o", "{tmp}/r.html"), 0, id="report-inference",
