@@ -11,14 +11,17 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from graphtool.render.diagnostics import Hanging
+
 
 def _eventful(s) -> bool:
     return bool(s.graphs_compiled or s.recompiles or s.eager or s.recordings or s.warmups)
 
 
-def step_lines(report) -> list[Text]:
-    """One line per step that compiles, records, warms up or runs eagerly; quiet runs folded into one line."""
-    out: list[Text] = []
+def step_lines(report) -> list:
+    """One line per step that compiles, records, warms up or runs eagerly; quiet runs folded into one line.
+    Each is laid out at the console's width with its continuation indented under it (:class:`Hanging`)."""
+    out: list = []
     quiet: list[int] = []
 
     def flush():
@@ -32,9 +35,9 @@ def step_lines(report) -> list[Text]:
             quiet.append(s.step)
             continue
         flush()
-        out.append(Text("  " + report.step_line(s), style="verdict.bad" if s.eager else None))
+        out.append(Hanging("  ", report.step_line(s), rest="      ", style="verdict.bad" if s.eager else None))
         for reason in s.recompiles:
-            out.append(Text(f"      recompile: {reason}", style="warning"))
+            out.append(Hanging("      recompile: ", reason, rest="        ", style="warning"))
     flush()
     return out
 
@@ -49,7 +52,7 @@ def shapes_view(report) -> Group:
         source = f"{head} at {display_path(path) or path}:{line}"
     parts: list = [Text(f"schedule: {source}", style="header")]
     bad = report.limit_step is not None or report.failed
-    parts.append(Text(report.headline(), style="verdict.bad" if bad else "verdict"))
+    parts.append(Hanging("", report.headline(), rest="  ", style="verdict.bad" if bad else "verdict"))
     loud = report.loud()
     if loud:
         parts.append(Text(loud, style="verdict.bad"))
@@ -62,9 +65,9 @@ def shapes_view(report) -> Group:
         parts.append(Text(f"warning: {w}", style="warning"))
     settings = ", ".join(f"{k}={v}" for k, v in report.settings.items())
     if settings:
-        parts.append(Text(f"settings: {settings}"))
+        parts.append(Hanging("settings: ", settings, rest="  "))
     if report.advice:
         parts.append(Text("advice (each checked by predicting the changed schedule):", style="header"))
         for a in report.advice:
-            parts.append(Text(f"  - {a.text}", style="fixed"))
+            parts.append(Hanging("  - ", a.text, style="fixed"))
     return Group(*parts)
