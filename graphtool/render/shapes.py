@@ -50,19 +50,19 @@ def shapes_view(report) -> Group:
         head, _, where = source.rpartition(" at ")
         path, _, line = where.rpartition(":")
         source = f"{head} at {display_path(path) or path}:{line}"
-    parts: list = [Text(f"schedule: {source}", style="header")]
+    parts: list = [Hanging("schedule: ", source, rest="  ", style="header")]
     bad = report.limit_step is not None or report.failed
     parts.append(Hanging("", report.headline(), rest="  ", style="verdict.bad" if bad else "verdict"))
     loud = report.loud()
     if loud:
-        parts.append(Text(loud, style="verdict.bad"))
+        parts.append(Hanging("", loud, rest="  ", style="verdict.bad"))
     if report.failed:
-        parts.append(Text(f"the loop fails: {report.failed}", style="verdict.bad"))
+        parts.append(Hanging("the loop fails: ", report.failed, rest="  ", style="verdict.bad"))
     if report.left_out:
-        parts.append(Text(f"left out: {report.left_out}", style="note"))
+        parts.append(Hanging("left out: ", report.left_out, rest="  ", style="note"))
     parts += step_lines(report)
     for w in report.warnings:
-        parts.append(Text(f"warning: {w}", style="warning"))
+        parts.append(Hanging("warning: ", w, rest="  ", style="warning"))
     settings = ", ".join(f"{k}={v}" for k, v in report.settings.items())
     if settings:
         parts.append(Hanging("settings: ", settings, rest="  "))
