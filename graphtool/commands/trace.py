@@ -45,18 +45,23 @@ class TraceResult(Result):
             data["fsdp2"] = self.fsdp2.to_dict()
         return data
 
-    def summary(self) -> str:
-        """Regions, breaks, skipped frames, mutations, and (``cudagraphs=``) the CUDA-graph verdict and its steady state."""
-        line = self.report.summary()
+    def _summary_line(self):
+        """The line trace ends with (render.trace.summary_line), the CUDA-graph verdict's steady state joined to it."""
+        from graphtool.render.trace import summary_line
+
+        said = None
         if self.verdict is not None:
             steady = getattr(self.verdict, "steady", None)
-            line += f"; CUDA graphs: {self.verdict.summary()}" + (f"; steady state {steady.summary()}" if steady else "")
-        return line
+            said = self.verdict.summary() + (f"; steady state {steady.summary()}" if steady else "")
+        return summary_line(self.report, said)
+
+    def summary(self) -> str:
+        """Regions, breaks, skipped frames, mutations, and (``cudagraphs=``) the CUDA-graph verdict and its steady state."""
+        return self._summary_line().plain
 
     def view(self):
         """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line."""
         from rich.console import Group
-        from rich.text import Text
 
         from graphtool.render.trace import trace_view
 
@@ -73,7 +78,7 @@ class TraceResult(Result):
             from graphtool.render.distributed import fsdp2_view
 
             parts.append(fsdp2_view(self.fsdp2))
-        parts.append(Text(self.summary(), style="verdict"))
+        parts.append(self._summary_line())
         return Group(*parts)
 
     def diagnostics(self) -> str:
