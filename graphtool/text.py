@@ -20,3 +20,12 @@ def first_line(text: object) -> str | None:
 def count(n: int, word: str, plural: str | None = None) -> str:
     """``n`` and the noun, singular for 1: the one place graphtool makes a plural (no ``region(s)``)."""
     return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def shape_text(shape) -> str:
+    """A tensor's shape as error messages and notes write it.
+
+    >>> shape_text((2, 16)), shape_text(())
+    ('2x16', 'scalar')
+    """
+    return "x".join(str(int(s)) for s in shape) or "scalar"

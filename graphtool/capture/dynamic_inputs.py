@@ -22,6 +22,7 @@ from typing import Any
 
 from graphtool.capture.tensors import map_tensors
 from graphtool.errors import BadModelSpec, GraphtoolError
+from graphtool.text import shape_text
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ def choose_variant(spec, to_device: str | None = None) -> Variant:
         if to_device:
             args, kwargs = map_tensors((args, kwargs), lambda t: t.detach().to(to_device).requires_grad_(t.requires_grad))
         return Variant(args, kwargs, "the script's dynamic_inputs")
-    named = _named_inputs(spec)
+    from graphtool.capture.input_names import tensor_inputs
+
+    named = tensor_inputs(spec)
     if not named:
         return Variant(spec.args, spec.kwargs, "no tensor input to vary")
     declared = getattr(module, "dynamic_dims", None) if module is not None else None
@@ -74,7 +77,7 @@ def choose_variant(spec, to_device: str | None = None) -> Variant:
     grown = [n for n, t in named if t.dim() > dim and tuple(t.shape[: dim + 1]) == prefix and n != name]
     new_shape = list(ref.shape)
     new_shape[dim] += 1
-    how = f"{name} {_shape(ref.shape)} -> {_shape(new_shape)}, dim {dim}: {why}"
+    how = f"{name} {shape_text(ref.shape)} -> {shape_text(new_shape)}, dim {dim}: {why}"
     if grown:
         how += f"; {', '.join(grown)} grown with it"
     return Variant(map_tensors(spec.args, grow), map_tensors(spec.kwargs, grow), how, name, dim)
@@ -123,25 +126,16 @@ def _does_not_fit(spec, v: Variant, exc: BaseException) -> GraphtoolError:
     )
 
 
-def _named_inputs(spec) -> list[tuple[str, Any]]:
-    from graphtool.capture.input_names import all_named_inputs
-
-    return [(n, t) for n, t in all_named_inputs(spec) if t is not None]
-
-
 def _declared(spec, named, declared) -> tuple[str, Any, int]:
     """The (name, tensor, dim) ``dynamic_dims`` names: ``{"input_ids": 1}``, ``{0: 1}`` or an int."""
     if isinstance(declared, bool) or not isinstance(declared, (int, dict)) or isinstance(declared, dict) and len(declared) != 1:
         raise BadModelSpec(f"{spec.location}: dynamic_dims must be one {{input: dimension}} pair or an int, got {declared!r}",
                            hint="dynamic_dims = {'input_ids': 1} varies input_ids' second dimension")
+    from graphtool.capture.input_names import find_input
+
     key, dim = next(iter(declared.items())) if isinstance(declared, dict) else (0, declared)
     names = [n for n, _ in named]
-    if isinstance(key, int) and not isinstance(key, bool):
-        from graphtool.capture.input_names import positional_names
-
-        positional = positional_names(spec)
-        key = positional[key] if 0 <= key < len(positional) else f"args[{key}]"
-    found = next(((n, t) for n, t in named if n == key), None)
+    key, found = find_input(spec, named, key)
     if found is None:
         raise BadModelSpec(f"{spec.location}: dynamic_dims names {key!r}, which is not a tensor input",
                            hint=f"the tensor inputs are: {', '.join(names)}")
@@ -150,7 +144,3 @@ def _declared(spec, named, declared) -> tuple[str, Any, int]:
         raise BadModelSpec(f"{spec.location}: dynamic_dims: {name} has {t.dim()} dimensions, so {dim!r} is not one of them",
                            hint=f"a dimension from 0 to {t.dim() - 1}")
     return name, t, dim
-
-
-def _shape(shape) -> str:
-    return "x".join(str(int(s)) for s in shape) or "scalar"

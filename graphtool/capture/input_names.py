@@ -33,6 +33,20 @@ def all_named_inputs(spec: ModelSpec) -> list[tuple[str, Any]]:
     return named
 
 
+def tensor_inputs(spec: ModelSpec) -> list[tuple[str, Any]]:
+    """``(name, tensor)`` for every tensor input: :func:`all_named_inputs` without its ``None`` places."""
+    return [(n, t) for n, t in all_named_inputs(spec) if t is not None]
+
+
+def find_input(spec: ModelSpec, named: list[tuple[str, Any]], key) -> tuple[str, tuple[str, Any] | None]:
+    """The input ``key`` names, as ``(name, (name, tensor) or None)`` from ``named``: a name, or a position (an
+    int, not a bool) read as the forward's name for it (``args[i]`` past the signature or out of range)."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        positional = positional_names(spec)
+        key = positional[key] if 0 <= key < len(positional) else f"args[{key}]"
+    return key, next(((n, t) for n, t in named if n == key), None)
+
+
 def argument_names(spec: ModelSpec) -> dict[int, str]:
     """id(tensor) -> the forward's argument name (``x``, ``inputs[1]``), first name wins."""
     names: dict[int, str] = {}

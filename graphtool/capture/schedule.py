@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphtool.errors import BadModelSpec, UsageError
+from graphtool.text import shape_text
 
 #: ``--max-steps``' default: a long epoch's worth, predicted in seconds once its shapes settle
 DEFAULT_MAX_STEPS = 1000
@@ -168,7 +169,9 @@ def schedule_from_sizes(spec, rules: list[SizeRule], *, steps: int | None = None
     total = lengths.pop() if lengths else (n_drawn if any(r.drawn for r in rules) else 1)
     if steps is not None and not any(r.drawn for r in rules):
         total = min(total, steps)
-    named = _tensor_inputs(spec)
+    from graphtool.capture.input_names import tensor_inputs
+
+    named = tensor_inputs(spec)
     targets = [_target(spec, named, r) for r in rules]
     shown = min(total, max_steps)
     out, labels = [], []
@@ -180,25 +183,15 @@ def schedule_from_sizes(spec, rules: list[SizeRule], *, steps: int | None = None
     return Schedule(out, "--sizes " + " ".join(r.text for r in rules), labels, left)
 
 
-def _tensor_inputs(spec) -> list[tuple[str, Any]]:
-    from graphtool.capture.input_names import all_named_inputs
-
-    return [(n, t) for n, t in all_named_inputs(spec) if t is not None]
-
-
 def _target(spec, named, rule: SizeRule) -> tuple[str, Any]:
-    from graphtool.capture.input_names import positional_names
+    from graphtool.capture.input_names import find_input
 
-    key = rule.name
-    if key.isdigit():
-        positional = positional_names(spec)
-        key = positional[int(key)] if int(key) < len(positional) else f"args[{key}]"
-    found = next(((n, t) for n, t in named if n == key), None)
+    key, found = find_input(spec, named, int(rule.name) if rule.name.isdigit() else rule.name)
     if found is None:
         raise UsageError(f"--sizes {rule.text!r}: the model has no tensor input named {key!r}",
                          hint=f"its tensor inputs are: {', '.join(n for n, _ in named) or 'none'}")
     if rule.dim >= found[1].dim():
-        raise UsageError(f"--sizes {rule.text!r}: {key} has {found[1].dim()} dimensions (shape {_shape(found[1].shape)}), "
+        raise UsageError(f"--sizes {rule.text!r}: {key} has {found[1].dim()} dimensions (shape {shape_text(found[1].shape)}), "
                          f"so {rule.dim} is not one of them", hint=f"a dimension from 0 to {found[1].dim() - 1}")
     return found
 
@@ -312,11 +305,13 @@ def _normalize(spec, item, step: int, line: str) -> tuple[tuple, dict]:
     positional count, known keywords, and each tensor where the example has one, of the same rank and dtype."""
     import torch
 
+    from graphtool.capture.input_names import positional_names
+
     if isinstance(item, torch.Tensor):
         args, kwargs = (item,), {}
     elif isinstance(item, dict):  # keywords; a positional input named by the forward's name goes in its place
         kwargs = dict(item)
-        args = tuple(kwargs.pop(n) if n in kwargs else a for n, a in zip(_positional(spec), spec.args))
+        args = tuple(kwargs.pop(n) if n in kwargs else a for n, a in zip(positional_names(spec), spec.args))
     elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], (tuple, list)) and isinstance(item[1], dict):
         args, kwargs = tuple(item[0]), dict(item[1])
     elif isinstance(item, (tuple, list)):
@@ -337,12 +332,6 @@ def _normalize(spec, item, step: int, line: str) -> tuple[tuple, dict]:
     return args, kwargs
 
 
-def _positional(spec) -> list[str]:
-    from graphtool.capture.input_names import positional_names
-
-    return positional_names(spec)
-
-
 def _same_kind(what: str, name: str, got, example, spec) -> None:
     import torch
 
@@ -351,8 +340,8 @@ def _same_kind(what: str, name: str, got, example, spec) -> None:
             raise BadModelSpec(f"{what}: {name} is {type(got).__name__} where the example inputs have a tensor",
                                hint=f"yield inputs built like get_model_and_inputs' ({_describe(spec.args, spec.kwargs)})")
         if got.dim() != example.dim() or got.dtype != example.dtype:
-            raise BadModelSpec(f"{what}: {name} is a {got.dim()}-d {got.dtype} tensor (shape {_shape(got.shape)}) where the "
-                               f"example has a {example.dim()}-d {example.dtype} one (shape {_shape(example.shape)})",
+            raise BadModelSpec(f"{what}: {name} is a {got.dim()}-d {got.dtype} tensor (shape {shape_text(got.shape)}) where the "
+                               f"example has a {example.dim()}-d {example.dtype} one (shape {shape_text(example.shape)})",
                                hint="only sizes change from step to step; the rank and dtype of each input stay")
 
 
@@ -360,7 +349,7 @@ def _describe(args, kwargs) -> str:
     import torch
 
     def one(v):
-        return f"tensor {_shape(v.shape)}" if isinstance(v, torch.Tensor) else type(v).__name__
+        return f"tensor {shape_text(v.shape)}" if isinstance(v, torch.Tensor) else type(v).__name__
 
     bits = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
     return ", ".join(bits) or "no inputs"
@@ -428,10 +417,12 @@ def padded(schedule: Schedule, spec, rules_of: dict[str, int], bucket: int) -> S
     as a collate function that pads to buckets does (every input sharing the sizes is padded with it)."""
     import dataclasses
 
+    from graphtool.capture.input_names import tensor_inputs
+
     steps, labels = [], []
     for args, kwargs in schedule.steps:
         step_spec = dataclasses.replace(spec, args=args, kwargs=kwargs)
-        named = _tensor_inputs(step_spec)
+        named = tensor_inputs(step_spec)
         rules, want, targets = [], {}, []
         for name, dim in rules_of.items():
             t = dict(named).get(name)
@@ -444,10 +435,6 @@ def padded(schedule: Schedule, spec, rules_of: dict[str, int], bucket: int) -> S
         steps.append(_resized_inputs(step_spec, named, targets, rules, want) if rules else (args, kwargs))
         labels.append({f"{n}:{d}": v for (n, d), v in want.items()})
     return Schedule(steps, f"{schedule.source}, padded to multiples of {bucket}", labels, schedule.left_out)
-
-
-def _shape(shape) -> str:
-    return "x".join(str(int(s)) for s in shape) or "scalar"
 
 
 def symbolic_dims(capture) -> dict[int, tuple[str, ...]]:
