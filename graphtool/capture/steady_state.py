@@ -166,8 +166,14 @@ def run_steps(spec, compiled, calls: CallLogger, first_output, *, steps: int, tr
 
 def _frame_failures(frames: list, marks: list[int]) -> list:
     """(step, fail_type, fail_reason) of every compilation_metrics event with a failure, by step."""
-    return [(1 + sum(1 for m in marks if i >= m), str(f.fail_type), str(getattr(f, "fail_reason", "") or ""))
+    return [(_step_of(i, marks), str(f.fail_type), str(getattr(f, "fail_reason", "") or ""))
             for i, f in enumerate(frames) if getattr(f, "fail_type", None)]
+
+
+def _step_of(i: int, marks: list[int]) -> int:
+    """The step compilation_metrics event ``i`` happened in: ``marks`` holds how many events there were as each
+    step after the first began (and as the last one ended)."""
+    return 1 + sum(1 for m in marks if i >= m)
 
 
 def _failure(step: int, exc: BaseException) -> str:
@@ -212,7 +218,7 @@ def _recompiles(frames: list, marks: list[int], entry: tuple = (None, None, None
         reason = getattr(f, "recompile_reason", None)
         if not reason:
             continue
-        step = 1 + sum(1 for m in marks if i >= m)
+        step = _step_of(i, marks)
         if step <= len(marks):
             name, file, line = (f.co_name, f.co_filename, f.co_firstlineno) if not _in_torch(f.co_filename) else entry
             found.append(Recompile(step, str(f.compile_id), name, file, line, str(reason).strip()))
