@@ -104,7 +104,7 @@ def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, pr
     schedule = _schedule(spec, given, opts)
     standin = _standin_schedule(schedule, spec, opts)
     settings = settings_in_effect()  # after the script ran: its own torch._dynamo settings count
-    capture, verdict = _predict(target, entry, device, spec, standin, opts, debug, progress)
+    capture, verdict = _predict(spec, standin, opts, debug, progress)
     from graphtool.capture.schedule import symbolic_dims
 
     report = shape_report(capture, verdict, labels=schedule.labels, source=schedule.source, settings=settings,
@@ -152,7 +152,7 @@ def _standin_schedule(schedule, spec, opts: ShapeOptions, marks=None):
     return standin
 
 
-def _predict(target, entry, device, spec, standin, opts: ShapeOptions, debug: bool, progress: Progress, what: str = ""):
+def _predict(spec, standin, opts: ShapeOptions, debug: bool, progress: Progress, what: str = ""):
     """Trace the stand-in over ``standin`` (a schedule on meta): the capture and its CUDA-graph verdict."""
     from graphtool.analysis.cudagraphs import cudagraph_verdict
     from graphtool.capture.tracer import trace_model
@@ -188,7 +188,7 @@ def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, d
     def again(changed, what, marks=None):
         fresh, _ = steps.load_standin(target, entry, device, progress)
         standin = _standin_schedule(changed, fresh, opts, marks=marks)
-        capture, verdict = _predict(target, entry, device, fresh, standin, opts, debug, progress, what)
+        capture, verdict = _predict(fresh, standin, opts, debug, progress, what)
         return shape_report(capture, verdict, labels=changed.labels, source=changed.source, settings=report.settings,
                             backend=opts.backend, symbolic=symbolic_dims(capture))
 
