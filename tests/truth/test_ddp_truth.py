@@ -18,14 +18,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, preloaded
 
 RANK = Path(__file__).parent / "models" / "ddp_rank.py"
 DDP_FIXTURES = FIXTURES / "ddp"
@@ -71,28 +69,27 @@ def shared_run(tmp_path_factory, script: str, cap_mb: float, unused: bool, world
 def spawn_ranks(argv, world: int, tmp: Path, env: dict) -> list[dict]:
     """Run ``python *argv(rank, out_json)`` for each of ``world`` ranks, each in its own process group,
     and return each one's JSON report, or fail naming the rank that did not finish; every group is
-    killed on the way out."""
+    killed on the way out. Each rank is forked from a server that has imported torch once
+    (``tests/helpers/preloaded.py``: a real process of its own, without the 5-7 s import per rank)."""
     procs = []
     try:
         for rank in range(world):
-            procs.append(subprocess.Popen(
-                [sys.executable, *argv(rank, str(tmp / f"rank{rank}.json"))],
-                stdout=subprocess.DEVNULL, stderr=open(tmp / f"rank{rank}.err", "wb"), start_new_session=True, env=env,
-            ))
+            procs.append(preloaded.run_script(argv(rank, str(tmp / f"rank{rank}.json")), env, tmp / f"rank{rank}.err"))
         deadline = time.monotonic() + RANK_DEADLINE
         for rank, proc in enumerate(procs):
-            try:
-                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            proc.join(timeout=max(1.0, deadline - time.monotonic()))
+            if proc.exitcode is None:
                 pytest.fail(f"rank {rank} of {world} did not finish in {RANK_DEADLINE} s")
-            assert proc.returncode == 0, (tmp / f"rank{rank}.err").read_text()[-2000:]
+            assert proc.exitcode == 0, (tmp / f"rank{rank}.err").read_text()[-2000:]
     finally:
         for proc in procs:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            proc.wait()
+            if proc.is_alive():  # killed before its setsid: not yet a group of its own
+                proc.kill()
+            proc.join()
     return [json.loads((tmp / f"rank{rank}.json").read_text()) for rank in range(world)]
 
 
