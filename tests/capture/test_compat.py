@@ -13,7 +13,11 @@ import re
 import pytest
 import torch
 
+from graphtool import SUPPORTED_TORCH
 from graphtool.capture import compat
+from graphtool.capture.compat import _lookup, versions
+from graphtool.capture.compat.dynamo import _user_codes
+from graphtool.capture.compat.meta import _meta_kernels_over_composites
 from graphtool.errors import UnsupportedTorch
 from tests.helpers import example
 
@@ -89,7 +93,7 @@ def test_cli_on_an_older_torch_exits_2_naming_it(cli, monkeypatch):
 
 def test_lint_checks_the_version_in_the_parent(cli, monkeypatch):
     """lint runs torch only in child processes: the parent refuses an old torch before spawning."""
-    monkeypatch.setattr(compat, "installed_torch_version", lambda: "2.9.0")
+    monkeypatch.setattr(versions, "installed_torch_version", lambda: "2.9.0")  # check_installed_torch's own module
     rc, _, err = cli("lint", example("mlp.py"))
     assert rc == 2 and "torch 2.9.0 is too old" in err
 
@@ -129,7 +133,7 @@ PRIVATE = [
 
 @pytest.mark.parametrize("module, attr", PRIVATE)
 def test_private_symbol_exists(module, attr):
-    assert compat._require(module, attr) is not None
+    assert _lookup._require(module, attr) is not None
 
 
 def test_dispatch_modes_can_take_higher_order_ops_on_this_torch():
@@ -171,7 +175,7 @@ def test_the_fake_kernels_of_custom_ops_are_marked_for_dynamo_to_skip():
 
         holder = singleton.find("graphtool_compat_test::double").fake_impl
         for kernel in getattr(holder, "kernels", None) or [holder.kernel]:
-            compat._user_codes(kernel.func, codes, os.path.dirname(torch.__file__) + os.sep)
+            _user_codes(kernel.func, codes, os.path.dirname(torch.__file__) + os.sep)
         assert _fake.__code__ in codes.values()
         assert compat.skip_fake_kernel_frames() >= 1
     finally:
@@ -180,13 +184,13 @@ def test_the_fake_kernels_of_custom_ops_are_marked_for_dynamo_to_skip():
 
 def test_missing_symbol_names_version_and_symbol():
     with pytest.raises(UnsupportedTorch, match=rf"^torch {re.escape(torch.__version__)} has no torch._dynamo.no_such_thing, which graphtool needs$") as info:
-        compat._require("torch._dynamo", "no_such_thing")
+        _lookup._require("torch._dynamo", "no_such_thing")
     assert info.value.exit_code == 2 and "graphtool --version" in info.value.hint
 
 
 def test_missing_module_names_version_and_module():
     with pytest.raises(UnsupportedTorch, match=rf"^torch {re.escape(torch.__version__)} has no torch._inductor.no_such_module, "):
-        compat._require("torch._inductor.no_such_module", "anything")
+        _lookup._require("torch._inductor.no_such_module", "anything")
 
 
 @pytest.mark.parametrize("reader, name, symbol", [
@@ -286,13 +290,13 @@ def test_aot_records_decode_mutations_and_static_inputs():
 @pytest.mark.parametrize("module, attr", sorted(compat.OPTIONAL))
 def test_optional_symbol_resolves_or_is_absent(module, attr):
     """An optional symbol is either there or None, never an error; the table says what then."""
-    obj = compat._optional(module, attr)
+    obj = _lookup._optional(module, attr)
     assert obj is None or callable(obj) or isinstance(obj, bool)
     assert compat.OPTIONAL[(module, attr)]
 
 
 def test_optional_symbol_in_a_missing_module_is_none():
-    assert compat._optional("torch._inductor.no_such_module", "x") is None
+    assert _lookup._optional("torch._inductor.no_such_module", "x") is None
 
 
 def _graph_calling(op):
@@ -310,7 +314,7 @@ def test_input_storage_mutation_follows_torchs_own_targets():
     targets = getattr(importlib.import_module("torch._inductor.cudagraph_utils"), "INPUT_STORAGE_MUTATION_TARGETS", None)
     set_ = torch.ops.aten.set_.source_Tensor
     if targets is None:
-        assert compat._optional("torch._inductor.cudagraph_utils", "get_input_storage_mutation_info") is None
+        assert _lookup._optional("torch._inductor.cudagraph_utils", "get_input_storage_mutation_info") is None
         assert compat.input_storage_mutation_reason(_graph_calling(set_)) is None
         return
     assert set_ in targets
@@ -325,7 +329,7 @@ def test_input_storage_mutation_follows_torchs_own_targets():
 
 def test_caching_allocator_check_only_where_torch_has_it(monkeypatch):
     monkeypatch.setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
-    check = compat._optional("torch._inductor.cudagraph_utils", "check_caching_allocator_for_cudagraphs")
+    check = _lookup._optional("torch._inductor.cudagraph_utils", "check_caching_allocator_for_cudagraphs")
     reason = compat.caching_allocator_reason()
     if check is None:  # torch 2.11/2.12: inductor never skips for the allocator
         assert reason is None
@@ -338,7 +342,7 @@ def _overlapping(device="cpu"):
 
 
 def test_complex_memory_overlap_only_on_torch_that_checks_it():
-    has_check = compat._optional("torch._inductor.output_code", "complex_memory_overlap") is not None
+    has_check = _lookup._optional("torch._inductor.output_code", "complex_memory_overlap") is not None
     expected = "skipping cudagraphs due to ['complex memory overlap']" if has_check else None
     assert compat.complex_memory_overlap_reason([_overlapping()]) == expected
     assert compat.complex_memory_overlap_reason([_overlapping("meta")]) == expected  # the stand-in's inputs
@@ -361,7 +365,7 @@ def test_complex_memory_overlap_in_the_verdict():
     spec = to_meta(ModelSpec(path=Path("inline.py"), entry="test", model=windows, args=(_overlapping(),), kwargs={}))
     v = cudagraph_verdict(trace_model(spec, backend="inductor", standin=True), backend="inductor")
     codes = [(r.code, r.graph, r.skips) for r in v.reasons]
-    if compat._optional("torch._inductor.output_code", "complex_memory_overlap") is not None:
+    if _lookup._optional("torch._inductor.output_code", "complex_memory_overlap") is not None:
         assert codes == [("complex-memory-overlap", "inference", True)] and not v.eligible  # no input requires grad
     else:
         assert codes == [] and v.eligible
@@ -370,7 +374,7 @@ def test_complex_memory_overlap_in_the_verdict():
 def _custom_class_base():
     """The base a custom-class (opaque) type must subclass: renamed in 2.14, None on 2.11."""
     for module, attr in (("torch._custom_class_base", "CustomClassBase"), ("torch._opaque_base", "OpaqueBase")):
-        base = compat._optional(module, attr)
+        base = _lookup._optional(module, attr)
         if base is not None:
             return base
     return None
@@ -384,7 +388,7 @@ def test_custom_class_inputs_follow_inductors_own_check():
     assert compat.cudagraph_input_type(torch.nn.Parameter(torch.randn(2))) == "Parameter"
     assert compat.cudagraph_input_type(torch.Generator()) == "Generator"  # an opaque object itself on 2.13+
     assert compat.cudagraph_input_type(3) == "int"
-    inductor_base = compat._optional("torch._inductor.output_code", "CustomClassBase") or compat._optional("torch._inductor.output_code", "OpaqueBase")
+    inductor_base = _lookup._optional("torch._inductor.output_code", "CustomClassBase") or _lookup._optional("torch._inductor.output_code", "OpaqueBase")
     base = _custom_class_base()
     if base is None:
         assert inductor_base is None
@@ -414,7 +418,7 @@ def test_package_metadata_never_caps_torch():
     deps = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["dependencies"]
     (torch_req,) = [d for d in deps if re.match(r"torch\b(?!-)", d)]
     assert torch_req.replace(" ", "") == "torch>=2.11"
-    lo, _ = compat.SUPPORTED_TORCH
+    lo, _ = SUPPORTED_TORCH
     assert torch_req.endswith(f"{lo[0]}.{lo[1]}")
 
 
@@ -696,7 +700,7 @@ def test_inductors_import_adds_no_jit_deprecation_warnings(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch.utils.mkldnn", raising=False)  # imported here, as on a first trace
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert compat._require("torch.utils.mkldnn", "MkldnnLinear") is not None
+        assert _lookup._require("torch.utils.mkldnn", "MkldnnLinear") is not None
     assert not [w for w in caught if "script_method" in str(w.message)]
 
 
@@ -739,7 +743,7 @@ def test_meta_kernels_over_composites_are_found_and_put_back():
     from graphtool.capture import compat
 
     op = torch.ops.aten.nll_loss.default
-    assert op in compat._meta_kernels_over_composites()
+    assert op in _meta_kernels_over_composites()
     with compat.composites_keep_autograd_on_meta() as removed:
         assert removed > 0 and torch._C.DispatchKey.Meta not in op.py_kernels
     assert torch._C.DispatchKey.Meta in op.py_kernels
@@ -822,3 +826,22 @@ def test_the_settings_a_shape_schedule_reads():
     assert found["recompile_limit"] == 8 and found["automatic_dynamic_shapes"] is True
     assert {"cudagraph_dynamic_shape_warn_limit", "cudagraph_unexpected_rerecord_limit",
             "cudagraph_skip_dynamic_graphs"} <= found.keys()
+
+
+def test_the_package_re_exports_every_public_name_of_its_modules():
+    """compat is one module per torch area behind one set of names (issue 33): each public function, class and
+    constant a module defines is in ``compat.__all__`` and is the same object there, so ``compat.X`` reaches it."""
+    import ast
+    import inspect
+    import pkgutil
+
+    defined = {}
+    for info in pkgutil.iter_modules(compat.__path__):
+        module = importlib.import_module(f"{compat.__name__}.{info.name}")
+        for node in ast.parse(inspect.getsource(module)).body:
+            targets = [node] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else getattr(node, "targets", [getattr(node, "target", None)])
+            for name in [getattr(t, "name", None) or getattr(t, "id", None) for t in targets if t is not None]:
+                if name and not name.startswith("_"):
+                    defined[name] = getattr(module, name)
+    assert sorted(defined) == sorted(compat.__all__)
+    assert all(getattr(compat, name) is obj for name, obj in defined.items())

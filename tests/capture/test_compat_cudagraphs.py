@@ -1,4 +1,5 @@
-"""Each torch-private symbol of compat.py's CUDA-graph catalogue block exists on this torch and behaves."""
+"""Each torch-private symbol of the CUDA-graph catalogue block (graphtool/capture/compat/cudagraphs.py) and the
+config flags it reads (compat/dynamo.py) exists on this torch and behaves."""
 
 from __future__ import annotations
 
