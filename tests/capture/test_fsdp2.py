@@ -9,6 +9,10 @@ from tests.helpers import FIXTURES
 FSDP2 = FIXTURES / "fsdp2"
 DDP = FIXTURES / "ddp"
 
+#: graphtool's own code over facts a sibling checks on every torch (exit codes, error text, tables, deadlines):
+#: the pinned torch only (docs/ci.md)
+ONE_TORCH = pytest.mark.one_torch
+
 
 def _trace(cli, script, *args):
     rc, out, err = cli("trace", script, "--fsdp2", "--backend", "aot_eager", "--format", "json", *args)
@@ -42,6 +46,7 @@ def test_a_script_that_shards_its_own_model_is_traced_as_given(cli):
     assert fsdp["optimizer"] is None and fsdp["memory"][0]["optimizer"] is None
 
 
+@ONE_TORCH
 @pytest.mark.parametrize("args, expected", [
     (["--world-size", "0"], "--world-size 0: a process group needs at least one rank"),
     (["--device", "meta"], "--fsdp2 cannot run on --device meta"),
@@ -53,12 +58,14 @@ def test_bad_fsdp2_options_exit_2(cli, args, expected):
     assert expected in err
 
 
+@ONE_TORCH
 def test_a_model_wrapped_in_ddp_exits_2(cli):
     rc, out, err = cli("trace", DDP / "wrapped.py", "--fsdp2")
     assert rc == 2 and out == ""
     assert "wrapped.py:7: --fsdp2: the script's model is a DistributedDataParallel" in err
 
 
+@ONE_TORCH
 def test_a_script_starting_its_own_process_group_exits_2_with_a_hint(cli):
     import torch.distributed as dist
 
@@ -137,6 +144,7 @@ def test_cudagraphs_fsdp2_judges_each_block_graph_and_validates(cli):
     _schema_validates(doc, "fsdp2")
 
 
+@ONE_TORCH
 def test_cudagraphs_fsdp2_table_gives_each_graph_its_verdict_at_80_columns(cli):
     rc, out, err = cli("cudagraphs", FSDP2 / "per_block.py", "--fsdp2", "--world-size", "2")
     assert rc == 0, err
@@ -154,6 +162,7 @@ def test_trace_fsdp2_cudagraphs_gives_each_graph_its_verdict(cli):
     _schema_validates(doc)
 
 
+@ONE_TORCH
 @pytest.mark.parametrize("args, expected", [
     (["--world-size", "0"], "--world-size 0: a process group needs at least one rank"),
     (["--device", "meta"], "--fsdp2 cannot run on --device meta"),
