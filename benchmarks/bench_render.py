@@ -62,7 +62,7 @@ def one_case(name: str, out_dir: str) -> dict:
         import torch  # noqa: F401
         from torchviz import make_dot
 
-        from graphtool.capture.script import load_model
+        from graphtool.capture.user.script import load_model
         from graphtool.capture.tensors import iter_tensors
 
         spec = load_model(model)

@@ -16,12 +16,12 @@ the order torch runs them (see ``torch/_dynamo/backends/cudagraphs.py`` and
   inputs only by 2.11/2.12.
 
 Graphs come from the accelerator stand-in trace (meta stands for cuda:0; see
-``graphtool.capture.meta_standin``). Config flags are read from the installed torch at run time.
+``graphtool.capture.standin.meta``). Config flags are read from the installed torch at run time.
 
 Example::
 
-    >>> from graphtool.capture.meta_standin import to_meta
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.standin.meta import to_meta
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> capture = trace_model(to_meta(load_model("examples/cpu_roundtrip.py")), backend="cudagraphs", standin=True)
     >>> v = cudagraph_verdict(capture, backend="cudagraphs")

@@ -67,7 +67,7 @@ UNUSED_FIX = ("use every parameter in forward (or set requires_grad=False on tho
 
 def unused_parameters(capture, run) -> dict | None:
     """``run``'s parameters that require grad and got no gradient (a
-    :class:`~graphtool.capture.distributed.DdpRun`), where the first is set in the user's code, and
+    :class:`~graphtool.capture.distributed.ddp.DdpRun`), where the first is set in the user's code, and
     the step the loop failed at (torch's error) when ``find_unused_parameters`` is off; None when every
     parameter got one."""
     names = list(getattr(run, "unused_params", ()) or ())

@@ -2,8 +2,8 @@
 
 Example::
 
-    >>> from graphtool.capture.distributed import DdpSession
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.distributed.ddp import DdpSession
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> with DdpSession(world_size=8, bucket_cap_mb=25) as ddp:
     ...     cap = trace_model(load_model("examples/mlp.py"), wrapper=ddp)
@@ -108,7 +108,7 @@ class DdpReport:
 
 
 def build_ddp_report(capture: Any, run: Any) -> DdpReport:
-    """``run`` (a :class:`~graphtool.capture.distributed.DdpRun`) matched to ``capture``'s regions."""
+    """``run`` (a :class:`~graphtool.capture.distributed.ddp.DdpRun`) matched to ``capture``'s regions."""
     graphs = []
     for frame_index, frame in enumerate(run.frames):
         for b in frame.buckets:
@@ -319,7 +319,7 @@ def _numel(shape) -> int:
 
 
 def local_bytes(param: Any, rank: int) -> int:
-    """Bytes of the rows of ``param`` (a :class:`~graphtool.capture.fsdp2.ShardedParam`) that ``rank`` owns."""
+    """Bytes of the rows of ``param`` (a :class:`~graphtool.capture.distributed.fsdp2.ShardedParam`) that ``rank`` owns."""
     if not param.shape:
         return param.element_size if rank == 0 else 0
     rows = shard_rows(param.shape[0], param.padded_shard[0], rank)
@@ -327,7 +327,7 @@ def local_bytes(param: Any, rank: int) -> int:
 
 
 def fsdp2_rank_memory(run: Any, *, training: bool = True) -> tuple[Fsdp2RankMemory, ...]:
-    """Each rank's :class:`Fsdp2RankMemory` from rank 0's run (a :class:`~graphtool.capture.fsdp2.Fsdp2Run`):
+    """Each rank's :class:`Fsdp2RankMemory` from rank 0's run (a :class:`~graphtool.capture.distributed.fsdp2.Fsdp2Run`):
     the other ranks' shards follow FSDP2's row split; an optimizer state tensor shaped like rank 0's
     shard scales with the rank's rows, any other (Adam's ``step``) is the same on every rank. Without
     ``training`` (``--inference``) there are no gradients and no optimizer step."""
@@ -369,7 +369,7 @@ def eager_collectives(run: Any) -> tuple[UnitCollectives, ...]:
 
 
 def build_fsdp2_report(capture: Any, run: Any) -> Fsdp2Report:
-    """``run`` (a :class:`~graphtool.capture.fsdp2.Fsdp2Run`) with ``capture``'s graphs and breaks."""
+    """``run`` (a :class:`~graphtool.capture.distributed.fsdp2.Fsdp2Run`) with ``capture``'s graphs and breaks."""
     from graphtool.capture.graph_breaks import is_user_file
 
     units = []

@@ -218,7 +218,7 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
 
 
 def held_bytes(spec, report, optimizer: tuple[int, int] | None, target: Target | None) -> Held:
-    from graphtool.capture.input_names import all_named_inputs
+    from graphtool.capture.user.input_names import all_named_inputs
 
     inputs, seen = 0, set()
     for _, t in all_named_inputs(spec):

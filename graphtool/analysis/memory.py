@@ -4,7 +4,7 @@ Two columns, each a list of saved tensors (shape, dtype, bytes, the op that made
 line, the module whose forward made it):
 
 - **eager**: what torch's autograd engine saves, recorded by ``saved_tensors_hooks`` on one eager
-  forward (:mod:`graphtool.capture.saved_tensors`);
+  forward (:mod:`graphtool.capture.memory.saved_tensors`);
 - **compiled**: what the chosen backend's partitioner saves between its forward and backward graphs:
   every placeholder of each backward graph that is not a tangent, described by the forward node
   that makes it. Backward calls the partitioner copied from the forward are what the compiled
@@ -19,8 +19,8 @@ activations, since they are held whether or not backward needs them.
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
-    >>> from graphtool.capture.saved_tensors import capture_saved
+    >>> from graphtool.capture.user.script import load_model
+    >>> from graphtool.capture.memory.saved_tensors import capture_saved
     >>> from graphtool.capture.tracer import trace_model
     >>> spec = load_model("examples/mlp.py")
     >>> report = build_memory_report(capture_saved(spec), trace_model(spec))
@@ -507,7 +507,7 @@ def recomputed_by_line(recomputed) -> list[tuple[Source | None, int, int, str | 
 
 def build_memory_report(eager, capture, *, by: str = "line", depth: int | None = None, top: int = 10,
                         notes: tuple[str, ...] = ()) -> MemoryReport:
-    """Both columns from an :class:`~graphtool.capture.saved_tensors.EagerCapture` and a
+    """Both columns from an :class:`~graphtool.capture.memory.saved_tensors.EagerCapture` and a
     :class:`~graphtool.capture.tracer.Capture` of the same model."""
     if by not in BY:
         raise ValueError(f"by must be one of {BY}, not {by!r}")

@@ -1,13 +1,13 @@
 """Which ranks compile which graphs, and why a rank differs from rank 0, in words a user acts on.
 
-Built from each rank's :class:`~graphtool.capture.ranks.RankSignature` and the traces of the ranks
-:func:`~graphtool.capture.ranks.ranks_to_trace` chose (rank 0 always). Ranks that were not traced
+Built from each rank's :class:`~graphtool.capture.distributed.ranks.RankSignature` and the traces of the ranks
+:func:`~graphtool.capture.distributed.ranks.ranks_to_trace` chose (rank 0 always). Ranks that were not traced
 take the result of a traced rank with the same signature (rank 1 for the ranks between 1 and the
 last when the script reads its rank).
 
 Example::
 
-    >>> from graphtool.capture.ranks import RankSignature, TensorSig
+    >>> from graphtool.capture.distributed.ranks import RankSignature, TensorSig
     >>> x = lambda n: (TensorSig("x", (n, 512), "float32", False),)
     >>> sigs = [RankSignature(r, x(3 if r == 3 else 4), (), ()) for r in range(4)]
     >>> rep = build_ranks_report(4, sigs, {0: (1, ()), 3: (1, ())}, {3: "tensor 'x' size mismatch at index 0"})
@@ -98,7 +98,7 @@ def capture_outcome(capture: Any) -> tuple[int, tuple[RankBreak, ...]]:
 def build_ranks_report(world_size: int, signatures: list, outcomes: dict[int, tuple], guards: dict[int, Optional[str]],
                        reads_rank: tuple[int, ...] = (), built: tuple[int, ...] | None = None) -> RanksReport:
     """``outcomes``: traced rank -> :func:`capture_outcome`; ``guards``: traced rank -> the guard rank 0's
-    compiled code fails on its inputs (:func:`~graphtool.capture.ranks.guard_failure`)."""
+    compiled code fails on its inputs (:func:`~graphtool.capture.distributed.ranks.guard_failure`)."""
     traced = tuple(sorted(outcomes))
     stands_for = {r: _representative(r, signatures, traced, world_size) for r in range(world_size)}
     groups: dict[tuple, list[int]] = {}

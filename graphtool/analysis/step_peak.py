@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graphtool.capture.live_bytes import BLOCK, rounded  # noqa: F401  (re-exported: the rounding rule)
+from graphtool.capture.memory.live_bytes import BLOCK, rounded  # noqa: F401  (re-exported: the rounding rule)
 from graphtool.capture.tensors import iter_tensors
 
 

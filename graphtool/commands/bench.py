@@ -46,7 +46,7 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
         if cudagraphs:
             verdict, blocked = _capture_verdict(target, ent, debug, progress)
     has_cuda = run_on.type == "cuda"
-    from graphtool.capture.script import is_module
+    from graphtool.capture.user.script import is_module
 
     if is_module(spec.model):
         spec.model.to(run_on)
@@ -55,7 +55,7 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
                                     backward=backward, warmup=warmup, iters=iters, repeat=repeat, blocked=blocked,
                                     progress=progress, debug=debug)
     if cudagraphs and not has_cuda:  # every mode --cudagraphs asks for gets a row that says why it did not run
-        from graphtool.capture.bench_modes import ModeResult
+        from graphtool.capture.bench.modes import ModeResult
 
         results.append(ModeResult("cudagraph replay", "skipped", "no CUDA device is present"))
         if compile_mode != "reduce-overhead":
@@ -71,7 +71,7 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
 
 def _run_device(torch, device: Optional[str], cudagraphs: bool):
     """The device bench runs on: ``--device``, else CUDA when present, else the CPU."""
-    from graphtool.capture.devices import parse_device
+    from graphtool.capture.user.devices import parse_device
 
     if device is None:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
@@ -87,7 +87,7 @@ def _run_device(torch, device: Optional[str], cudagraphs: bool):
 
 
 def _check_compile_mode(compat, mode: str) -> None:
-    from graphtool.capture.bench_modes import COMPILE_MODES
+    from graphtool.capture.bench.modes import COMPILE_MODES
 
     known = list(COMPILE_MODES) + compat.compile_backends()
     if mode != "none" and mode not in known:

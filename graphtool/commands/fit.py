@@ -45,7 +45,7 @@ def fit_report(spec, report, capture, joints: list, fit: Optional[str], budgets:
                progress: Progress = SILENT):
     from graphtool.analysis.fit import parse_budgets, parse_target
     from graphtool.analysis.fit_report import build_fit_report, held_bytes
-    from graphtool.capture.live_bytes import eager_step_peak, optimizer_step
+    from graphtool.capture.memory.live_bytes import eager_step_peak, optimizer_step
 
     target = parse_target(fit) if fit is not None else None
     swept = parse_budgets(budgets) if budgets is not None else ()

@@ -108,7 +108,7 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     for target, ent in steps.targets(model, entry):
         spec = steps.load(target, ent, device, progress)
         from graphtool.analysis.memory import build_memory_report
-        from graphtool.capture.saved_tensors import capture_saved, mark_varying_sizes
+        from graphtool.capture.memory.saved_tensors import capture_saved, mark_varying_sizes
         from graphtool.capture.tracer import trace_model
 
         progress.phase("running the forward eagerly, recording what autograd saves...")
@@ -142,8 +142,8 @@ def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, dd
     from graphtool.analysis.memory import build_memory_report
     from graphtool.analysis.rank_memory import ddp_rank_memory
     from graphtool.capture import compat
-    from graphtool.capture.optimizer_state import optimizer_state_bytes
-    from graphtool.capture.saved_tensors import capture_saved
+    from graphtool.capture.memory.optimizer_state import optimizer_state_bytes
+    from graphtool.capture.memory.saved_tensors import capture_saved
     from graphtool.capture.tracer import trace_model
 
     with steps.ddp_session(ddp, progress) as session:
@@ -174,7 +174,7 @@ def _under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, 
     from graphtool.analysis.fsdp2_cudagraphs import runs_per_step
     from graphtool.analysis.memory import build_memory_report
     from graphtool.analysis.rank_memory import fsdp2_rank_memory
-    from graphtool.capture.saved_tensors import capture_saved
+    from graphtool.capture.memory.saved_tensors import capture_saved
     from graphtool.capture.tracer import trace_model
 
     with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):

@@ -26,7 +26,7 @@ def rank_differences(target: Any, entry, factory_args: tuple, world_size: int, r
     ``get_rank``/``RANK`` in its source, or rank 1's build asked for it): a script that never does
     builds the same on every rank, and a large model is then built twice, not ``world_size`` times."""
     from graphtool.analysis.ranks import build_ranks_report, capture_outcome
-    from graphtool.capture import ranks
+    from graphtool.capture.distributed import ranks
 
     if world_size == 1:
         sigs = [ranks.signature_of(rank0.spec, 0)]

@@ -85,7 +85,7 @@ def render(model: Optional[str] = None, *, output: Optional[Path] = None, fmt: O
     fmt = fmt or (output.suffix.lstrip(".").lower() or "svg")
     if fmt not in FORMATS:
         raise UsageError(f"format {fmt!r} is not one of {', '.join(FORMATS)} (from --format or the file name)")
-    from graphtool.capture.deadline import check_timeout, deadline
+    from graphtool.capture.user.deadline import check_timeout, deadline
 
     started = time.monotonic()
     with deadline(check_timeout(timeout)):  # the trace; the layout, a child process, has its own limit
@@ -110,7 +110,7 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool, ba
 
     region = capture.regions[region_index]
     model = capture.spec.model
-    from graphtool.capture.script import is_module
+    from graphtool.capture.user.script import is_module
 
     classes = {n: type(m).__name__ for n, m in model.named_modules()} if is_module(model) else {}
     if graph == "backward" and region.backward is None:

@@ -171,7 +171,7 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     collectives, each rank's memory)."""
 
     steps.check_backend(backend)
-    from graphtool.capture.deadline import check_timeout
+    from graphtool.capture.user.deadline import check_timeout
 
     check_timeout(layout_timeout, "--layout-timeout")
     if fsdp2 is not None:
@@ -306,7 +306,7 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
     eager = None
     note = None if want_memory else "not measured (--no-memory)"
     if want_memory and not inference:
-        from graphtool.capture.saved_tensors import capture_saved
+        from graphtool.capture.memory.saved_tensors import capture_saved
 
         progress.phase("running the forward eagerly, recording what autograd saves...")
         try:
@@ -334,7 +334,7 @@ def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list
     from graphtool.analysis.node_facts import graph_facts
 
     model = capture.spec.model
-    from graphtool.capture.script import is_module
+    from graphtool.capture.user.script import is_module
 
     classes = {n: type(m).__name__ for n, m in model.named_modules()} if is_module(model) else {}
     pictures, marks = [], {}

@@ -95,7 +95,7 @@ def load_standin(target, entry, device, progress: Progress = SILENT, factory_arg
     model the script built (or the model itself on its GPU), else a fresh load that the trace moves to meta."""
     once = _ONE_LOAD.get()
     if once is None or _is_object(target):
-        from graphtool.capture.meta_standin import accelerator_of
+        from graphtool.capture.standin.meta import accelerator_of
 
         spec = load(target, entry, device, progress, factory_args)
         return spec, accelerator_of(spec)
@@ -119,7 +119,7 @@ def _import_torch(target: str, progress: Progress) -> None:
 
 
 def _load_script(target, *, entry, device, factory_args, module=None):
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     return load_model(target, entry=entry, device=device, factory_args=factory_args, module=module)
 
@@ -132,7 +132,7 @@ def _load_object(obj, device: Optional[str]):
     if device is None:
         return spec
     if device == "meta":
-        from graphtool.capture.meta_standin import copy_to_meta
+        from graphtool.capture.standin.meta import copy_to_meta
 
         return copy_to_meta(spec)
     from graphtool.errors import UsageError
@@ -182,7 +182,7 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
 
 
 def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None, steps=1, wrapper=None):
-    from graphtool.capture.meta_standin import copy_to_meta, to_meta
+    from graphtool.capture.standin.meta import copy_to_meta, to_meta
     from graphtool.capture.tracer import trace_model
 
     with quiet_stdout():
@@ -202,7 +202,7 @@ def _judge_every_region(stopped, target, entry, device, inference, backend, dyna
     """The stand-in stopped at a host sync: record the values a run on the own device reads, replay them."""
     from dataclasses import replace
 
-    from graphtool.capture.host_values import HostValues
+    from graphtool.capture.standin.host_values import HostValues
     from graphtool.capture.tracer import trace_model
 
     values = HostValues()
@@ -301,7 +301,7 @@ def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool
                     repeat: int, blocked: Optional[str], progress: Progress = SILENT, debug: bool = False) -> list:
     """Check each mode against eager, then time it; progress counts timed iterations, and names the
     untimed steps between them (compiling, capturing) as phases. torch's logs show only with ``debug``."""
-    from graphtool.capture.bench_modes import run_modes
+    from graphtool.capture.bench.modes import run_modes
 
     modes = 1 + (compile_mode not in (None, "none")) + 2 * cudagraphs
     total = modes * repeat * iters
@@ -326,7 +326,7 @@ def eager_vs_compiled(target, entry, *, compile_mode="default", backward=False, 
     import torch
 
     from graphtool.analysis.bench_report import build_bench_report
-    from graphtool.capture.bench_modes import cuda_device_of
+    from graphtool.capture.bench.modes import cuda_device_of
 
     results = run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=False, backward=backward, warmup=warmup,
                               iters=iters, repeat=repeat, blocked=None, progress=progress)
@@ -337,7 +337,7 @@ def eager_vs_compiled(target, entry, *, compile_mode="default", backward=False, 
 
 def check_ddp(ddp: dict, device) -> None:
     """``--ddp``'s settings, before any tracing."""
-    from graphtool.capture.distributed import check_world_size
+    from graphtool.capture.distributed.ddp import check_world_size
     from graphtool.errors import UsageError
 
     check_world_size(ddp["world_size"])
@@ -370,7 +370,7 @@ OWN_GROUP_HINT = ("with --ddp graphtool starts the process group itself: start y
 
 def check_fsdp2(fsdp2: dict, ddp, device) -> None:
     """``--fsdp2``'s settings, before any tracing: a world size, not with ``--ddp``, not on ``--device meta``."""
-    from graphtool.capture.distributed import check_world_size
+    from graphtool.capture.distributed.ddp import check_world_size
     from graphtool.errors import UsageError
 
     check_world_size(fsdp2["world_size"])
@@ -383,10 +383,10 @@ def check_fsdp2(fsdp2: dict, ddp, device) -> None:
 
 
 def ddp_session(ddp: dict, progress: Progress = SILENT, *, rank: int = 0, what: str = "", debug: bool = False):
-    """A :class:`~graphtool.capture.distributed.DdpSession` for ``--ddp``'s settings (``world_size``,
+    """A :class:`~graphtool.capture.distributed.ddp.DdpSession` for ``--ddp``'s settings (``world_size``,
     ``bucket_cap_mb``, ``find_unused_parameters``) as ``rank``, to open before the script loads;
     ``debug`` keeps torch's own warnings about the stand-in."""
-    from graphtool.capture.distributed import DdpSession
+    from graphtool.capture.distributed.ddp import DdpSession
 
     progress.phase(f"starting a fake process group of {ddp['world_size']} ranks for DDP{what}...")
     return DdpSession(world_size=ddp["world_size"], bucket_cap_mb=ddp["bucket_cap_mb"], rank=rank,
@@ -394,9 +394,9 @@ def ddp_session(ddp: dict, progress: Progress = SILENT, *, rank: int = 0, what: 
 
 
 def fsdp2_session(fsdp2: dict, progress: Progress = SILENT):
-    """An :class:`~graphtool.capture.fsdp2.Fsdp2Session` of ``fsdp2["world_size"]`` ranks, to open
+    """An :class:`~graphtool.capture.distributed.fsdp2.Fsdp2Session` of ``fsdp2["world_size"]`` ranks, to open
     before the script loads."""
-    from graphtool.capture.fsdp2 import Fsdp2Session
+    from graphtool.capture.distributed.fsdp2 import Fsdp2Session
 
     progress.phase(f"starting a fake process group of {fsdp2['world_size']} ranks for FSDP2...")
     return Fsdp2Session(world_size=fsdp2["world_size"])

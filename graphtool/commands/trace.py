@@ -213,7 +213,7 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
 
 def _ddp_rank(target, entry, device, inference, backend, ddp: dict, debug, progress, rank: int):
     """One rank's trace under DDP in the fake process group: (capture, session, entry, factory args)."""
-    from graphtool.capture.ranks import launch_env, on_rank
+    from graphtool.capture.distributed.ranks import launch_env, on_rank
 
     world = ddp["world_size"]
     # the group's progress line is _trace_under_ddp's, once for every rank traced

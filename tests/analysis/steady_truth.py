@@ -36,7 +36,7 @@ def torch_loop(path: str, steps: int, *, inference: bool = False, backend: str =
     import torch
     from torch._dynamo.utils import counters
 
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
     from graphtool.capture.tensors import iter_tensors
 
     spec = load_model(path)

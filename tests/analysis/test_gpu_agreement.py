@@ -58,9 +58,9 @@ def predict(model: str, backend: str):
     from graphtool.analysis.steady_state import steady_state
 
     if model in GPU_READS:
-        from graphtool.capture.host_values import HostValues
-        from graphtool.capture.meta_standin import to_meta
-        from graphtool.capture.script import load_model
+        from graphtool.capture.standin.host_values import HostValues
+        from graphtool.capture.standin.meta import to_meta
+        from graphtool.capture.user.script import load_model
         from graphtool.capture.tracer import trace_model
 
         values = HostValues()
@@ -212,8 +212,8 @@ def test_no_partitioning_leaves_the_no_op_backward_uncompiled_too():
     still not CUDA-graphed (graphtool once counted it as one whole-graph partition)."""
     from graphtool.analysis.cudagraphs import cudagraph_verdict
     from graphtool.analysis.steady_state import steady_state
-    from graphtool.capture.meta_standin import to_meta
-    from graphtool.capture.script import load_model
+    from graphtool.capture.standin.meta import to_meta
+    from graphtool.capture.user.script import load_model
     from graphtool.capture.tracer import trace_model
 
     capture = trace_model(to_meta(load_model(str(ROOT / "tests" / "fixtures" / "steady" / "passthrough_backward.py"))),

@@ -19,7 +19,7 @@ from graphtool.analysis.memory import (
     recomputed_by_line,
     symbol_source,
 )
-from graphtool.capture.saved_tensors import EagerCapture, EagerOp, EagerSaved, Tensor
+from graphtool.capture.memory.saved_tensors import EagerCapture, EagerOp, EagerSaved, Tensor
 
 M = "/home/u/model.py"
 

@@ -20,7 +20,7 @@ from torch import nn
 from graphtool.analysis.drawing import autograd_drawing, collapse, fx_drawing
 from graphtool.capture import compat
 from graphtool.capture.autograd_graph import capture_autograd
-from graphtool.capture.script import ModelSpec, load_model
+from graphtool.capture.user.script import ModelSpec, load_model
 from graphtool.render.dot import to_dot
 from tests.helpers import FIXTURES, ROOT, example, standin_traced
 

@@ -19,7 +19,7 @@ from graphtool.analysis.distributed import (
     fsdp2_rank_memory,
 )
 from graphtool.analysis.graph_summary import Source
-from graphtool.capture.fsdp2 import CONVENTION, Fsdp2Run, ShardedParam, Unit
+from graphtool.capture.distributed.fsdp2 import CONVENTION, Fsdp2Run, ShardedParam, Unit
 from graphtool.render.distributed import fsdp2_view
 from tests.helpers.console import render_text
 

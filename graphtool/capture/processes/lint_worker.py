@@ -1,6 +1,6 @@
 """Run one model or script under a recording torch.compile backend and collect what dynamo did.
 
-This runs inside a child process started by :func:`graphtool.capture.lint_job.run_lint_jobs`: a
+This runs inside a child process started by :func:`graphtool.capture.processes.lint_job.run_lint_jobs`: a
 model that crashes the interpreter, hangs or raises costs only its own lint. It reads a
 :class:`LintJob` and writes a :class:`LintResult`; ``graphtool.analysis.lint`` judges it against budgets.
 
@@ -28,11 +28,11 @@ from pathlib import Path
 from graphtool.capture import compat
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, is_user_file, quiet_torch_logs, user_site
-from graphtool.capture.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
+from graphtool.capture.processes.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
-from graphtool.capture.script import load_model
+from graphtool.capture.user.script import load_model
 from graphtool.capture.tracer import explain_failure
-from graphtool.capture.user_code import running_user_code
+from graphtool.capture.user.boundary import running_user_code
 from graphtool.errors import GraphtoolError, ScriptNotFound, UserCodeFailed
 
 
@@ -129,12 +129,12 @@ def _ddp_session(job: LintJob):
     """``--ddp``: torch's fake process group and DDP's optimizer on, before the script is imported;
     ``--fsdp2``: a fake process group of the job's world size (FSDP2 applied by the session's ``wrap``)."""
     if job.fsdp2 is not None:
-        from graphtool.capture.fsdp2 import Fsdp2Session
+        from graphtool.capture.distributed.fsdp2 import Fsdp2Session
 
         return Fsdp2Session(world_size=job.fsdp2)
     if job.ddp is None:
         return contextlib.nullcontext()
-    from graphtool.capture.distributed import DdpSession
+    from graphtool.capture.distributed.ddp import DdpSession
 
     return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1], quiet=not job.debug)
 

@@ -6,7 +6,7 @@ import inspect
 import re
 from typing import Any
 
-from graphtool.capture.script import ModelSpec, is_module
+from graphtool.capture.user.script import ModelSpec, is_module
 from graphtool.capture.tensors import named_tensors
 
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphtool.capture.devices import device_context
+from graphtool.capture.user.devices import device_context
 from graphtool.capture.tensors import iter_tensors
-from graphtool.capture.user_code import running_user_code, user_code_error
+from graphtool.capture.user.boundary import running_user_code, user_code_error
 from graphtool.errors import BadModelSpec, ModelNotFound, ScriptNotFound, UserCodeFailed
 
 FACTORY = "get_model_and_inputs"
@@ -50,7 +50,7 @@ class ModelSpec:
     line: int | None = None
     module_name: str | None = None
     #: the caller's own object (``graphtool.trace(model, x)``), not a script graphtool loaded: a trace
-    #: that needs the model elsewhere copies it (:func:`~graphtool.capture.meta_standin.copy_to_meta`), never moves it
+    #: that needs the model elsewhere copies it (:func:`~graphtool.capture.standin.meta.copy_to_meta`), never moves it
     borrowed: bool = False
 
     @property
@@ -190,7 +190,7 @@ def _package_of(path: Path, source: bytes | None = None) -> tuple[str | None, Pa
     packages for the folders its imports need, as ``python -m pkg.model`` would.
 
     >>> _package_of(Path(__file__).resolve())[0]
-    'graphtool.capture'
+    'graphtool.capture.user'
     """
     parts: list[str] = []
     folder = path.parent

@@ -27,7 +27,7 @@ def stepped_optimizer(spec: Any, prepare: Any = None, around_step: Any = None) -
     ``prepare(optimizer)`` runs before the step; the step runs inside the context ``around_step()`` returns."""
     import contextlib
 
-    from graphtool.capture.user_code import running_user_code
+    from graphtool.capture.user.boundary import running_user_code
 
     module = sys.modules.get(getattr(spec, "module_name", "") or "")
     factory = getattr(module, OPTIMIZER_FACTORY, None) if module is not None else None

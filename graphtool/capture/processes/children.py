@@ -51,7 +51,7 @@ def run_jobs(
     that wrote its result but does not exit (a non-daemon thread the user's code started) is
     killed ``grace`` seconds later, its result kept.
 
-    Jobs and results are JSON dicts here; :mod:`graphtool.capture.lint_job` gives them types."""
+    Jobs and results are JSON dicts here; :mod:`graphtool.capture.processes.lint_job` gives them types."""
     results: list[dict | None] = [None] * len(jobs)
     pending = list(enumerate(jobs))
     running: list[_Running] = []

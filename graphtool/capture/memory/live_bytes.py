@@ -93,7 +93,7 @@ def eager_step_peak(spec) -> Optional[int]:
     gradient of every output that requires grad). None when the model raises there."""
     import torch
 
-    from graphtool.capture.saved_tensors import _runner
+    from graphtool.capture.memory.saved_tensors import _runner
 
     fake = compat.fake_tensor_mode()
     try:
@@ -113,7 +113,7 @@ def optimizer_step(spec) -> Optional[tuple[int, int]]:
     """``(state bytes, the step's peak bytes)`` of the script's ``get_optimizer(model)`` stepped once on the
     gradients the trace left; a foreach-capable optimizer left to choose (``foreach=None``) is stepped with
     ``foreach=True``, as it runs on a GPU. None when the script defines no ``get_optimizer``."""
-    from graphtool.capture.optimizer_state import state_bytes, stepped_optimizer
+    from graphtool.capture.memory.optimizer_state import state_bytes, stepped_optimizer
 
     def foreach_as_on_a_gpu(optimizer) -> None:
         for group in optimizer.param_groups:

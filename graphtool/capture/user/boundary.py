@@ -24,7 +24,7 @@ from pathlib import Path
 
 from graphtool.errors import GraphtoolError, UserCodeFailed
 
-_GRAPHTOOL_DIR = str(Path(__file__).resolve().parents[1])
+_GRAPHTOOL_DIR = str(Path(__file__).resolve().parents[2])
 
 
 def user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
@@ -194,7 +194,7 @@ def full_traceback(exc: BaseException) -> str:
 
 
 class Alarm(BaseException):
-    """Raised by ``--timeout``'s timer inside whatever code was running (see graphtool.capture.deadline):
+    """Raised by ``--timeout``'s timer inside whatever code was running (see graphtool.capture.user.deadline):
     every user-code boundary lets it through, as it lets Ctrl-C through."""
 
 

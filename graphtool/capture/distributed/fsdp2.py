@@ -16,7 +16,7 @@ it is traced as given. A script's ``get_optimizer(model)`` gives the optimizer w
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> with Fsdp2Session(world_size=8) as fsdp:
     ...     cap = trace_model(load_model("tests/fixtures/fsdp2/blocks.py"), wrapper=fsdp, backend="aot_eager")
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from graphtool.capture import compat
-from graphtool.capture.distributed import _destroy_group, check_no_group, check_world_size, factory_entry
+from graphtool.capture.distributed.ddp import _destroy_group, check_no_group, check_world_size, factory_entry
 from graphtool.errors import UsageError
 
 #: the optional factory of the optimizer whose state is measured: ``get_optimizer(model)``
@@ -208,7 +208,7 @@ class Fsdp2Session:
         factory = getattr(module, OPTIMIZER_FACTORY, None)
         if not callable(factory):
             return None
-        from graphtool.capture.user_code import running_user_code
+        from graphtool.capture.user.boundary import running_user_code
 
         with running_user_code(f"calling {OPTIMIZER_FACTORY}(model)", where=str(spec.path)):
             return factory(model)

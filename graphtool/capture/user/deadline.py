@@ -27,8 +27,8 @@ import signal
 import threading
 import traceback
 
-from graphtool.capture.user_code import Alarm as _Alarm
-from graphtool.capture.user_code import _is_user_file, full_traceback
+from graphtool.capture.user.boundary import Alarm as _Alarm
+from graphtool.capture.user.boundary import _is_user_file, full_traceback
 from graphtool.errors import TimedOut, UsageError
 
 
@@ -76,7 +76,7 @@ def _timed_out(alarm: _Alarm, seconds: float, what: str) -> TimedOut:
         frames = own
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
     running = f" in {frames[-1].name}()" if frames and frames[-1].name != "<module>" else ""
-    rank = getattr(alarm, "on_rank", None)  # set by graphtool.capture.ranks.on_rank: the rank it stopped in
+    rank = getattr(alarm, "on_rank", None)  # set by graphtool.capture.distributed.ranks.on_rank: the rank it stopped in
     return TimedOut(
         f"{rank + ': ' if rank else ''}{where}{what + ': ' if what else ''}still running after {_shown(seconds)} s (--timeout {_shown(seconds)}){running}",
         detail="".join(traceback.format_list(frames)) if frames else None,

@@ -19,12 +19,12 @@ import weakref
 from dataclasses import replace
 from typing import Any
 
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.user.script import ModelSpec
 
 
 def accelerator_of(spec: ModelSpec) -> str:
     """``cuda`` when the model already lives on a GPU, else ``meta`` (the stand-in)."""
-    from graphtool.capture.input_names import named_state
+    from graphtool.capture.user.input_names import named_state
     from graphtool.capture.tensors import iter_tensors
 
     params, buffers = named_state(spec.model)
@@ -38,7 +38,7 @@ def to_meta(spec: ModelSpec) -> ModelSpec:
     The model and the objects it holds change in place (a load of its own; a command that traces the
     model again makes its stand-in with :func:`copy_to_meta` instead, see
     :mod:`graphtool.capture.load_once`); tuples are rebuilt, so the returned spec carries the moved inputs."""
-    from graphtool.capture.input_names import reached_places
+    from graphtool.capture.user.input_names import reached_places
     from graphtool.capture.train_step import optimizers_reached
 
     mover = MetaMover()
@@ -353,7 +353,7 @@ def _higher_order_on_meta(name: str, func, args, kwargs):
     """A higher-order op of a stand-in graph, run without real data.
 
     On meta a predicate has no value of its own. When the stand-in replays the host values of a run
-    on the model's own device (capture/host_values.py), ``bool(pred)`` is the value that run's graph
+    on the model's own device (capture/standin/host_values.py), ``bool(pred)`` is the value that run's graph
     read, so ``cond`` takes the branch it took and ``while_loop`` runs as many times; with no value to
     read, ``cond`` runs its true branch (both branches return the same shapes, dtypes and devices,
     which is all a stand-in result carries) and ``while_loop`` returns its carried values (its body

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 #: the child-process entry point (``python -m WORKER JOB.json RESULT.json``)
-WORKER = "graphtool.capture.lint_worker"
+WORKER = "graphtool.capture.processes.lint_worker"
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class LintResult:
 def run_lint_jobs(jobs: list[LintJob], *, parallel: int = 1, timeout: float | None = None,
                   on_done: Callable[[int, LintResult], None] | None = None) -> list[LintResult]:
     """Run each job in its own child process, ``parallel`` at a time; results in the order asked."""
-    from graphtool.capture.child_processes import run_jobs
+    from graphtool.capture.processes.children import run_jobs
 
     def done(index: int, raw: dict) -> None:
         if on_done:

@@ -8,12 +8,12 @@ each parameter against ``bucket_bytes_cap``), and a rank compiles what its own c
 give it. So graphtool needs no GPU and no other process: torch's fake process group makes one
 process any rank of any world size (``dist.get_world_size()`` is the launch's), DDP's forward runs
 in it and splits as it does under gloo (measured: the same graphs as a one-process gloo group), and
-:mod:`graphtool.capture.ranks` runs the other ranks that could differ. A test compares them with
+:mod:`graphtool.capture.distributed.ranks` runs the other ranks that could differ. A test compares them with
 real gloo runs of 2 and 4 processes.
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> with DdpSession(world_size=8, bucket_cap_mb=1) as ddp:
     ...     cap = trace_model(load_model("examples/mlp.py"), wrapper=ddp)
@@ -247,7 +247,7 @@ def factory_entry(session: Any, target: Any, entry: str | None) -> tuple[str | N
     """The factory a wrapper session (``--ddp``, ``--fsdp2``) calls and its arguments: the script's
     ``get_distributed_model(world_size)`` when it defines one and no other entry was asked for (found
     without importing the script); ``session.from_factory`` says so."""
-    from graphtool.capture.script import split_target
+    from graphtool.capture.user.script import split_target
 
     if not isinstance(target, (str, os.PathLike)):  # a model object (graphtool.api): no script to read
         return entry, ()

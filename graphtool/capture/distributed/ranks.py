@@ -106,7 +106,7 @@ def as_rank(rank: int, world_size: int):
 def rank_signature(target: Any, entry: Optional[str], factory_args: tuple, rank: int, world_size: int) -> RankSignature:
     """Build rank ``rank``'s model and inputs as its process would, and take their signature.
     A failure in the script is reported as the rank's (``rank 3 of 4: model.py:12: ...``)."""
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     with on_rank(rank, world_size), as_rank(rank, world_size) as reads:
         spec = load_model(target, entry, factory_args=factory_args)
@@ -114,7 +114,7 @@ def rank_signature(target: Any, entry: Optional[str], factory_args: tuple, rank:
 
 
 def signature_of(spec: Any, rank: int, read_rank: bool = False) -> RankSignature:
-    from graphtool.capture.input_names import argument_names
+    from graphtool.capture.user.input_names import argument_names
     from graphtool.capture.tensors import iter_tensors
 
     names = argument_names(spec)
@@ -152,7 +152,7 @@ def on_rank(rank: int, world_size: int):
 def reads_rank(target: Any) -> tuple[int, ...]:
     """The lines of the script that read the rank (``dist.get_rank()``, ``os.environ["RANK"]``), found
     without importing it: a forward that branches on the rank compiles differently per rank."""
-    from graphtool.capture.script import split_target
+    from graphtool.capture.user.script import split_target
 
     if not isinstance(target, (str, os.PathLike)):
         return ()

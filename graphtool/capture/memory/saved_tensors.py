@@ -16,7 +16,7 @@ every saved tensor alive until the capture ends, so no storage is freed and its 
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> cap = capture_saved(load_model("examples/mlp.py"))
     >>> [(s.kind, s.op, s.shape) for s in cap.saved]  # doctest: +NORMALIZE_WHITESPACE
     [('input', None, (8, 32)), ('activation', 'aten.relu.default', (8, 64)),
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphtool.capture import compat
-from graphtool.capture.input_names import all_named_inputs, named_modules, named_state
-from graphtool.capture.script import ModelSpec, model_call_error
+from graphtool.capture.user.input_names import all_named_inputs, named_modules, named_state
+from graphtool.capture.user.script import ModelSpec, model_call_error
 from graphtool.capture.tensors import iter_tensors
 from graphtool.errors import GraphtoolBug
 
@@ -227,7 +227,7 @@ def _named_storages(spec: ModelSpec, named: dict, inputs: list) -> tuple[dict, l
 
 def higher_order_limit(exc: BaseException, hop: str, doing: str) -> GraphtoolBug:
     """graphtool's limit, said once and plainly (exit 3): it cannot yet ``doing`` through ``hop``."""
-    from graphtool.capture.user_code import user_frames
+    from graphtool.capture.user.boundary import user_frames
 
     frames = user_frames(exc)
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
@@ -358,7 +358,7 @@ def _function_holder(fn):
     modules it calls, under their names: ``functional_call`` swaps their tensors the way it swaps a model's."""
     import torch
 
-    from graphtool.capture.input_names import reached_state
+    from graphtool.capture.user.input_names import reached_state
 
     class FunctionHolder(torch.nn.Module):
         def forward(self, *args, **kwargs):
