@@ -17,7 +17,7 @@ again in every step is the worst case for ``mode="reduce-overhead"``.
 
 Example::
 
-    >>> from graphtool.analysis.cudagraphs import cudagraph_verdict
+    >>> from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     >>> from graphtool.capture.standin.meta import to_meta
     >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model

@@ -97,7 +97,7 @@ def _check_compile_mode(compat, mode: str) -> None:
 
 def _capture_verdict(target, entry, debug: bool, progress: Progress) -> tuple[dict, Optional[str]]:
     """The cudagraphs backend's verdict, and the reasons (with lines) that stop a capture of eager code."""
-    from graphtool.analysis.cudagraphs import cudagraph_verdict, eager_capture_blockers
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict, eager_capture_blockers
 
     capture, accel = steps.trace_standin(target, entry, None, inference=False, backend="cudagraphs", debug=debug,
                                          progress=progress)

@@ -74,7 +74,7 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
     graph's verdict and how many times a step runs it."""
     from dataclasses import replace
 
-    from graphtool.analysis.cudagraphs import check_backend, cudagraph_verdict, parse_settings
+    from graphtool.analysis.cudagraphs.verdict import check_backend, cudagraph_verdict, parse_settings
     from graphtool.analysis.steady_state import steady_state
     from graphtool.capture.steady_state import check_steps
 
@@ -103,12 +103,12 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
         found = any(r.skips for r in verdict.reasons) or bool(capture.no_graph) or not verdict.eligible
         extra = {}
         if ddp_report is not None:
-            from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+            from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
 
             extra = {"ddp": with_split_verdicts(ddp_report, verdict)}
             found = found or bool((ddp_report.unused or {}).get("fails_at_step"))  # the loop fails at step 2
         if fsdp2_report is not None:
-            from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+            from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
 
             extra = {"fsdp2": with_graph_verdicts(fsdp2_report, verdict, capture)}
         results.append(CudagraphsResult(common.model_header(capture), verdict, found, stopped=capture.stopped, **extra))

@@ -74,12 +74,12 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     batch) as symbols, so each saved tensor's bytes is also a formula of them. ``ddp`` (``world_size``,
     ``bucket_cap_mb``, ``find_unused_parameters``): the step runs as ``DDP(torch.compile(model))`` in a
     fake process group (as rank 0 of ``world_size``), and the result's ``rank`` (a
-    :class:`~graphtool.analysis.rank_memory.RankMemory`) says what each rank holds. ``fsdp2``
+    :class:`~graphtool.analysis.memory.rank_memory.RankMemory`) says what each rank holds. ``fsdp2``
     (``world_size``): the step runs under ``fully_shard`` per block and root as rank 0 of a fake
     process group; ``rank`` is the busiest rank's RankMemory with every rank in ``per_rank``, and
     ``fsdp2`` the FSDP2 report (units, collectives, each rank's shards). ``fit`` (a size such as ``24GiB`` or a
     GPU name) and ``budgets`` (``"1,0.5,0.1"``, or ``""`` for the default sweep): the result's ``fit`` (a
-    :class:`~graphtool.analysis.fit_report.FitReport`) predicts the training step's peak, eager beside compiled,
+    :class:`~graphtool.analysis.memory.fit_report.FitReport`) predicts the training step's peak, eager beside compiled,
     and at each activation-memory budget (:mod:`graphtool.commands.fit`)."""
     from graphtool.errors import UsageError
 
@@ -107,7 +107,7 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     results = []
     for target, ent in steps.targets(model, entry):
         spec = steps.load(target, ent, device, progress)
-        from graphtool.analysis.memory import build_memory_report
+        from graphtool.analysis.memory.saved import build_memory_report
         from graphtool.capture.memory.saved_tensors import capture_saved, mark_varying_sizes
         from graphtool.capture.tracer import trace_model
 
@@ -138,9 +138,9 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
 def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, ddp: dict) -> MemoryResult:
     """The memory report of one model run as ``DDP(torch.compile(model))``, with what one rank holds:
     DDP's bucket bytes from torch's own figures and the optimizer state of the script's ``get_optimizer``."""
-    from graphtool.analysis.distributed import build_ddp_report
-    from graphtool.analysis.memory import build_memory_report
-    from graphtool.analysis.rank_memory import ddp_rank_memory
+    from graphtool.analysis.distributed.wrappers import build_ddp_report
+    from graphtool.analysis.memory.saved import build_memory_report
+    from graphtool.analysis.memory.rank_memory import ddp_rank_memory
     from graphtool.capture import compat
     from graphtool.capture.memory.optimizer_state import optimizer_state_bytes
     from graphtool.capture.memory.saved_tensors import capture_saved
@@ -170,10 +170,10 @@ def _under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, 
     ``torch.compile(model)``) as rank 0 of a fake group, with what each rank holds: its shards, its
     gradients and optimizer state (the script's ``get_optimizer``), the all-gathered parameters and the
     activations the compiled graphs save, each graph once per call in the step."""
-    from graphtool.analysis.distributed import SKIPPED_ROOT_NOTE, build_fsdp2_report
-    from graphtool.analysis.fsdp2_cudagraphs import runs_per_step
-    from graphtool.analysis.memory import build_memory_report
-    from graphtool.analysis.rank_memory import fsdp2_rank_memory
+    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE, build_fsdp2_report
+    from graphtool.analysis.cudagraphs.fsdp2 import runs_per_step
+    from graphtool.analysis.memory.saved import build_memory_report
+    from graphtool.analysis.memory.rank_memory import fsdp2_rank_memory
     from graphtool.capture.memory.saved_tensors import capture_saved
     from graphtool.capture.tracer import trace_model
 

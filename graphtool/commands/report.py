@@ -220,7 +220,7 @@ class _Layout:
 
 def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, ddp=None,
          fsdp2=None) -> ReportResult:
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.devices import device_report
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import build_trace_report
@@ -242,12 +242,12 @@ def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, p
     trace = build_trace_report(capture)
     verdict = cudagraph_verdict(standin, backend=backend if backend != "aot_eager" else "inductor", predicted=accel == "meta")
     if ddp_report is not None:
-        from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+        from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
 
         ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
     rank_memory = None
     if fsdp2_report is not None:
-        from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+        from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
 
         fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
         rank_memory = _fsdp2_rank_memory(memory, fsdp2_report, capture)
@@ -262,7 +262,7 @@ def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, p
 
 def _own_device_under_fsdp2(target, ent, device, inference, backend, want_memory, debug, progress, fsdp2: dict):
     """:func:`_own_device` under FSDP2 as rank 0 of a fake process group: also the FSDP2 report."""
-    from graphtool.analysis.distributed import build_fsdp2_report
+    from graphtool.analysis.distributed.wrappers import build_fsdp2_report
 
     with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):
         ent, factory_args = session.entry(target, ent)
@@ -275,9 +275,9 @@ def _fsdp2_rank_memory(memory, report, capture):
     """Each rank's bytes with the compiled graphs' activations (``memory --fsdp2``'s), when memory was measured."""
     if memory is None:
         return None
-    from graphtool.analysis.distributed import SKIPPED_ROOT_NOTE
-    from graphtool.analysis.fsdp2_cudagraphs import runs_per_step
-    from graphtool.analysis.rank_memory import fsdp2_rank_memory
+    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE
+    from graphtool.analysis.cudagraphs.fsdp2 import runs_per_step
+    from graphtool.analysis.memory.rank_memory import fsdp2_rank_memory
 
     return fsdp2_rank_memory(memory, report.memory, runs_per_step(capture), world_size=report.world_size,
                              root_eager=SKIPPED_ROOT_NOTE in report.notes)
@@ -286,7 +286,7 @@ def _fsdp2_rank_memory(memory, report, capture):
 def _own_device_under_ddp(target, ent, device, inference, backend, want_memory, debug, progress, ddp: dict):
     """:func:`_own_device` in torch's fake process group, the model run as ``DDP(torch.compile(model))``
     for two steps (the second is where parameters without gradient fail): also the DDP report."""
-    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.analysis.distributed.wrappers import build_ddp_report
 
     with steps.ddp_session(ddp, progress) as session:
         with steps.own_group_hint("--ddp"):
@@ -323,7 +323,7 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
                               steps=n_steps)
     memory = None
     if eager is not None:
-        from graphtool.analysis.memory import build_memory_report
+        from graphtool.analysis.memory.saved import build_memory_report
 
         memory = build_memory_report(eager, capture)
     return capture, memory, note

@@ -40,7 +40,7 @@ def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max
                   settings: Sequence[str] = (), inference: bool = False, backend: str = "inductor",
                   advise: bool = True) -> ShapeOptions:
     """Every flag read and checked: a mistake is a usage error (exit 2) that names the flag."""
-    from graphtool.analysis.cudagraphs import check_backend, parse_settings
+    from graphtool.analysis.cudagraphs.verdict import check_backend, parse_settings
     from graphtool.capture.schedule import parse_marks, parse_sizes
     from graphtool.errors import UsageError
 
@@ -154,7 +154,7 @@ def _standin_schedule(schedule, spec, opts: ShapeOptions, marks=None):
 
 def _predict(spec, standin, opts: ShapeOptions, debug: bool, progress: Progress, what: str = ""):
     """Trace the stand-in over ``standin`` (a schedule on meta): the capture and its CUDA-graph verdict."""
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.capture.tracer import trace_model
 
     total = len(standin.steps)

@@ -352,7 +352,7 @@ def standin_under_ddp(target, entry, device, inference, backend, ddp: dict, *, d
     gloo group, DDP over the meta parameters): ``(capture, accelerator, DdpReport)``; each region is
     one graph DDP's optimizer split off, judged as torch judges its own compiled function. ``n_steps``
     steps run, so recompiles across steps under DDP are seen."""
-    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.analysis.distributed.wrappers import build_ddp_report
 
     with ddp_session(ddp, progress, what=" (stand-in)", debug=debug) as session:
         with own_group_hint("--ddp"):
@@ -422,7 +422,7 @@ def standin_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, 
     :func:`graphtool.capture.compat.fsdp2_on_meta`), ``torch.compile(model)``. Returns
     ``(capture, accelerator, Fsdp2Report)``; each region is one compiled block graph, judged as torch
     judges its own compiled function."""
-    from graphtool.analysis.distributed import build_fsdp2_report
+    from graphtool.analysis.distributed.wrappers import build_fsdp2_report
 
     with fsdp2_session(fsdp2, progress) as session, own_group_hint("--fsdp2"):
         entry, factory_args = session.entry(target, entry)

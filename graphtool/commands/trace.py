@@ -128,7 +128,7 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
     FSDP2 does to the graphs, its collectives and each rank's memory."""
     steps.check_backend(backend)
     if cudagraphs:
-        from graphtool.analysis.cudagraphs import check_backend
+        from graphtool.analysis.cudagraphs.verdict import check_backend
 
         check_backend(cudagraphs)
     results = []
@@ -159,7 +159,7 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
     if cudagraphs:
         from dataclasses import replace
 
-        from graphtool.analysis.cudagraphs import cudagraph_verdict
+        from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
         from graphtool.analysis.steady_state import steady_state
         from graphtool.capture.steady_state import DEFAULT_STEPS
 
@@ -176,11 +176,11 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
         verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
         verdict = replace(verdict, steady=steady_state(standin, verdict))
         if ddp is not None:
-            from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+            from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
 
             ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
         if fsdp2 is not None:
-            from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+            from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
 
             fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
     if bench:
@@ -195,7 +195,7 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
 def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug, progress):
     from dataclasses import replace
 
-    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.analysis.distributed.wrappers import build_ddp_report
     from graphtool.commands.ranks import rank_differences
 
     world = ddp["world_size"]
@@ -228,7 +228,7 @@ def _ddp_rank(target, entry, device, inference, backend, ddp: dict, debug, progr
 
 
 def _trace_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, debug, progress):
-    from graphtool.analysis.distributed import build_fsdp2_report
+    from graphtool.analysis.distributed.wrappers import build_fsdp2_report
 
     with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):
         entry, factory_args = session.entry(target, entry)

@@ -54,7 +54,7 @@ def predict(model: str, backend: str):
     """graphtool's verdict with its steady state over 5 steps, as ``graphtool cudagraphs --steps 5`` gives it."""
     from dataclasses import replace
 
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.steady_state import steady_state
 
     if model in GPU_READS:
@@ -210,7 +210,7 @@ def test_a_backward_with_no_op_is_left_uncompiled_by_inductor_only(backend, func
 def test_no_partitioning_leaves_the_no_op_backward_uncompiled_too():
     """The count_calls test runs before graph partitioning: with ``graph_partition=false`` the empty backward is
     still not CUDA-graphed (graphtool once counted it as one whole-graph partition)."""
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.steady_state import steady_state
     from graphtool.capture.standin.meta import to_meta
     from graphtool.capture.user.script import load_model

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from graphtool.analysis.graph_summary import Source
-from graphtool.analysis.memory import (
+from graphtool.analysis.memory.saved import (
     Recomputed,
     build_memory_report,
     eager_side,

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 import torch
 
-from graphtool.analysis.cudagraphs import _static_indices, cudagraph_verdict
+from graphtool.analysis.cudagraphs.verdict import _static_indices, cudagraph_verdict
 from graphtool.capture import compat
 from graphtool.capture.standin.meta import to_meta
 from graphtool.capture.user.script import load_model

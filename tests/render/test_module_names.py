@@ -76,7 +76,7 @@ def test_ops_a_forward_makes_through_one_helper_call_fold_into_a_box_named_after
 
 
 def test_a_wrapped_forward_facts_and_memory_name_modules_as_named_modules():
-    from graphtool.analysis.memory import build_memory_report
+    from graphtool.analysis.memory.saved import build_memory_report
     from graphtool.capture.memory.saved_tensors import capture_saved
 
     spec, capture = _traced(WRAPPED)

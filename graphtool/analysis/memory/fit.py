@@ -60,7 +60,7 @@ class Target:
 
     @property
     def label(self) -> str:
-        from graphtool.analysis.memory import format_bytes
+        from graphtool.analysis.memory.saved import format_bytes
 
         return f"{self.gpu.name} ({format_bytes(self.bytes)})" if self.gpu else format_bytes(self.bytes)
 
@@ -125,7 +125,7 @@ DEFAULT_BUDGETS = (1.0, 0.8, 0.6, 0.4, 0.2, 0.0)
 
 
 def verdict(peak: int, target: Target) -> str:
-    from graphtool.analysis.memory import format_bytes
+    from graphtool.analysis.memory.saved import format_bytes
 
     spare = target.bytes - peak
     if spare >= 0:

@@ -9,8 +9,8 @@ graphs, outside every CUDA graph, so no collective is captured.
 
 Example::
 
-    >>> from graphtool.analysis.cudagraphs import Partition, Verdict
-    >>> from graphtool.analysis.distributed import DdpReport, SplitGraph
+    >>> from graphtool.analysis.cudagraphs.verdict import Partition, Verdict
+    >>> from graphtool.analysis.distributed.wrappers import DdpReport, SplitGraph
     >>> g = SplitGraph(0, 0, 0, ("fc.weight",), 4, None, None)
     >>> ddp = DdpReport("DDP(torch.compile(model))", 2, 25.0, 1.0, (g,), (), 1, (), ())
     >>> v = Verdict("inductor", True, True, 1, (), {}, partitions=(Partition(0, "forward", 0, 3, True),))
@@ -50,7 +50,7 @@ def split_verdict(verdict, region: int) -> dict:
 
 
 def with_split_verdicts(report, verdict, *, standin=None):
-    """``report`` (a :class:`~graphtool.analysis.distributed.DdpReport`) with each graph's verdict
+    """``report`` (a :class:`~graphtool.analysis.distributed.wrappers.DdpReport`) with each graph's verdict
     and the note on what CUDA graphs do under DDP. ``standin``: the stand-in's DDP report when the
     verdict came from another run than ``report``'s (``trace --ddp --cudagraphs``)."""
     graphs = tuple(replace(g, cudagraphs=split_verdict(verdict, g.region)) for g in report.graphs)

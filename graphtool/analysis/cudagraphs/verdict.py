@@ -35,7 +35,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from graphtool.analysis.cudagraph_catalogue import ENTRIES, INCOMPATIBLE, PREFIX, SPLITS, by_slug, clean_message
+from graphtool.analysis.cudagraphs.catalogue import ENTRIES, INCOMPATIBLE, PREFIX, SPLITS, by_slug, clean_message
 from graphtool.analysis.graph_summary import Source, user_source
 from graphtool.capture import compat
 
@@ -71,7 +71,7 @@ class Reason:
     skips: bool
     source: Source | None
     fix: str
-    cg: str = ""  # the catalogue code (CG002); see graphtool.analysis.cudagraph_catalogue
+    cg: str = ""  # the catalogue code (CG002); see graphtool.analysis.cudagraphs.catalogue
     torch_message: str = ""  # torch's message verbatim, doubled prefix and stack trace included; "" where torch logs nothing
     kind: str = ""  # skip | split | risk | note
     silent: str = ""  # set when torch says nothing for it: what torch does instead

@@ -12,7 +12,7 @@ and 8 replays per step, as graphtool predicts on the meta stand-in.
 
 Example::
 
-    >>> from graphtool.analysis.cudagraphs import Partition, Verdict
+    >>> from graphtool.analysis.cudagraphs.verdict import Partition, Verdict
     >>> v = Verdict("inductor", True, True, 1, (), {}, partitions=(Partition(0, "forward", 0, 3, True),))
     >>> [g.to_dict()["cudagraphs"]["cudagraphed"] for g in graph_verdicts(v, None, regions=1)]
     [True]
@@ -34,7 +34,7 @@ MISMATCH_NOTE = ("the stand-in run under FSDP2 compiled {standin} graph(s) where
 class Fsdp2Graph:
     """One compiled graph under FSDP2: its region in trace's ``graphs``, how many times the last
     step ran its forward (the blocks it serves), and its CUDA-graph verdict
-    (:func:`graphtool.analysis.ddp_cudagraphs.split_verdict`'s shape)."""
+    (:func:`graphtool.analysis.cudagraphs.ddp.split_verdict`'s shape)."""
 
     region: int
     runs_per_step: Optional[int]
@@ -59,14 +59,14 @@ def runs_per_step(capture: Any) -> dict[int, int]:
 
 def graph_verdicts(verdict, capture: Any, *, regions: int) -> tuple[Fsdp2Graph, ...]:
     """Each of ``regions`` compiled graphs with its part of ``verdict`` and its calls per step."""
-    from graphtool.analysis.ddp_cudagraphs import split_verdict
+    from graphtool.analysis.cudagraphs.ddp import split_verdict
 
     runs = runs_per_step(capture) if capture is not None else {}
     return tuple(Fsdp2Graph(r, runs.get(r), split_verdict(verdict, r)) for r in range(regions))
 
 
 def with_graph_verdicts(report, verdict, capture: Any, *, standin=None):
-    """``report`` (a :class:`~graphtool.analysis.distributed.Fsdp2Report`) with each compiled graph's
+    """``report`` (a :class:`~graphtool.analysis.distributed.wrappers.Fsdp2Report`) with each compiled graph's
     verdict (from ``capture``, the stand-in run) and what CUDA graphs do under FSDP2. ``standin``: the
     stand-in's FSDP2 report when ``report`` came from another run (``trace --fsdp2 --cudagraphs``)."""
     count = standin.graph_count if standin is not None else report.graph_count

@@ -65,7 +65,7 @@ def _row(r: RankMemory) -> dict:
 
 def ddp_rank_memory(memory, buckets: dict | None, optimizer_bytes: int | None, notes: tuple[str, ...] = ()) -> RankMemory:
     """One DDP rank: parameters and gradients from ``memory`` (a
-    :class:`~graphtool.analysis.memory.MemoryReport`), the activations its compiled graphs save,
+    :class:`~graphtool.analysis.memory.saved.MemoryReport`), the activations its compiled graphs save,
     DDP's buckets from torch's own figures (:func:`graphtool.capture.compat.ddp_bucket_sizes`),
     and the optimizer's state (None: the script gives no optimizer)."""
     said = list(notes)
@@ -108,12 +108,12 @@ def fsdp2_activations(memory, runs: dict[int, int]) -> tuple[int, int]:
 
 def fsdp2_rank_memory(memory, ranks, runs: dict[int, int], *, world_size: int, root_eager: bool = False) -> RankMemory:
     """Each FSDP2 rank's :class:`RankMemory` from ``ranks`` (the report's
-    :class:`~graphtool.analysis.distributed.Fsdp2RankMemory` rows) and the compiled graphs' saved
-    activations in ``memory`` (a :class:`~graphtool.analysis.memory.MemoryReport`) times the calls per
+    :class:`~graphtool.analysis.distributed.wrappers.Fsdp2RankMemory` rows) and the compiled graphs' saved
+    activations in ``memory`` (a :class:`~graphtool.analysis.memory.saved.MemoryReport`) times the calls per
     step; the busiest rank on top (rank 0: the last ranks own fewer rows), every rank in ``per_rank``.
     ``root_eager``: dynamo skipped the root's frame, whose own ops save outside the compiled graphs.
 
-    >>> from graphtool.analysis.distributed import Fsdp2RankMemory
+    >>> from graphtool.analysis.distributed.wrappers import Fsdp2RankMemory
     >>> from types import SimpleNamespace
     >>> mem = SimpleNamespace(regions=(SimpleNamespace(region=0, activation_bytes=100),))
     >>> rows = (Fsdp2RankMemory(0, 1024, 1000, 1000, None, 4096, 8192), Fsdp2RankMemory(1, 1024, 900, 900, None, 4096, 8192))

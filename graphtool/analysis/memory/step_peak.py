@@ -26,7 +26,7 @@ from graphtool.capture.tensors import iter_tensors
 
 
 def _bytes(val) -> int:
-    from graphtool.analysis.memory import _int
+    from graphtool.analysis.memory.saved import _int
 
     total = 0
     for t in iter_tensors(val):

@@ -4,7 +4,7 @@ activation-memory budget trades.
 For each budget the regions' joint graphs (recorded once, as the trace partitioned them) are partitioned again by
 torch's own ``min_cut_rematerialization_partition`` with ``torch._functorch.config.activation_memory_budget`` set
 (:func:`graphtool.capture.compat.partition_at_budget`): the saved set is the partitioner's, never imitated. Each
-partition's forward and backward graphs go through :mod:`graphtool.analysis.step_peak`'s timeline.
+partition's forward and backward graphs go through :mod:`graphtool.analysis.memory.step_peak`'s timeline.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import dataclasses
 import types
 from dataclasses import dataclass, field
 
-from graphtool.analysis.fit import Target, verdict
-from graphtool.analysis.memory import compiled_side, format_bytes, group
-from graphtool.analysis.step_peak import Timeline, rounded, timeline
+from graphtool.analysis.memory.fit import Target, verdict
+from graphtool.analysis.memory.saved import compiled_side, format_bytes, group
+from graphtool.analysis.memory.step_peak import Timeline, rounded, timeline
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ cudagraph_trees}.py``, ``_dynamo/backends/cudagraphs.py``) of each release. Each
 stable graphtool code (``CG001``...), torch's message template verbatim (``{...}`` marks what torch
 fills in), where torch emits it, the settings it applies to, whether graphtool decides it from the
 traced graphs and config before any run (``predicted``) or can only flag it (``risk``), and the fix.
-``docs/cudagraphs.md`` is generated from this table (``python -m graphtool.analysis.cudagraph_catalogue``);
+``docs/cudagraphs.md`` is generated from this table (``python -m graphtool.analysis.cudagraphs.catalogue``);
 a test fails when the two differ.
 
 Applies-to keys: ``partition`` (``mode="reduce-overhead"``, ``graph_partition`` on, the default
@@ -267,8 +267,8 @@ def markdown() -> str:
     lines = [
         "# Why CUDA graphs are skipped, split or disabled: the catalogue",
         "",
-        "Generated from `graphtool/analysis/cudagraph_catalogue.py` by",
-        "`python -m graphtool.analysis.cudagraph_catalogue > docs/cudagraphs.md`; a test fails when they differ.",
+        "Generated from `graphtool/analysis/cudagraphs/catalogue.py` by",
+        "`python -m graphtool.analysis.cudagraphs.catalogue > docs/cudagraphs.md`; a test fails when they differ.",
         "Read from torch 2.11 to 2.15's source. *Applies to*: `partition` = `mode=\"reduce-overhead\"` with",
         "`torch._inductor.config.graph_partition` on (the default outside fbcode), `no-partition` = the same with it off,",
         "`cudagraphs` = `backend=\"cudagraphs\"`. *Decided*: `predicted` = graphtool decides it from the traced graphs,",

@@ -47,7 +47,7 @@ class SplitGraph:
     bytes: int
     module: Optional[str]
     source: Optional[Source]
-    cudagraphs: Optional[dict] = None  # this graph's CUDA-graph verdict (``--cudagraphs``; analysis.ddp_cudagraphs)
+    cudagraphs: Optional[dict] = None  # this graph's CUDA-graph verdict (``--cudagraphs``; analysis.cudagraphs.ddp)
 
     def to_dict(self) -> dict:
         return {"region": self.region, "dynamo_graph": self.dynamo_graph, "bucket": self.bucket,
@@ -83,8 +83,8 @@ class DdpReport:
     dynamo_graphs: int
     collectives: tuple[Collective, ...]
     notes: tuple[str, ...]
-    unused: Optional[dict] = None  # parameters no step gave a gradient (analysis.ddp_cudagraphs.unused_parameters)
-    ranks: Any = None  # RanksReport (graphtool.analysis.ranks): which ranks compile which graphs
+    unused: Optional[dict] = None  # parameters no step gave a gradient (analysis.cudagraphs.ddp.unused_parameters)
+    ranks: Any = None  # RanksReport (graphtool.analysis.distributed.ranks): which ranks compile which graphs
 
     @property
     def graph_count(self) -> int:
@@ -126,7 +126,7 @@ def build_ddp_report(capture: Any, run: Any) -> DdpReport:
         what = (COMPILED_DDP_SPLIT.format(graphs=len(graphs)) if graphs else
                 COMPILED_DDP_NONE if not capture.regions else f"{len(capture.regions)} graph(s)")
         notes.insert(0, COMPILED_DDP_NOTE.format(wrapper=run.wrapper, what=what))
-    from graphtool.analysis.ddp_cudagraphs import unused_parameters
+    from graphtool.analysis.cudagraphs.ddp import unused_parameters
 
     return DdpReport(run.wrapper, run.world_size, run.bucket_cap_mb, run.first_bucket_bytes / _MB, tuple(graphs),
                      tuple(sorted(totals.items())), len(run.frames), collectives, tuple(notes),
@@ -283,7 +283,7 @@ class Fsdp2Report:
     memory: tuple[Fsdp2RankMemory, ...]
     predicted_only: tuple[str, ...]
     notes: tuple[str, ...]
-    graphs: Optional[tuple] = None  # each compiled graph's CUDA-graph verdict (analysis.fsdp2_cudagraphs.Fsdp2Graph)
+    graphs: Optional[tuple] = None  # each compiled graph's CUDA-graph verdict (analysis.cudagraphs.fsdp2.Fsdp2Graph)
 
     def to_dict(self) -> dict:
         return {
