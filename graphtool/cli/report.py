@@ -50,10 +50,10 @@ def report(
         from graphtool.capture.user.script import check_script_path
 
         check_script_path(model)
-    from graphtool.commands import steps
+    from graphtool.commands import shared
     from graphtool.commands.report import default_output
 
-    targets = steps.targets(model, entry)
+    targets = shared.targets(model, entry)
     if output is None:
         output = default_output(targets[0][0]) if len(targets) == 1 else Path("report.html")
     _check_output(output)

@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.errors import UsageError
 
@@ -30,17 +30,17 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
     """Time the first model's modes side by side on the same inputs."""
     if iters < 1 or repeat < 1 or warmup < 0:
         raise UsageError("--iters and --repeat must be 1 or more, --warmup 0 or more")
-    target, ent = steps.targets(model, entry)[0]
+    target, ent = shared.targets(model, entry)[0]
     progress.phase("importing torch...")
-    with steps.quiet_stdout():
+    with shared.quiet_stdout():
         from graphtool.capture import compat
 
         torch = compat.import_torch()
         run_on = _run_device(torch, device, cudagraphs)
     # the script runs once: --cudagraphs's verdict traces a meta copy of the model it built (a --device other
     # than the script's own builds the timed model there, and the verdict's where the script puts it: twice)
-    with steps.one_load(standin=True) if cudagraphs else contextlib.nullcontext():
-        spec = steps.load(target, ent, device, progress)
+    with shared.one_load(standin=True) if cudagraphs else contextlib.nullcontext():
+        spec = shared.load(target, ent, device, progress)
         _check_compile_mode(compat, compile_mode)
         verdict, blocked = None, None
         if cudagraphs:
@@ -51,7 +51,7 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
     if is_module(spec.model):
         spec.model.to(run_on)
     spec = _inputs_to(spec, run_on)
-    results = steps.run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda,
+    results = shared.run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda,
                                     backward=backward, warmup=warmup, iters=iters, repeat=repeat, blocked=blocked,
                                     progress=progress, debug=debug)
     if cudagraphs and not has_cuda:  # every mode --cudagraphs asks for gets a row that says why it did not run
@@ -99,7 +99,7 @@ def _capture_verdict(target, entry, debug: bool, progress: Progress) -> tuple[di
     """The cudagraphs backend's verdict, and the reasons (with lines) that stop a capture of eager code."""
     from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict, eager_capture_blockers
 
-    capture, accel = steps.trace_standin(target, entry, None, inference=False, backend="cudagraphs", debug=debug,
+    capture, accel = shared.trace_standin(target, entry, None, inference=False, backend="cudagraphs", debug=debug,
                                          progress=progress)
     verdict = cudagraph_verdict(capture, backend="cudagraphs", predicted=accel == "meta").to_dict()
     blockers = eager_capture_blockers(verdict)

@@ -157,11 +157,11 @@ def lint_model(model, *, steps: Optional[Sequence] = None, max_graph_breaks: Opt
     the model's source file) are accepted."""
     from graphtool.analysis.lint import Budget, LintReport, LintTarget
     from graphtool.capture.processes.lint_worker import lint_spec
-    from graphtool.commands import steps as common
+    from graphtool.commands import shared
 
     check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
     base = baselines.accepted(baseline)
-    spec = common.load(model, None, None)
+    spec = shared.load(model, None, None)
     calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]
     result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=debug)
     budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 
@@ -170,17 +170,17 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     process group, and the page has an FSDP2 section (units, each graph's CUDA-graph verdict, the eager
     collectives, each rank's memory)."""
 
-    steps.check_backend(backend)
+    shared.check_backend(backend)
     from graphtool.capture.user.deadline import check_timeout
 
     check_timeout(layout_timeout, "--layout-timeout")
     if fsdp2 is not None:
-        steps.check_fsdp2(fsdp2, ddp, device)
+        shared.check_fsdp2(fsdp2, ddp, device)
     if ddp is not None:
-        steps.check_ddp(ddp, device)
+        shared.check_ddp(ddp, device)
     results = []
-    for target, ent in steps.targets(model, entry):
-        with steps.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
+    for target, ent in shared.targets(model, entry):
+        with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
             results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug,
                                 progress, ddp=ddp, fsdp2=fsdp2))
     return results
@@ -229,16 +229,16 @@ def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, p
     if fsdp2 is not None:
         capture, memory, memory_note, fsdp2_report = _own_device_under_fsdp2(target, ent, device, inference, backend,
                                                                              want_memory, debug, progress, fsdp2)
-        standin, accel, standin_fsdp2 = steps.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
+        standin, accel, standin_fsdp2 = shared.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
                                                                   debug=debug, progress=progress)
     elif ddp is not None:
         capture, memory, memory_note, ddp_report = _own_device_under_ddp(target, ent, device, inference, backend,
                                                                          want_memory, debug, progress, ddp)
-        standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, backend, ddp, debug=debug,
+        standin, accel, standin_ddp = shared.standin_under_ddp(target, ent, device, inference, backend, ddp, debug=debug,
                                                               progress=progress)
     else:
         capture, memory, memory_note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress)
-        standin, accel = steps.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
+        standin, accel = shared.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
     trace = build_trace_report(capture)
     verdict = cudagraph_verdict(standin, backend=backend if backend != "aot_eager" else "inductor", predicted=accel == "meta")
     if ddp_report is not None:
@@ -264,7 +264,7 @@ def _own_device_under_fsdp2(target, ent, device, inference, backend, want_memory
     """:func:`_own_device` under FSDP2 as rank 0 of a fake process group: also the FSDP2 report."""
     from graphtool.analysis.distributed.wrappers import build_fsdp2_report
 
-    with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):
+    with shared.fsdp2_session(fsdp2, progress) as session, shared.own_group_hint("--fsdp2"):
         ent, factory_args = session.entry(target, ent)
         capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
                                             wrapper=session, factory_args=factory_args)
@@ -288,8 +288,8 @@ def _own_device_under_ddp(target, ent, device, inference, backend, want_memory, 
     for two steps (the second is where parameters without gradient fail): also the DDP report."""
     from graphtool.analysis.distributed.wrappers import build_ddp_report
 
-    with steps.ddp_session(ddp, progress) as session:
-        with steps.own_group_hint("--ddp"):
+    with shared.ddp_session(ddp, progress) as session:
+        with shared.own_group_hint("--ddp"):
             ent, factory_args = session.entry(target, ent)
             capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
                                                 wrapper=session, factory_args=factory_args, n_steps=2)
@@ -302,7 +302,7 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
     from graphtool.capture.tracer import trace_model
     from graphtool.errors import GraphtoolError
 
-    spec = steps.load(target, ent, device, progress, factory_args, wrapped=wrapper is not None)
+    spec = shared.load(target, ent, device, progress, factory_args, wrapped=wrapper is not None)
     eager = None
     note = None if want_memory else "not measured (--no-memory)"
     if want_memory and not inference:
@@ -310,14 +310,14 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
 
         progress.phase("running the forward eagerly, recording what autograd saves...")
         try:
-            with steps.quiet_stdout():
+            with shared.quiet_stdout():
                 eager = capture_saved(spec)
         except GraphtoolError as exc:
             note = f"not available: {exc.message}"
     elif inference:
         note = "not measured: --inference traces no backward"
     progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
-    with steps.quiet_stdout():
+    with shared.quiet_stdout():
         capture = trace_model(spec, inference=inference, backend=backend, quiet=not debug,
                               on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
                               steps=n_steps)

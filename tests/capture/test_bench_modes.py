@@ -426,7 +426,7 @@ def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
     on a machine with CUDA (before, the GPU's name was printed for CPU timings)."""
     import graphtool.analysis.bench_report as ab
     from graphtool.capture.bench.modes import cuda_device_of
-    from graphtool.commands.steps import eager_vs_compiled
+    from graphtool.commands.shared import eager_vs_compiled
 
     assert cuda_device_of(load_model(example("mlp.py"))) is None
     assert cuda_device_of(load_model(example("mutate_input.py"))) is None  # a function model
