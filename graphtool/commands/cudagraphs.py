@@ -74,11 +74,11 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
     graph's verdict and how many times a step runs it."""
     from dataclasses import replace
 
-    from graphtool.analysis.cudagraphs.verdict import check_backend, cudagraph_verdict, parse_settings
+    from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend, cudagraph_verdict, parse_settings
     from graphtool.analysis.steady_state import steady_state
     from graphtool.capture.steady_state import check_steps
 
-    check_backend(backend)
+    check_cudagraph_backend(backend)
     overrides = parse_settings(settings)
     n_steps = check_steps(steps)
     results = []

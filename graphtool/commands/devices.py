@@ -39,7 +39,7 @@ def devices(model: Optional[str] = None, *, entry: Optional[str] = None, device:
     """One :class:`DevicesResult` (a DeviceReport) per model; ``found`` when a node is off the main device."""
     from graphtool.analysis.devices import device_report
 
-    shared.check_backend(backend)
+    shared.check_aot_backend(backend)
     results = []
     for target, ent in shared.targets(model, entry):
         capture, accel = shared.trace_standin(target, ent, device, inference, backend=backend, debug=debug,

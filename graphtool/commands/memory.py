@@ -83,7 +83,7 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     and at each activation-memory budget (:mod:`graphtool.commands.fit`)."""
     from graphtool.errors import UsageError
 
-    shared.check_backend(backend)
+    shared.check_aot_backend(backend)
     if by not in BY:
         raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
     if depth is not None and depth < 1:

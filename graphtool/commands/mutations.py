@@ -63,7 +63,7 @@ def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, devic
     that ``allow`` (kinds such as ``buffers``, or FQN patterns) does not accept."""
     from graphtool.analysis.mutations import analyze_mutations, is_allowed
 
-    shared.check_backend(backend)
+    shared.check_aot_backend(backend)
     results = []
     for target, ent in shared.targets(model, entry):
         capture = shared.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,

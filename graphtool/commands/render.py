@@ -55,7 +55,7 @@ def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device:
     from graphtool.analysis.drawing import collapse as fold
 
     check_options(graph, collapse, depth)
-    shared.check_backend(backend)
+    shared.check_aot_backend(backend)
     target, ent = shared.targets(model, entry)[0]
     # modules are drawn as clusters even when nothing folds: they keep the layout local and fast
     picture = _build(target, ent, device, graph, saved, region, modules=True, backend=backend,

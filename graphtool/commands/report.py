@@ -170,7 +170,7 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     process group, and the page has an FSDP2 section (units, each graph's CUDA-graph verdict, the eager
     collectives, each rank's memory)."""
 
-    shared.check_backend(backend)
+    shared.check_aot_backend(backend)
     from graphtool.capture.user.deadline import check_timeout
 
     check_timeout(layout_timeout, "--layout-timeout")

@@ -40,11 +40,11 @@ def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max
                   settings: Sequence[str] = (), inference: bool = False, backend: str = "inductor",
                   advise: bool = True) -> ShapeOptions:
     """Every flag read and checked: a mistake is a usage error (exit 2) that names the flag."""
-    from graphtool.analysis.cudagraphs.verdict import check_backend, parse_settings
+    from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend, parse_settings
     from graphtool.capture.schedule import parse_marks, parse_sizes
     from graphtool.errors import UsageError
 
-    check_backend(backend)
+    check_cudagraph_backend(backend)
     if backend not in ("inductor", "cudagraphs"):
         raise UsageError(f"--backend {backend!r}: shapes predicts CUDA graphs under inductor (mode=\"reduce-overhead\") "
                          "or backend=\"cudagraphs\"", hint="--backend inductor or --backend cudagraphs")

@@ -221,8 +221,8 @@ def _judge_every_region(stopped, target, entry, device, inference, backend, dyna
     return replace(best, regions_compiled=compiled)
 
 
-def check_backend(backend: str) -> str:
-    """``--backend``: a torch.compile backend whose AOT stage graphtool reproduces."""
+def check_aot_backend(backend: str) -> str:
+    """``--backend``: a torch.compile backend whose AOT stage graphtool reproduces (``compat.AOT_BACKENDS``)."""
     from graphtool.capture.compat import AOT_BACKENDS
     from graphtool.errors import UsageError
 

@@ -126,11 +126,11 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
     splits off is one region, and the result's ``ddp`` says where and why. ``fsdp2`` (``world_size``)
     runs it under ``fully_shard`` as rank 0 of a fake process group: the result's ``fsdp2`` says what
     FSDP2 does to the graphs, its collectives and each rank's memory."""
-    shared.check_backend(backend)
+    shared.check_aot_backend(backend)
     if cudagraphs:
-        from graphtool.analysis.cudagraphs.verdict import check_backend
+        from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend
 
-        check_backend(cudagraphs)
+        check_cudagraph_backend(cudagraphs)
     results = []
     if ddp is not None:
         shared.check_ddp(ddp, device)

@@ -806,8 +806,9 @@ def _break_reasons(breaks) -> list[Reason]:
     return out
 
 
-def check_backend(backend: str) -> None:
-    """Refuse an unknown backend before any tracing is spent on it."""
+def check_cudagraph_backend(backend: str) -> None:
+    """A backend whose CUDA graphs the verdict models (:data:`BACKENDS`); refuse another before any tracing
+    is spent on it."""
     if backend not in BACKENDS:
         from graphtool.errors import UsageError
 
@@ -819,7 +820,7 @@ def cudagraph_verdict(capture, *, backend: str = "inductor", predicted: bool = T
     torch's config overridden by ``settings`` (:func:`parse_settings`)."""
     from graphtool.analysis.trace_report import dedupe_breaks
 
-    check_backend(backend)
+    check_cudagraph_backend(backend)
     reasons: list[Reason] = []
     parts: list[Partition] = []
     settings = dict(settings or {})
