@@ -254,8 +254,8 @@ def analyze_mutations(capture) -> MutationReport:
 
 def model_output_aliases(capture) -> list[ModelOutputAlias]:
     """Storage sharing among the tensors the compiled model really returned, and with its inputs."""
-    from graphtool.capture.user.input_names import all_named_inputs
     from graphtool.capture.tensors import iter_tensors
+    from graphtool.capture.user.input_names import all_named_inputs
 
     inputs = {}
     for i, (name, t) in enumerate(all_named_inputs(capture.spec)):

@@ -21,10 +21,10 @@ import sys
 from dataclasses import dataclass
 
 from graphtool.capture import compat
-from graphtool.capture.user.input_names import argument_names, named_modules, named_state
-from graphtool.capture.user.script import ModelSpec, with_call_detail
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user.boundary import running_user_code
+from graphtool.capture.user.input_names import argument_names, named_modules, named_state
+from graphtool.capture.user.script import ModelSpec, with_call_detail
 from graphtool.errors import UserCodeFailed
 
 

@@ -132,8 +132,8 @@ class LoadOnce:
         loaded = self._loaded.get(key)
         if loaded is not None:
             return loaded
-        from graphtool.capture.standin.meta import accelerator_of
         from graphtool.capture.model_object import _State
+        from graphtool.capture.standin.meta import accelerator_of
 
         spec = self._run(key)
         accel = accelerator_of(spec)

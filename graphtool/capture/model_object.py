@@ -43,8 +43,8 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from graphtool.capture.user.script import ModelSpec, _build_spec
 from graphtool.capture.train_step import optimizer_of_step, optimizers_reached
+from graphtool.capture.user.script import ModelSpec, _build_spec
 
 
 def object_spec(model: Any, args: tuple, kwargs: dict | None = None) -> ModelSpec:

@@ -30,8 +30,6 @@ from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, d
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.standin.host_values import HostValues
-from graphtool.capture.user.input_names import argument_names, named_state, source_kind_and_name
-from graphtool.capture.user.script import ModelSpec, model_call_error
 from graphtool.capture.steady_state import CallLogger, run_steps
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.train_step import StepWatch, optimizer_of_step, optimizer_state_names, script_parameter_names
@@ -43,6 +41,8 @@ from graphtool.capture.user.boundary import (
     nearest_user_frame,
     torch_stage,
 )
+from graphtool.capture.user.input_names import argument_names, named_state, source_kind_and_name
+from graphtool.capture.user.script import ModelSpec, model_call_error
 from graphtool.errors import GraphtoolBug, GraphtoolError, TraceFailed
 
 

@@ -139,8 +139,8 @@ def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, dd
     """The memory report of one model run as ``DDP(torch.compile(model))``, with what one rank holds:
     DDP's bucket bytes from torch's own figures and the optimizer state of the script's ``get_optimizer``."""
     from graphtool.analysis.distributed.wrappers import build_ddp_report
-    from graphtool.analysis.memory.saved import build_memory_report
     from graphtool.analysis.memory.rank_memory import ddp_rank_memory
+    from graphtool.analysis.memory.saved import build_memory_report
     from graphtool.capture import compat
     from graphtool.capture.memory.optimizer_state import optimizer_state_bytes
     from graphtool.capture.memory.saved_tensors import capture_saved
@@ -170,10 +170,10 @@ def _under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, 
     ``torch.compile(model)``) as rank 0 of a fake group, with what each rank holds: its shards, its
     gradients and optimizer state (the script's ``get_optimizer``), the all-gathered parameters and the
     activations the compiled graphs save, each graph once per call in the step."""
-    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE, build_fsdp2_report
     from graphtool.analysis.cudagraphs.fsdp2 import runs_per_step
-    from graphtool.analysis.memory.saved import build_memory_report
+    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE, build_fsdp2_report
     from graphtool.analysis.memory.rank_memory import fsdp2_rank_memory
+    from graphtool.analysis.memory.saved import build_memory_report
     from graphtool.capture.memory.saved_tensors import capture_saved
     from graphtool.capture.tracer import trace_model
 

@@ -275,8 +275,8 @@ def _fsdp2_rank_memory(memory, report, capture):
     """Each rank's bytes with the compiled graphs' activations (``memory --fsdp2``'s), when memory was measured."""
     if memory is None:
         return None
-    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE
     from graphtool.analysis.cudagraphs.fsdp2 import runs_per_step
+    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE
     from graphtool.analysis.memory.rank_memory import fsdp2_rank_memory
 
     return fsdp2_rank_memory(memory, report.memory, runs_per_step(capture), world_size=report.world_size,

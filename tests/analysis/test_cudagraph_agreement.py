@@ -22,8 +22,8 @@ FIX = FIXTURES / "cudagraphs"
 @functools.cache
 def trace(name: str, backend: str = "inductor"):
     from graphtool.capture.standin.meta import to_meta
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(str(FIX / f"{name}.py"))
     cfg = getattr(sys.modules[spec.module_name], "DYNAMO_CONFIG", {})

@@ -60,8 +60,8 @@ def predict(model: str, backend: str):
     if model in GPU_READS:
         from graphtool.capture.standin.host_values import HostValues
         from graphtool.capture.standin.meta import to_meta
-        from graphtool.capture.user.script import load_model
         from graphtool.capture.tracer import trace_model
+        from graphtool.capture.user.script import load_model
 
         values = HostValues()
         values.values.extend(GPU_READS[model])
@@ -213,8 +213,8 @@ def test_no_partitioning_leaves_the_no_op_backward_uncompiled_too():
     from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.steady_state import steady_state
     from graphtool.capture.standin.meta import to_meta
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     capture = trace_model(to_meta(load_model(str(ROOT / "tests" / "fixtures" / "steady" / "passthrough_backward.py"))),
                           standin=True, steps=STEPS)

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from graphtool.analysis.mutations import analyze_mutations
-from graphtool.capture.user.script import ModelSpec, load_model
 from graphtool.capture.tracer import trace_model
+from graphtool.capture.user.script import ModelSpec, load_model
 from tests.helpers import example, traced
 
 

@@ -163,8 +163,8 @@ def test_a_backward_the_caller_still_holds_survives_a_trace():
 
 
 def test_the_stand_in_is_a_meta_copy_keeping_tied_weights_and_static_marks():
-    from graphtool.capture.standin.meta import copy_to_meta
     from graphtool.capture.model_object import object_spec
+    from graphtool.capture.standin.meta import copy_to_meta
 
     class Tied(torch.nn.Module):
         def __init__(self):

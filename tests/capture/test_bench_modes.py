@@ -9,8 +9,8 @@ import torch
 
 from graphtool.analysis.timing_stats import speedup, summarize
 from graphtool.capture.bench.modes import compare, input_sets, make_step, run_modes
-from graphtool.capture.user.script import load_model
 from graphtool.capture.bench.timers import measure
+from graphtool.capture.user.script import load_model
 from tests.helpers import FIXTURES, example
 
 

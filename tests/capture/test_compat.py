@@ -352,8 +352,8 @@ def test_complex_memory_overlap_in_the_verdict():
 
     from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.capture.standin.meta import to_meta
-    from graphtool.capture.user.script import ModelSpec
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import ModelSpec
 
     def windows(x):
         return x * 2
@@ -422,8 +422,8 @@ def test_a_reloaded_script_is_not_guarded_against_its_previous_load():
     """A @torch.no_grad() function over a module-level module, loaded twice in one process (the
     stand-in moved the first load's module to meta): dynamo_reset lets the second load trace."""
     from graphtool.capture.standin.meta import to_meta
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
     from tests.helpers import FIXTURES
 
     path = str(FIXTURES / "issue24" / "kv_function.py")

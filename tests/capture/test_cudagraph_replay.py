@@ -21,8 +21,8 @@ from graphtool.capture.bench.modes import (
     make_step,
     run_modes,
 )
-from graphtool.capture.user.script import load_model
 from graphtool.capture.bench.timers import CudaEventTimer
+from graphtool.capture.user.script import load_model
 from tests.helpers import FIXTURES, example
 from tests.helpers.fake_cuda import FakeCuda
 

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from graphtool.capture.user.deadline import check_timeout, deadline
 from graphtool.capture.user.boundary import running_user_code
+from graphtool.capture.user.deadline import check_timeout, deadline
 from graphtool.errors import TimedOut, UsageError
 
 

@@ -239,8 +239,8 @@ def test_a_functions_closure_modules_and_global_tensors_are_the_models():
     """What a plain function reaches through closures and globals moves to meta and is named as the code names it."""
     import torch
 
-    from graphtool.capture.user.input_names import named_state
     from graphtool.capture.standin.meta import to_meta
+    from graphtool.capture.user.input_names import named_state
     from graphtool.capture.user.script import ModelSpec
 
     def make():

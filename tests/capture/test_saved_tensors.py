@@ -126,8 +126,8 @@ def test_mark_varying_sizes_uses_the_scripts_dynamic_inputs():
 
 
 def _mlp_region():
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     return trace_model(load_model(str(FIXTURES / "memory" / "checkpointed.py")), backend="aot_eager").regions[0]
 
@@ -144,8 +144,8 @@ def test_partitioner_tag_and_checkpoint_policy_on_a_real_trace():
 
 
 def test_symbol_sources_and_maybe_mark_dynamic():
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(example("mlp.py"))
     compat.maybe_mark_dynamic(spec.args[0], 0)

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from graphtool.capture.user.script import load_model
 from graphtool.capture.user.boundary import running_user_code
+from graphtool.capture.user.script import load_model
 from graphtool.errors import EXIT_USAGE, GraphtoolError, ScriptNotFound, UsageError, UserCodeFailed
 
 

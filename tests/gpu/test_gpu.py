@@ -68,8 +68,8 @@ def test_capture_and_replay_match_eager(name, backward):
     from dataclasses import replace
 
     from graphtool.capture.bench.modes import _clone_inputs, compare, cuda_graph_step, frozen_result, input_sets, make_step
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tensors import map_tensors
+    from graphtool.capture.user.script import load_model
     from tests.helpers import example
 
     spec = load_model(example(name))
@@ -102,8 +102,8 @@ def test_a_failed_capture_keeps_the_other_modes():
     from dataclasses import replace
 
     from graphtool.capture.bench.modes import run_modes
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tensors import map_tensors
+    from graphtool.capture.user.script import load_model
     from tests.helpers import example
 
     spec = load_model(example("item_branch.py"))

@@ -19,8 +19,8 @@ PHI = str(FIXTURES / "pictures" / "phi_train.py")
 
 @functools.cache
 def _traced(path: str):
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(path)
     return spec, trace_model(spec, backend="cudagraphs")

@@ -69,8 +69,8 @@ NOT_PB = "not a parameter or buffer"
 def _graphtool(name: str, backend: str):
     """graphtool's capture and its trace report, or the exception the trace raised."""
     from graphtool.analysis.trace_report import build_trace_report
-    from graphtool.capture.user.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     try:
         cap = trace_model(load_model(tt.model_path(name)), backend=backend)

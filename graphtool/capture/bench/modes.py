@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphtool.capture.graph_breaks import quiet_torch_logs
-from graphtool.capture.user.script import ModelSpec, is_module
-from graphtool.capture.tensors import iter_tensors, map_tensors
 from graphtool.capture.bench.timers import CudaEventTimer, HostTimer, measure
+from graphtool.capture.graph_breaks import quiet_torch_logs
+from graphtool.capture.tensors import iter_tensors, map_tensors
 from graphtool.capture.user.boundary import running_user_code, user_location_now
+from graphtool.capture.user.script import ModelSpec, is_module
 from graphtool.errors import BadModelSpec
 from graphtool.text import first_line
 

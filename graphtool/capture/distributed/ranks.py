@@ -114,8 +114,8 @@ def rank_signature(target: Any, entry: Optional[str], factory_args: tuple, rank:
 
 
 def signature_of(spec: Any, rank: int, read_rank: bool = False) -> RankSignature:
-    from graphtool.capture.user.input_names import argument_names
     from graphtool.capture.tensors import iter_tensors
+    from graphtool.capture.user.input_names import argument_names
 
     names = argument_names(spec)
     inputs = tuple(

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphtool.capture import compat
+from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user.input_names import all_named_inputs, named_modules, named_state
 from graphtool.capture.user.script import ModelSpec, model_call_error
-from graphtool.capture.tensors import iter_tensors
 from graphtool.errors import GraphtoolBug
 
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))

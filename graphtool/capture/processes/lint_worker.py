@@ -28,11 +28,11 @@ from pathlib import Path
 from graphtool.capture import compat
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, is_user_file, quiet_torch_logs, user_site
-from graphtool.capture.processes.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
-from graphtool.capture.user.script import load_model
+from graphtool.capture.processes.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
 from graphtool.capture.tracer import explain_failure
 from graphtool.capture.user.boundary import running_user_code
+from graphtool.capture.user.script import load_model
 from graphtool.errors import GraphtoolError, ScriptNotFound, UserCodeFailed
 
 

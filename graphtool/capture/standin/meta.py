@@ -24,8 +24,8 @@ from graphtool.capture.user.script import ModelSpec
 
 def accelerator_of(spec: ModelSpec) -> str:
     """``cuda`` when the model already lives on a GPU, else ``meta`` (the stand-in)."""
-    from graphtool.capture.user.input_names import named_state
     from graphtool.capture.tensors import iter_tensors
+    from graphtool.capture.user.input_names import named_state
 
     params, buffers = named_state(spec.model)
     tensors = [t for _, t in params + buffers] + list(iter_tensors((spec.args, spec.kwargs)))
@@ -38,8 +38,8 @@ def to_meta(spec: ModelSpec) -> ModelSpec:
     The model and the objects it holds change in place (a load of its own; a command that traces the
     model again makes its stand-in with :func:`copy_to_meta` instead, see
     :mod:`graphtool.capture.load_once`); tuples are rebuilt, so the returned spec carries the moved inputs."""
-    from graphtool.capture.user.input_names import reached_places
     from graphtool.capture.train_step import optimizers_reached
+    from graphtool.capture.user.input_names import reached_places
 
     mover = MetaMover()
     model = mover.move(spec.model)

@@ -6,8 +6,8 @@ import inspect
 import re
 from typing import Any
 
-from graphtool.capture.user.script import ModelSpec, is_module
 from graphtool.capture.tensors import named_tensors
+from graphtool.capture.user.script import ModelSpec, is_module
 
 
 def positional_names(spec: ModelSpec) -> list[str]:

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphtool.capture.user.devices import device_context
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user.boundary import running_user_code, user_code_error
+from graphtool.capture.user.devices import device_context
 from graphtool.errors import BadModelSpec, ModelNotFound, ScriptNotFound, UserCodeFailed
 
 FACTORY = "get_model_and_inputs"
