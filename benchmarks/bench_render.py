@@ -62,8 +62,8 @@ def one_case(name: str, out_dir: str) -> dict:
         import torch  # noqa: F401
         from torchviz import make_dot
 
-        from graphtool.capture.script import load_model
         from graphtool.capture.tensors import iter_tensors
+        from graphtool.capture.user.script import load_model
 
         spec = load_model(model)
         outs = [t for t in iter_tensors(spec.model(*spec.args, **spec.kwargs)) if t.grad_fn is not None]

@@ -26,9 +26,9 @@ TARGET = 3.0
 
 
 def one_trace() -> float:
-    from graphtool.capture.meta_standin import to_meta
-    from graphtool.capture.script import load_model
+    from graphtool.capture.standin.meta import to_meta
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     spec = to_meta(load_model(MODEL))
     start = time.perf_counter()

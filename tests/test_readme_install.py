@@ -20,7 +20,7 @@ def test_every_install_from_the_clone_uses_the_constraints_file():
 
 
 def test_the_install_hint_for_an_extra_uses_the_constraints_file():
-    from graphtool.capture.user_code import missing_package_hint
+    from graphtool.capture.user.boundary import missing_package_hint
 
     hint = missing_package_hint(ModuleNotFoundError("No module named 'transformers'", name="transformers"))
     assert "in a clone: pip install -c constraints.txt -e '.[examples]'" in hint

@@ -5,8 +5,8 @@ keep on the CPU: ``.cpu()`` round trips, tensors created on the CPU in forward, 
 
 Example::
 
-    >>> from graphtool.capture.meta_standin import to_meta
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.standin.meta import to_meta
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> capture = trace_model(to_meta(load_model("examples/cpu_roundtrip.py")), standin=True)
     >>> device_report(capture, main_device="meta").verdict()

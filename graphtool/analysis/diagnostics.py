@@ -237,7 +237,7 @@ def recompile(function: str, file: str | None, line: int | None, reason: str, *,
 
 
 def cudagraph_finding(r, *, lines: LineReader | None = None) -> Diagnostic:
-    """A CUDA-graph finding (a :class:`~graphtool.analysis.cudagraphs.Reason`) in the one diagnostic format,
+    """A CUDA-graph finding (a :class:`~graphtool.analysis.cudagraphs.verdict.Reason`) in the one diagnostic format,
     under its catalogue code (CG002); with no source line it is placed at ``<config>`` (a setting) or ``<graph>``."""
     if r.source:
         path, line = r.source.file, r.source.line

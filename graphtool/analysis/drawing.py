@@ -8,7 +8,7 @@ identical sibling blocks (``12 x TransformerEncoderLayer``).
 Example::
 
     >>> from graphtool.capture.autograd_graph import capture_autograd
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> picture = autograd_drawing(capture_autograd(load_model("examples/mlp.py")))
     >>> picture.title, len(picture.nodes)
     ('autograd graph', 10)

@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> region = trace_model(load_model("examples/mlp.py")).regions[0]
     >>> g = summarize_graph(region.forward, "forward", region)

@@ -1,7 +1,7 @@
 """Judge lint results against budgets, allowed break reasons and a baseline.
 
 Pure functions over plain values: each child process gives a :class:`LintResult`
-(``graphtool.capture.lint_job``), this turns it into a :class:`ModelLint` and decides ``passed``.
+(``graphtool.capture.processes.lint_job``), this turns it into a :class:`ModelLint` and decides ``passed``.
 
 A baseline entry matches a break by file (relative to the baseline file's folder, so the same
 baseline works from any current folder; version-1 baselines, relative to the current folder, are
@@ -14,7 +14,7 @@ fails with "torch.compile captured no graph: <cause>".
 
 Example::
 
-    >>> from graphtool.capture.lint_job import BreakRecord
+    >>> from graphtool.capture.processes.lint_job import BreakRecord
     >>> b = BreakRecord("print", None, "m.py", 3, "print(x)", None, 1)
     >>> judge(LintTarget("m.py"), LintResult(ok=True, graph_count=2, breaks=(b,)), Budget(max_graph_breaks=0)).passed
     False
@@ -29,7 +29,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 
-from graphtool.capture.lint_job import LintJob, LintResult
+from graphtool.capture.processes.lint_job import LintJob, LintResult
 from graphtool.display_paths import display_path as _rel
 from graphtool.text import count
 
@@ -217,7 +217,7 @@ class LintReport:
         """What was found but judged by nothing, with the option that would judge it: a run with no
         budget passes whatever it finds, and its verdict must not read as "no breaks".
 
-        >>> from graphtool.capture.lint_job import BreakRecord
+        >>> from graphtool.capture.processes.lint_job import BreakRecord
         >>> b = BreakRecord("print", None, "m.py", 3, "print(x)", None, 1)
         >>> LintReport((judge(LintTarget("m.py"), LintResult(ok=True, graph_count=2, breaks=(b,))),), None).ungated()
         ('1 graph break; no budget set: --max-graph-breaks N or a baseline gates it',)

@@ -7,7 +7,7 @@ witnesses those by comparing each input's shape, strides, offset and storage bef
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> rep = analyze_mutations(trace_model(load_model("examples/convnet_bn.py")))
     >>> [(m.name, m.mutates_data) for m in rep.mutated]
@@ -254,8 +254,8 @@ def analyze_mutations(capture) -> MutationReport:
 
 def model_output_aliases(capture) -> list[ModelOutputAlias]:
     """Storage sharing among the tensors the compiled model really returned, and with its inputs."""
-    from graphtool.capture.input_names import all_named_inputs
     from graphtool.capture.tensors import iter_tensors
+    from graphtool.capture.user.input_names import all_named_inputs
 
     inputs = {}
     for i, (name, t) in enumerate(all_named_inputs(capture.spec)):
@@ -349,7 +349,7 @@ def _output_aliases(region) -> list[OutputAlias]:
 
 def input_aliases(capture) -> list[InputAlias]:
     """Groups of user inputs (by argument name) that share storage."""
-    from graphtool.capture.input_names import all_named_inputs
+    from graphtool.capture.user.input_names import all_named_inputs
 
     groups: dict = {}
     for name, t in all_named_inputs(capture.spec):

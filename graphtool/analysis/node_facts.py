@@ -6,7 +6,7 @@ device, the user's file:line, the module path, and the saved tensors that tie fo
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> region = trace_model(load_model("examples/mlp.py")).regions[0]
     >>> facts = graph_facts(region.forward, "forward", region)

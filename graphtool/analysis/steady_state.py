@@ -17,9 +17,9 @@ again in every step is the worst case for ``mode="reduce-overhead"``.
 
 Example::
 
-    >>> from graphtool.analysis.cudagraphs import cudagraph_verdict
-    >>> from graphtool.capture.meta_standin import to_meta
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
+    >>> from graphtool.capture.standin.meta import to_meta
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> cap = trace_model(to_meta(load_model("examples/mlp.py")), standin=True, steps=3)
     >>> s = steady_state(cap, cudagraph_verdict(cap))

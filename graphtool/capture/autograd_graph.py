@@ -8,7 +8,7 @@ return first, so every node lands in the innermost module that made it.
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> g = capture_autograd(load_model("examples/mlp.py"))
     >>> sorted(n.name for n in g.nodes if n.kind == "parameter")
     ['fc1.bias', 'fc1.weight', 'fc2.bias', 'fc2.weight']
@@ -21,10 +21,10 @@ import sys
 from dataclasses import dataclass
 
 from graphtool.capture import compat
-from graphtool.capture.input_names import argument_names, named_modules, named_state
-from graphtool.capture.script import ModelSpec, with_call_detail
 from graphtool.capture.tensors import iter_tensors
-from graphtool.capture.user_code import running_user_code
+from graphtool.capture.user.boundary import running_user_code
+from graphtool.capture.user.input_names import argument_names, named_modules, named_state
+from graphtool.capture.user.script import ModelSpec, with_call_detail
 from graphtool.errors import UserCodeFailed
 
 

@@ -51,7 +51,7 @@ def choose_variant(spec, to_device: str | None = None) -> Variant:
         if to_device:
             args, kwargs = map_tensors((args, kwargs), lambda t: t.detach().to(to_device).requires_grad_(t.requires_grad))
         return Variant(args, kwargs, "the script's dynamic_inputs")
-    from graphtool.capture.input_names import tensor_inputs
+    from graphtool.capture.user.input_names import tensor_inputs
 
     named = tensor_inputs(spec)
     if not named:
@@ -114,7 +114,7 @@ def _eager_error(spec, v: Variant) -> BaseException | None:
 
 
 def _does_not_fit(spec, v: Variant, exc: BaseException) -> GraphtoolError:
-    from graphtool.capture.user_code import user_code_error
+    from graphtool.capture.user.boundary import user_code_error
 
     err = user_code_error(exc, f"--dynamic: the model does not accept inputs of another size ({v.how})", spec.location)
     if v.name is None:
@@ -131,7 +131,7 @@ def _declared(spec, named, declared) -> tuple[str, Any, int]:
     if isinstance(declared, bool) or not isinstance(declared, (int, dict)) or isinstance(declared, dict) and len(declared) != 1:
         raise BadModelSpec(f"{spec.location}: dynamic_dims must be one {{input: dimension}} pair or an int, got {declared!r}",
                            hint="dynamic_dims = {'input_ids': 1} varies input_ids' second dimension")
-    from graphtool.capture.input_names import find_input
+    from graphtool.capture.user.input_names import find_input
 
     key, dim = next(iter(declared.items())) if isinstance(declared, dict) else (0, declared)
     names = [n for n, _ in named]

@@ -348,7 +348,7 @@ def is_user_file(filename: str | None) -> bool:
     torch_dir = str(Path(torch.__file__).parent) if getattr(torch, "__file__", None) else None
     if torch_dir and filename.startswith(torch_dir):  # also a torch checkout outside site-packages
         return False
-    # the rule of graphtool.capture.user_code._is_user_file, with every installed package left out
+    # the rule of graphtool.capture.user.boundary._is_user_file, with every installed package left out
     return not any(part in norm for part in ("/site-packages/", "/dist-packages/", "/importlib/", "/lib/python3"))
 
 

@@ -9,7 +9,7 @@ the script's side effects (prints, files, downloads). :class:`LoadOnce` runs it 
 - the own-device spec is handed out again with its state put back
   (:class:`~graphtool.capture.model_object.ModelObject`'s: buffers, inputs, ``.grad``, ``training``
   flags, grad mode, random number generators), taken right after the script ran;
-- the stand-in is a meta copy (:func:`~graphtool.capture.meta_standin.copy_to_meta`) of the model as
+- the stand-in is a meta copy (:func:`~graphtool.capture.standin.meta.copy_to_meta`) of the model as
   the script built it, taken before the model first ran; each stand-in trace gets a fresh copy of it;
 - a model on a GPU is its own stand-in (the trace runs there), handed out as the own-device spec is;
 - another factory of the same script (``get_distributed_model`` beside ``get_model_and_inputs``) is
@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from graphtool.capture.script import ModelSpec, load_model
+from graphtool.capture.user.script import ModelSpec, load_model
 
 #: (target, entry, device, factory_args): one loaded spec each
 Key = tuple
@@ -106,7 +106,7 @@ class LoadOnce:
         """``(spec, accelerator)`` for a stand-in trace: a fresh meta copy of the model as the script
         built it (``"meta"``), or the model itself where it lives on a GPU (``"cuda"``). A model that
         cannot be copied is built afresh (the caller moves it to meta in place, as before)."""
-        from graphtool.capture.meta_standin import copy_to_meta
+        from graphtool.capture.standin.meta import copy_to_meta
 
         loaded = self._load(key)
         if loaded.accel == "cuda":
@@ -132,8 +132,8 @@ class LoadOnce:
         loaded = self._loaded.get(key)
         if loaded is not None:
             return loaded
-        from graphtool.capture.meta_standin import accelerator_of
         from graphtool.capture.model_object import _State
+        from graphtool.capture.standin.meta import accelerator_of
 
         spec = self._run(key)
         accel = accelerator_of(spec)
@@ -158,7 +158,7 @@ class LoadOnce:
 
 def _meta_copy(spec: ModelSpec) -> Optional[ModelSpec]:
     """The pristine stand-in, or None where Python cannot copy the model (a lock, a process group)."""
-    from graphtool.capture.meta_standin import copy_to_meta
+    from graphtool.capture.standin.meta import copy_to_meta
     from graphtool.errors import BadModelSpec
 
     try:

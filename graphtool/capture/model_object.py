@@ -25,7 +25,7 @@ that torch compiles the model afresh and graphtool sees every region; functions 
 with ``torch.compile`` before recompile on their next call.
 
 The stand-in trace (devices, CUDA graphs, pictures) runs on a copy moved to meta
-(:func:`~graphtool.capture.meta_standin.copy_to_meta`), never on the caller's model.
+(:func:`~graphtool.capture.standin.meta.copy_to_meta`), never on the caller's model.
 
 Example::
 
@@ -43,8 +43,8 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from graphtool.capture.script import ModelSpec, _build_spec
 from graphtool.capture.train_step import optimizer_of_step, optimizers_reached
+from graphtool.capture.user.script import ModelSpec, _build_spec
 
 
 def object_spec(model: Any, args: tuple, kwargs: dict | None = None) -> ModelSpec:
@@ -130,7 +130,7 @@ class _State:
     def __init__(self, spec: ModelSpec):
         import torch
 
-        from graphtool.capture.meta_standin import reachable_tensors
+        from graphtool.capture.standin.meta import reachable_tensors
 
         self.torch = torch
         model = spec.model

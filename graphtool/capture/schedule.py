@@ -169,7 +169,7 @@ def schedule_from_sizes(spec, rules: list[SizeRule], *, steps: int | None = None
     total = lengths.pop() if lengths else (n_drawn if any(r.drawn for r in rules) else 1)
     if steps is not None and not any(r.drawn for r in rules):
         total = min(total, steps)
-    from graphtool.capture.input_names import tensor_inputs
+    from graphtool.capture.user.input_names import tensor_inputs
 
     named = tensor_inputs(spec)
     targets = [_target(spec, named, r) for r in rules]
@@ -184,7 +184,7 @@ def schedule_from_sizes(spec, rules: list[SizeRule], *, steps: int | None = None
 
 
 def _target(spec, named, rule: SizeRule) -> tuple[str, Any]:
-    from graphtool.capture.input_names import find_input
+    from graphtool.capture.user.input_names import find_input
 
     key, found = find_input(spec, named, int(rule.name) if rule.name.isdigit() else rule.name)
     if found is None:
@@ -244,7 +244,7 @@ def script_schedule(spec, *, max_steps: int = DEFAULT_MAX_STEPS) -> Schedule | N
     if fn is None:
         return None
     where = _def_site(fn, spec)
-    from graphtool.capture.user_code import user_code_error
+    from graphtool.capture.user.boundary import user_code_error
 
     try:
         source = fn()
@@ -305,7 +305,7 @@ def _normalize(spec, item, step: int, line: str) -> tuple[tuple, dict]:
     positional count, known keywords, and each tensor where the example has one, of the same rank and dtype."""
     import torch
 
-    from graphtool.capture.input_names import positional_names
+    from graphtool.capture.user.input_names import positional_names
 
     if isinstance(item, torch.Tensor):
         args, kwargs = (item,), {}
@@ -359,7 +359,7 @@ def varying_labels(spec, steps: list) -> list[dict]:
     """Per step, ``{"input_ids:1": 17}`` for each named input dimension whose size is not the same in every step."""
     import dataclasses
 
-    from graphtool.capture.input_names import all_named_inputs
+    from graphtool.capture.user.input_names import all_named_inputs
 
     shapes = []
     for args, kwargs in steps:
@@ -380,7 +380,7 @@ def mark_inputs(schedule: Schedule, spec, marks: list[tuple[str, int]], *, maybe
     import dataclasses
 
     from graphtool.capture import compat
-    from graphtool.capture.input_names import all_named_inputs
+    from graphtool.capture.user.input_names import all_named_inputs
 
     mark = compat.maybe_mark_dynamic if maybe else compat.mark_dynamic
     for args, kwargs in schedule.steps:
@@ -406,7 +406,7 @@ def parse_marks(texts) -> list[tuple[str, int]]:
 
 def to_standin(schedule: Schedule) -> Schedule:
     """The schedule's inputs moved to meta, with their dynamo marks (the stand-in's inputs)."""
-    from graphtool.capture.meta_standin import MetaMover
+    from graphtool.capture.standin.meta import MetaMover
 
     mover = MetaMover(fresh=True)
     return Schedule([mover.move(step) for step in schedule.steps], schedule.source, schedule.labels, schedule.left_out)
@@ -417,7 +417,7 @@ def padded(schedule: Schedule, spec, rules_of: dict[str, int], bucket: int) -> S
     as a collate function that pads to buckets does (every input sharing the sizes is padded with it)."""
     import dataclasses
 
-    from graphtool.capture.input_names import tensor_inputs
+    from graphtool.capture.user.input_names import tensor_inputs
 
     steps, labels = [], []
     for args, kwargs in schedule.steps:

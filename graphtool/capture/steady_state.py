@@ -10,7 +10,7 @@ torch's structured trace gives each recompile's guard failure in torch's words (
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> log = trace_model(load_model("examples/transpose_input.py"), steps=3).steps
     >>> [r.step for r in log.recompiles], log.region_steps  # step 2: the function and its resume frame
@@ -177,7 +177,7 @@ def _step_of(i: int, marks: list[int]) -> int:
 
 
 def _failure(step: int, exc: BaseException) -> str:
-    from graphtool.capture.user_code import user_frames
+    from graphtool.capture.user.boundary import user_frames
     from graphtool.text import first_line
 
     frames = user_frames(exc)

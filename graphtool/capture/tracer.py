@@ -7,7 +7,7 @@ torch compiled them, with its forward, its backward (in training) and AOT's View
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> cap = trace_model(load_model("examples/mlp.py"))                  # inductor's AOT stage
     >>> [len(r.forward.graph.nodes) for r in cap.regions]
     [11]
@@ -29,13 +29,11 @@ from graphtool.capture import compat
 from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, decode_forward
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
-from graphtool.capture.host_values import HostValues
-from graphtool.capture.input_names import argument_names, named_state, source_kind_and_name
-from graphtool.capture.script import ModelSpec, model_call_error
+from graphtool.capture.standin.host_values import HostValues
 from graphtool.capture.steady_state import CallLogger, run_steps
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.train_step import StepWatch, optimizer_of_step, optimizer_state_names, script_parameter_names
-from graphtool.capture.user_code import (
+from graphtool.capture.user.boundary import (
     exception_chain,
     full_traceback,
     graphtool_frame,
@@ -43,6 +41,8 @@ from graphtool.capture.user_code import (
     nearest_user_frame,
     torch_stage,
 )
+from graphtool.capture.user.input_names import argument_names, named_state, source_kind_and_name
+from graphtool.capture.user.script import ModelSpec, model_call_error
 from graphtool.errors import GraphtoolBug, GraphtoolError, TraceFailed
 
 
@@ -187,7 +187,7 @@ class KeepingBackend:
     def _runner(self, aot_gm):
         if not self.standin:
             return compat.boxed_fn(aot_gm.forward)
-        from graphtool.capture.meta_standin import standin_mode
+        from graphtool.capture.standin.meta import standin_mode
 
         def run_on_standin(*args):
             with standin_mode():
@@ -471,7 +471,7 @@ def _metadata_changes(spec: ModelSpec, before: dict[int, tuple], names) -> dict[
 
 
 def _stop_note(exc: BaseException) -> str:
-    from graphtool.capture.user_code import user_frames
+    from graphtool.capture.user.boundary import user_frames
 
     frames = user_frames(exc)
     where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
@@ -537,7 +537,7 @@ def explain_failure(spec: ModelSpec, exc: BaseException, *, standin: bool = Fals
                 "stand-in: check it on a GPU"
             )
         return model_call_error(spec, eager_exc)
-    from graphtool.capture.bench_modes import describe_error
+    from graphtool.capture.bench.modes import describe_error
 
     said = describe_error(exc)  # BackendCompilerFailed says only "backend=... raised:": name the cause it wraps
     if backend is not None and not standin and _torch_compiles(spec, backend, training):

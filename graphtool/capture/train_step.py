@@ -25,7 +25,7 @@ optimizer's graph as inputs it writes in place: :func:`optimizer_state_names` na
 
 Example::
 
-    >>> from graphtool.capture.script import load_model
+    >>> from graphtool.capture.user.script import load_model
     >>> from graphtool.capture.tracer import trace_model
     >>> cap = trace_model(load_model("tests/fixtures/train_step/adamw.py"))
     >>> cap.own_step.kind, cap.own_step.evidence

@@ -87,7 +87,7 @@ def lint(
 
 def _check_paths(models, run_script: Optional[str]) -> None:
     """Each MODEL (and the --run script) exists and is readable, before torch is imported."""
-    from graphtool.capture.script import check_script_path
+    from graphtool.capture.user.script import check_script_path
 
     for m in models or []:
         check_script_path(m)

@@ -283,7 +283,7 @@ def _run(argv: list[str] | None) -> int:
     saved_stdout = sys.stdout
     out = sys.stdout = _Stdout(saved_stdout)
     signals = _Signals()
-    from graphtool.capture.user_code import HardExit, exit_error, os_exit_reported, user_frames
+    from graphtool.capture.user.boundary import HardExit, exit_error, os_exit_reported, user_frames
 
     try:
         with signals, os_exit_reported():

@@ -47,7 +47,7 @@ TimeoutOpt = typer.Option(
 
 def time_limit(seconds: float | None):
     """The ``--timeout`` of an in-process command: a context that stops the work past ``seconds``."""
-    from graphtool.capture.deadline import deadline
+    from graphtool.capture.user.deadline import deadline
 
     return deadline(seconds)
 

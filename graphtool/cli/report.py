@@ -47,13 +47,13 @@ def report(
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
     ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     if model:  # before torch is imported: a wrong path costs no seconds
-        from graphtool.capture.script import check_script_path
+        from graphtool.capture.user.script import check_script_path
 
         check_script_path(model)
-    from graphtool.commands import steps
+    from graphtool.commands import shared
     from graphtool.commands.report import default_output
 
-    targets = steps.targets(model, entry)
+    targets = shared.targets(model, entry)
     if output is None:
         output = default_output(targets[0][0]) if len(targets) == 1 else Path("report.html")
     _check_output(output)

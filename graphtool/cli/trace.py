@@ -49,7 +49,7 @@ def trace(
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
     ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
     if model:  # before torch is imported: a wrong path costs no seconds
-        from graphtool.capture.script import check_script_path
+        from graphtool.capture.user.script import check_script_path
 
         check_script_path(model)
     # absolute before the user's code runs: a script that calls os.chdir() must not move the files

@@ -3,7 +3,7 @@
 ``graphtool.cli`` parses options, calls one of these, renders what it returns and picks the exit
 code; tests call them directly, without typer. No command module imports another: what two
 commands share (finding the models, loading a script, the two kinds of trace) is in
-:mod:`graphtool.commands.steps`, lint's baseline file in :mod:`graphtool.commands.baseline`. Each
+:mod:`graphtool.commands.shared`, lint's baseline file in :mod:`graphtool.commands.baseline`. Each
 result renders itself (JSON, summary, terminal view, diagnostics, HTML): :mod:`graphtool.commands.result`.
 
     trace       trace.trace()            -> list[TraceResult]

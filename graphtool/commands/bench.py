@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.errors import UsageError
 
@@ -30,32 +30,32 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
     """Time the first model's modes side by side on the same inputs."""
     if iters < 1 or repeat < 1 or warmup < 0:
         raise UsageError("--iters and --repeat must be 1 or more, --warmup 0 or more")
-    target, ent = steps.targets(model, entry)[0]
+    target, ent = shared.targets(model, entry)[0]
     progress.phase("importing torch...")
-    with steps.quiet_stdout():
+    with shared.quiet_stdout():
         from graphtool.capture import compat
 
         torch = compat.import_torch()
         run_on = _run_device(torch, device, cudagraphs)
     # the script runs once: --cudagraphs's verdict traces a meta copy of the model it built (a --device other
     # than the script's own builds the timed model there, and the verdict's where the script puts it: twice)
-    with steps.one_load(standin=True) if cudagraphs else contextlib.nullcontext():
-        spec = steps.load(target, ent, device, progress)
+    with shared.one_load(standin=True) if cudagraphs else contextlib.nullcontext():
+        spec = shared.load(target, ent, device, progress)
         _check_compile_mode(compat, compile_mode)
         verdict, blocked = None, None
         if cudagraphs:
             verdict, blocked = _capture_verdict(target, ent, debug, progress)
     has_cuda = run_on.type == "cuda"
-    from graphtool.capture.script import is_module
+    from graphtool.capture.user.script import is_module
 
     if is_module(spec.model):
         spec.model.to(run_on)
     spec = _inputs_to(spec, run_on)
-    results = steps.run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda,
+    results = shared.run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda,
                                     backward=backward, warmup=warmup, iters=iters, repeat=repeat, blocked=blocked,
                                     progress=progress, debug=debug)
     if cudagraphs and not has_cuda:  # every mode --cudagraphs asks for gets a row that says why it did not run
-        from graphtool.capture.bench_modes import ModeResult
+        from graphtool.capture.bench.modes import ModeResult
 
         results.append(ModeResult("cudagraph replay", "skipped", "no CUDA device is present"))
         if compile_mode != "reduce-overhead":
@@ -71,7 +71,7 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
 
 def _run_device(torch, device: Optional[str], cudagraphs: bool):
     """The device bench runs on: ``--device``, else CUDA when present, else the CPU."""
-    from graphtool.capture.devices import parse_device
+    from graphtool.capture.user.devices import parse_device
 
     if device is None:
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
@@ -87,7 +87,7 @@ def _run_device(torch, device: Optional[str], cudagraphs: bool):
 
 
 def _check_compile_mode(compat, mode: str) -> None:
-    from graphtool.capture.bench_modes import COMPILE_MODES
+    from graphtool.capture.bench.modes import COMPILE_MODES
 
     known = list(COMPILE_MODES) + compat.compile_backends()
     if mode != "none" and mode not in known:
@@ -97,9 +97,9 @@ def _check_compile_mode(compat, mode: str) -> None:
 
 def _capture_verdict(target, entry, debug: bool, progress: Progress) -> tuple[dict, Optional[str]]:
     """The cudagraphs backend's verdict, and the reasons (with lines) that stop a capture of eager code."""
-    from graphtool.analysis.cudagraphs import cudagraph_verdict, eager_capture_blockers
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict, eager_capture_blockers
 
-    capture, accel = steps.trace_standin(target, entry, None, inference=False, backend="cudagraphs", debug=debug,
+    capture, accel = shared.trace_standin(target, entry, None, inference=False, backend="cudagraphs", debug=debug,
                                          progress=progress)
     verdict = cudagraph_verdict(capture, backend="cudagraphs", predicted=accel == "meta").to_dict()
     blockers = eager_capture_blockers(verdict)

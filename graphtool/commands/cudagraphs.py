@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from graphtool.commands import steps as common
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 
 
 @dataclass(frozen=True, repr=False)
-class CudagraphsResult(common.ModelResult):
+class CudagraphsResult(shared.ModelResult):
     """One model's Verdict; ``ddp`` or ``fsdp2`` the split or block graphs, each with its verdict."""
 
     command = "cudagraphs"
@@ -74,42 +74,42 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
     graph's verdict and how many times a step runs it."""
     from dataclasses import replace
 
-    from graphtool.analysis.cudagraphs import check_backend, cudagraph_verdict, parse_settings
+    from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend, cudagraph_verdict, parse_settings
     from graphtool.analysis.steady_state import steady_state
     from graphtool.capture.steady_state import check_steps
 
-    check_backend(backend)
+    check_cudagraph_backend(backend)
     overrides = parse_settings(settings)
     n_steps = check_steps(steps)
     results = []
     if ddp is not None:
-        common.check_ddp(ddp, device)
+        shared.check_ddp(ddp, device)
     if fsdp2 is not None:
-        common.check_fsdp2(fsdp2, ddp, device)
-    for target, ent in common.targets(model, entry):
+        shared.check_fsdp2(fsdp2, ddp, device)
+    for target, ent in shared.targets(model, entry):
         ddp_report = fsdp2_report = None
         if fsdp2 is not None:
-            capture, accel, fsdp2_report = common.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
+            capture, accel, fsdp2_report = shared.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
                                                                       dynamic=dynamic, debug=debug, progress=progress,
                                                                       n_steps=n_steps)
         elif ddp is not None:
-            capture, accel, ddp_report = common.standin_under_ddp(target, ent, device, inference, backend, ddp, dynamic=dynamic,
+            capture, accel, ddp_report = shared.standin_under_ddp(target, ent, device, inference, backend, ddp, dynamic=dynamic,
                                                            debug=debug, progress=progress, n_steps=n_steps)
         else:
-            capture, accel = common.trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic,
+            capture, accel = shared.trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic,
                                                  debug=debug, progress=progress, steps=n_steps)
         verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta", settings=overrides)
         verdict = replace(verdict, steady=steady_state(capture, verdict))
         found = any(r.skips for r in verdict.reasons) or bool(capture.no_graph) or not verdict.eligible
         extra = {}
         if ddp_report is not None:
-            from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+            from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
 
             extra = {"ddp": with_split_verdicts(ddp_report, verdict)}
             found = found or bool((ddp_report.unused or {}).get("fails_at_step"))  # the loop fails at step 2
         if fsdp2_report is not None:
-            from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+            from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
 
             extra = {"fsdp2": with_graph_verdicts(fsdp2_report, verdict, capture)}
-        results.append(CudagraphsResult(common.model_header(capture), verdict, found, stopped=capture.stopped, **extra))
+        results.append(CudagraphsResult(shared.model_header(capture), verdict, found, stopped=capture.stopped, **extra))
     return results

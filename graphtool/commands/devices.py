@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 
 
 @dataclass(frozen=True, repr=False)
-class DevicesResult(steps.ModelResult):
+class DevicesResult(shared.ModelResult):
     """One model's DeviceReport."""
 
     command = "devices"
@@ -39,14 +39,14 @@ def devices(model: Optional[str] = None, *, entry: Optional[str] = None, device:
     """One :class:`DevicesResult` (a DeviceReport) per model; ``found`` when a node is off the main device."""
     from graphtool.analysis.devices import device_report
 
-    steps.check_backend(backend)
+    shared.check_aot_backend(backend)
     results = []
-    for target, ent in steps.targets(model, entry):
-        capture, accel = steps.trace_standin(target, ent, device, inference, backend=backend, debug=debug,
+    for target, ent in shared.targets(model, entry):
+        capture, accel = shared.trace_standin(target, ent, device, inference, backend=backend, debug=debug,
                                              progress=progress)
         stand_in = "meta stands for cuda:0" if accel == "meta" else None
         report = device_report(capture, main_device=accel, stand_in=stand_in)
         # regions left unjudged are no pass: --check fails rather than vouch for graphs it never read
         found = report.found or bool(capture.no_graph) or not report.complete
-        results.append(DevicesResult(steps.model_header(capture), report, found))
+        results.append(DevicesResult(shared.model_header(capture), report, found))
     return results

@@ -17,7 +17,7 @@ from graphtool.errors import UsageError
 
 def check_fit(fit: Optional[str], budgets: Optional[str], *, ddp=None, fsdp2=None, dynamic: bool = False) -> None:
     """Refuse (exit 2) what ``--fit``/``--budgets`` cannot take, before anything runs."""
-    from graphtool.analysis.fit import parse_budgets, parse_target
+    from graphtool.analysis.memory.fit import parse_budgets, parse_target
 
     if fit is not None:
         parse_target(fit)
@@ -43,9 +43,9 @@ def recording(fit: Optional[str], budgets: Optional[str]):
 
 def fit_report(spec, report, capture, joints: list, fit: Optional[str], budgets: Optional[str],
                progress: Progress = SILENT):
-    from graphtool.analysis.fit import parse_budgets, parse_target
-    from graphtool.analysis.fit_report import build_fit_report, held_bytes
-    from graphtool.capture.live_bytes import eager_step_peak, optimizer_step
+    from graphtool.analysis.memory.fit import parse_budgets, parse_target
+    from graphtool.analysis.memory.fit_report import build_fit_report, held_bytes
+    from graphtool.capture.memory.live_bytes import eager_step_peak, optimizer_step
 
     target = parse_target(fit) if fit is not None else None
     swept = parse_budgets(budgets) if budgets is not None else ()

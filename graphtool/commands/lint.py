@@ -156,12 +156,12 @@ def lint_model(model, *, steps: Optional[Sequence] = None, max_graph_breaks: Opt
     or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name`` (default:
     the model's source file) are accepted."""
     from graphtool.analysis.lint import Budget, LintReport, LintTarget
-    from graphtool.capture.lint_worker import lint_spec
-    from graphtool.commands import steps as common
+    from graphtool.capture.processes.lint_worker import lint_spec
+    from graphtool.commands import shared
 
     check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
     base = baselines.accepted(baseline)
-    spec = common.load(model, None, None)
+    spec = shared.load(model, None, None)
     calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]
     result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=debug)
     budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
@@ -177,7 +177,7 @@ def check_numbers(**values) -> None:
             continue
         flag = "--" + name.replace("_", "-")
         if name == "timeout":
-            from graphtool.capture.deadline import check_timeout
+            from graphtool.capture.user.deadline import check_timeout
 
             check_timeout(value, flag)
         elif name == "jobs":
@@ -197,7 +197,7 @@ def _targets(models, run, extra_args, cfg, override, dynamic) -> list:
     if extra_args:
         raise UsageError(f"unexpected arguments: {' '.join(extra_args)} (script arguments go after --run SCRIPT --)")
     if models:
-        from graphtool.capture.script import split_target
+        from graphtool.capture.user.script import split_target
 
         by_path = {str(m.path): m for m in cfg.models} if cfg else {}
         out = []
@@ -232,7 +232,7 @@ def _merge(entry, override):
 
 def _run(targets, parallel: int, limit: Optional[float], debug: bool, progress: Progress) -> list:
     from graphtool.capture import compat
-    from graphtool.capture.lint_job import run_lint_jobs
+    from graphtool.capture.processes.lint_job import run_lint_jobs
 
     compat.check_installed_torch()  # torch runs only in the children: check (and warn) once, here
     done = 0

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 
 
 @dataclass(frozen=True, repr=False)
-class MutationsResult(steps.ModelResult):
+class MutationsResult(shared.ModelResult):
     """One model's MutationReport; ``allowed``: what ``--check`` accepted (``--allow``, the config's
     ``allow_mutations``; the API's ``allow=``), listed and not counted as findings. ``python``: the model
     came as an object, so a finding says how to accept it as the API takes it (``allow=[...]``)."""
@@ -63,13 +63,13 @@ def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, devic
     that ``allow`` (kinds such as ``buffers``, or FQN patterns) does not accept."""
     from graphtool.analysis.mutations import analyze_mutations, is_allowed
 
-    steps.check_backend(backend)
+    shared.check_aot_backend(backend)
     results = []
-    for target, ent in steps.targets(model, entry):
-        capture = steps.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
+    for target, ent in shared.targets(model, entry):
+        capture = shared.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
                                          debug=debug, progress=progress)
         report = analyze_mutations(capture)
-        header = steps.model_header(capture)
+        header = shared.model_header(capture)
         script = isinstance(target, str)
         # the script's file, as the config names it (a target "m.py:build" is no path); an object: no config
         accepted = allowed_for(header["path"], allow) if script else tuple(allow)

@@ -19,14 +19,14 @@ from graphtool.commands.progress import SILENT, Progress
 
 def rank_differences(target: Any, entry, factory_args: tuple, world_size: int, rank0: Any,
                      trace_rank: Callable[[int], Any], progress: Progress = SILENT):
-    """The :class:`~graphtool.analysis.ranks.RanksReport` of a launch of ``world_size`` ranks: ``rank0``
+    """The :class:`~graphtool.analysis.distributed.ranks.RanksReport` of a launch of ``world_size`` ranks: ``rank0``
     is rank 0's capture; ``trace_rank(r)`` traces rank ``r`` as rank 0 was traced.
 
     Rank 1's model is always built; every other rank's only when the script reads its rank (a
     ``get_rank``/``RANK`` in its source, or rank 1's build asked for it): a script that never does
     builds the same on every rank, and a large model is then built twice, not ``world_size`` times."""
-    from graphtool.analysis.ranks import build_ranks_report, capture_outcome
-    from graphtool.capture import ranks
+    from graphtool.analysis.distributed.ranks import build_ranks_report, capture_outcome
+    from graphtool.capture.distributed import ranks
 
     if world_size == 1:
         sigs = [ranks.signature_of(rank0.spec, 0)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.errors import UsageError
 
@@ -55,8 +55,8 @@ def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device:
     from graphtool.analysis.drawing import collapse as fold
 
     check_options(graph, collapse, depth)
-    steps.check_backend(backend)
-    target, ent = steps.targets(model, entry)[0]
+    shared.check_aot_backend(backend)
+    target, ent = shared.targets(model, entry)[0]
     # modules are drawn as clusters even when nothing folds: they keep the layout local and fast
     picture = _build(target, ent, device, graph, saved, region, modules=True, backend=backend,
                      debug=debug, progress=progress)
@@ -79,13 +79,13 @@ def render(model: Optional[str] = None, *, output: Optional[Path] = None, fmt: O
     from graphtool.render.layout import FORMATS, render_file
 
     check_options(options.get("graph", "autograd"), options.get("collapse", "auto"), options.get("depth"))
-    target, _ = steps.targets(model, options.get("entry"))[0]
+    target, _ = shared.targets(model, options.get("entry"))[0]
     if output is None:
         output = default_output(target, options.get("graph", "autograd"), fmt)
     fmt = fmt or (output.suffix.lstrip(".").lower() or "svg")
     if fmt not in FORMATS:
         raise UsageError(f"format {fmt!r} is not one of {', '.join(FORMATS)} (from --format or the file name)")
-    from graphtool.capture.deadline import check_timeout, deadline
+    from graphtool.capture.user.deadline import check_timeout, deadline
 
     started = time.monotonic()
     with deadline(check_timeout(timeout)):  # the trace; the layout, a child process, has its own limit
@@ -100,7 +100,7 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool, ba
            progress: Progress):
     if graph == "autograd":
         return _autograd(target, ent, device, saved, modules, progress)
-    capture, accel = steps.trace_standin(target, ent, device, inference=False, backend=backend, debug=debug,
+    capture, accel = shared.trace_standin(target, ent, device, inference=False, backend=backend, debug=debug,
                                          progress=progress)
     if not capture.regions:
         raise UsageError(f"{target}: torch.compile captured no graph to draw")
@@ -110,7 +110,7 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool, ba
 
     region = capture.regions[region_index]
     model = capture.spec.model
-    from graphtool.capture.script import is_module
+    from graphtool.capture.user.script import is_module
 
     classes = {n: type(m).__name__ for n, m in model.named_modules()} if is_module(model) else {}
     if graph == "backward" and region.backward is None:
@@ -137,9 +137,9 @@ def _autograd(target, ent, device, saved: bool, modules: bool, progress: Progres
     from graphtool.capture.autograd_graph import capture_autograd
 
     progress.phase("running the forward...")
-    spec = steps.load(target, ent, device, progress)
+    spec = shared.load(target, ent, device, progress)
     progress.phase("walking the autograd graph...")
-    with steps.quiet_stdout():
+    with shared.quiet_stdout():
         captured = capture_autograd(spec, saved=saved, modules=modules)
     if not captured.nodes:
         raise UsageError(

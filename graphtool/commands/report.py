@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 
@@ -170,17 +170,17 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     process group, and the page has an FSDP2 section (units, each graph's CUDA-graph verdict, the eager
     collectives, each rank's memory)."""
 
-    steps.check_backend(backend)
-    from graphtool.capture.deadline import check_timeout
+    shared.check_aot_backend(backend)
+    from graphtool.capture.user.deadline import check_timeout
 
     check_timeout(layout_timeout, "--layout-timeout")
     if fsdp2 is not None:
-        steps.check_fsdp2(fsdp2, ddp, device)
+        shared.check_fsdp2(fsdp2, ddp, device)
     if ddp is not None:
-        steps.check_ddp(ddp, device)
+        shared.check_ddp(ddp, device)
     results = []
-    for target, ent in steps.targets(model, entry):
-        with steps.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
+    for target, ent in shared.targets(model, entry):
+        with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
             results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug,
                                 progress, ddp=ddp, fsdp2=fsdp2))
     return results
@@ -220,7 +220,7 @@ class _Layout:
 
 def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, ddp=None,
          fsdp2=None) -> ReportResult:
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.devices import device_report
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import build_trace_report
@@ -229,25 +229,25 @@ def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, p
     if fsdp2 is not None:
         capture, memory, memory_note, fsdp2_report = _own_device_under_fsdp2(target, ent, device, inference, backend,
                                                                              want_memory, debug, progress, fsdp2)
-        standin, accel, standin_fsdp2 = steps.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
+        standin, accel, standin_fsdp2 = shared.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
                                                                   debug=debug, progress=progress)
     elif ddp is not None:
         capture, memory, memory_note, ddp_report = _own_device_under_ddp(target, ent, device, inference, backend,
                                                                          want_memory, debug, progress, ddp)
-        standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, backend, ddp, debug=debug,
+        standin, accel, standin_ddp = shared.standin_under_ddp(target, ent, device, inference, backend, ddp, debug=debug,
                                                               progress=progress)
     else:
         capture, memory, memory_note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress)
-        standin, accel = steps.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
+        standin, accel = shared.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
     trace = build_trace_report(capture)
     verdict = cudagraph_verdict(standin, backend=backend if backend != "aot_eager" else "inductor", predicted=accel == "meta")
     if ddp_report is not None:
-        from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+        from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
 
         ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
     rank_memory = None
     if fsdp2_report is not None:
-        from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+        from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
 
         fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
         rank_memory = _fsdp2_rank_memory(memory, fsdp2_report, capture)
@@ -262,9 +262,9 @@ def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, p
 
 def _own_device_under_fsdp2(target, ent, device, inference, backend, want_memory, debug, progress, fsdp2: dict):
     """:func:`_own_device` under FSDP2 as rank 0 of a fake process group: also the FSDP2 report."""
-    from graphtool.analysis.distributed import build_fsdp2_report
+    from graphtool.analysis.distributed.wrappers import build_fsdp2_report
 
-    with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):
+    with shared.fsdp2_session(fsdp2, progress) as session, shared.own_group_hint("--fsdp2"):
         ent, factory_args = session.entry(target, ent)
         capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
                                             wrapper=session, factory_args=factory_args)
@@ -275,9 +275,9 @@ def _fsdp2_rank_memory(memory, report, capture):
     """Each rank's bytes with the compiled graphs' activations (``memory --fsdp2``'s), when memory was measured."""
     if memory is None:
         return None
-    from graphtool.analysis.distributed import SKIPPED_ROOT_NOTE
-    from graphtool.analysis.fsdp2_cudagraphs import runs_per_step
-    from graphtool.analysis.rank_memory import fsdp2_rank_memory
+    from graphtool.analysis.cudagraphs.fsdp2 import runs_per_step
+    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE
+    from graphtool.analysis.memory.rank_memory import fsdp2_rank_memory
 
     return fsdp2_rank_memory(memory, report.memory, runs_per_step(capture), world_size=report.world_size,
                              root_eager=SKIPPED_ROOT_NOTE in report.notes)
@@ -286,10 +286,10 @@ def _fsdp2_rank_memory(memory, report, capture):
 def _own_device_under_ddp(target, ent, device, inference, backend, want_memory, debug, progress, ddp: dict):
     """:func:`_own_device` in torch's fake process group, the model run as ``DDP(torch.compile(model))``
     for two steps (the second is where parameters without gradient fail): also the DDP report."""
-    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.analysis.distributed.wrappers import build_ddp_report
 
-    with steps.ddp_session(ddp, progress) as session:
-        with steps.own_group_hint("--ddp"):
+    with shared.ddp_session(ddp, progress) as session:
+        with shared.own_group_hint("--ddp"):
             ent, factory_args = session.entry(target, ent)
             capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
                                                 wrapper=session, factory_args=factory_args, n_steps=2)
@@ -302,28 +302,28 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
     from graphtool.capture.tracer import trace_model
     from graphtool.errors import GraphtoolError
 
-    spec = steps.load(target, ent, device, progress, factory_args, wrapped=wrapper is not None)
+    spec = shared.load(target, ent, device, progress, factory_args, wrapped=wrapper is not None)
     eager = None
     note = None if want_memory else "not measured (--no-memory)"
     if want_memory and not inference:
-        from graphtool.capture.saved_tensors import capture_saved
+        from graphtool.capture.memory.saved_tensors import capture_saved
 
         progress.phase("running the forward eagerly, recording what autograd saves...")
         try:
-            with steps.quiet_stdout():
+            with shared.quiet_stdout():
                 eager = capture_saved(spec)
         except GraphtoolError as exc:
             note = f"not available: {exc.message}"
     elif inference:
         note = "not measured: --inference traces no backward"
     progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
-    with steps.quiet_stdout():
+    with shared.quiet_stdout():
         capture = trace_model(spec, inference=inference, backend=backend, quiet=not debug,
                               on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
                               steps=n_steps)
     memory = None
     if eager is not None:
-        from graphtool.analysis.memory import build_memory_report
+        from graphtool.analysis.memory.saved import build_memory_report
 
         memory = build_memory_report(eager, capture)
     return capture, memory, note
@@ -334,7 +334,7 @@ def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list
     from graphtool.analysis.node_facts import graph_facts
 
     model = capture.spec.model
-    from graphtool.capture.script import is_module
+    from graphtool.capture.user.script import is_module
 
     classes = {n: type(m).__name__ for n, m in model.named_modules()} if is_module(model) else {}
     pictures, marks = [], {}

@@ -10,7 +10,7 @@ switches on which command made a result. The classes, each beside the command th
 
     Result
      +-- commands.trace.TraceResult
-     +-- commands.steps.ModelResult
+     +-- commands.shared.ModelResult
      |    +-- commands.mutations.MutationsResult
      |    +-- commands.devices.DevicesResult
      |    +-- commands.cudagraphs.CudagraphsResult

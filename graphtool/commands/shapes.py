@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 
 
@@ -40,11 +40,11 @@ def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max
                   settings: Sequence[str] = (), inference: bool = False, backend: str = "inductor",
                   advise: bool = True) -> ShapeOptions:
     """Every flag read and checked: a mistake is a usage error (exit 2) that names the flag."""
-    from graphtool.analysis.cudagraphs import check_backend, parse_settings
+    from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend, parse_settings
     from graphtool.capture.schedule import parse_marks, parse_sizes
     from graphtool.errors import UsageError
 
-    check_backend(backend)
+    check_cudagraph_backend(backend)
     if backend not in ("inductor", "cudagraphs"):
         raise UsageError(f"--backend {backend!r}: shapes predicts CUDA graphs under inductor (mode=\"reduce-overhead\") "
                          "or backend=\"cudagraphs\"", hint="--backend inductor or --backend cudagraphs")
@@ -62,7 +62,7 @@ def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max
                         advise=advise)
 
 
-class ShapesResult(steps.ModelResult):
+class ShapesResult(shared.ModelResult):
     """One model's :class:`~graphtool.analysis.shapes.ShapeReport` over its shape schedule."""
 
     command = "shapes"
@@ -88,8 +88,8 @@ def shapes(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     ``flags`` are :func:`check_options`' keywords, for callers without ``options``."""
     opts = options or check_options(**flags)
     results = []
-    for target, ent in steps.targets(model, entry):
-        with steps.one_load(standin=True):
+    for target, ent in shared.targets(model, entry):
+        with shared.one_load(standin=True):
             report, header = _one_model(target, ent, device, schedule, opts, debug, progress)
         found = bool(report.limit_step or report.failed or report.warnings)
         results.append(ShapesResult(header, report, found))
@@ -100,7 +100,7 @@ def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, pr
     from graphtool.analysis.shapes import shape_report
     from graphtool.capture.schedule import settings_in_effect
 
-    spec, accel = steps.load_standin(target, entry, device, progress)
+    spec, accel = shared.load_standin(target, entry, device, progress)
     schedule = _schedule(spec, given, opts)
     standin = _standin_schedule(schedule, spec, opts)
     settings = settings_in_effect()  # after the script ran: its own torch._dynamo settings count
@@ -111,7 +111,7 @@ def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, pr
                           backend=opts.backend, symbolic=symbolic_dims(capture), left_out=schedule.left_out)
     if opts.advise:
         report = dataclasses.replace(report, advice=tuple(_advice(target, entry, device, spec, schedule, report, opts, debug, progress)))
-    header = steps.model_header(capture)
+    header = shared.model_header(capture)
     return report, header
 
 
@@ -154,7 +154,7 @@ def _standin_schedule(schedule, spec, opts: ShapeOptions, marks=None):
 
 def _predict(spec, standin, opts: ShapeOptions, debug: bool, progress: Progress, what: str = ""):
     """Trace the stand-in over ``standin`` (a schedule on meta): the capture and its CUDA-graph verdict."""
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.capture.tracer import trace_model
 
     total = len(standin.steps)
@@ -162,7 +162,7 @@ def _predict(spec, standin, opts: ShapeOptions, debug: bool, progress: Progress,
     first_args, first_kwargs = standin.steps[0]
     spec = dataclasses.replace(spec, args=first_args, kwargs=first_kwargs)
     progress.phase(f"tracing{what} step 1 of {total} on the accelerator stand-in...")
-    with steps.quiet_stdout():
+    with shared.quiet_stdout():
         capture = trace_model(spec, inference=opts.inference, backend=opts.backend, standin=True, quiet=not debug,
                               schedule=standin if total > 1 else None, steps=total, compile_dynamic=opts.compile_dynamic)
     if capture.stopped:
@@ -186,7 +186,7 @@ def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, d
     out = []
 
     def again(changed, what, marks=None):
-        fresh, _ = steps.load_standin(target, entry, device, progress)
+        fresh, _ = shared.load_standin(target, entry, device, progress)
         standin = _standin_schedule(changed, fresh, opts, marks=marks)
         capture, verdict = _predict(fresh, standin, opts, debug, progress, what)
         return shape_report(capture, verdict, labels=changed.labels, source=changed.source, settings=report.settings,

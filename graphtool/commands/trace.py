@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from graphtool.commands import steps
+from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 
@@ -126,19 +126,19 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
     splits off is one region, and the result's ``ddp`` says where and why. ``fsdp2`` (``world_size``)
     runs it under ``fully_shard`` as rank 0 of a fake process group: the result's ``fsdp2`` says what
     FSDP2 does to the graphs, its collectives and each rank's memory."""
-    steps.check_backend(backend)
+    shared.check_aot_backend(backend)
     if cudagraphs:
-        from graphtool.analysis.cudagraphs import check_backend
+        from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend
 
-        check_backend(cudagraphs)
+        check_cudagraph_backend(cudagraphs)
     results = []
     if ddp is not None:
-        steps.check_ddp(ddp, device)
+        shared.check_ddp(ddp, device)
     if fsdp2 is not None:
-        steps.check_fsdp2(fsdp2, ddp, device)
-    for target, ent in steps.targets(model, entry):
+        shared.check_fsdp2(fsdp2, ddp, device)
+    for target, ent in shared.targets(model, entry):
         # the script runs once: the stand-in, the host-value replay and the bench derive from that one model
-        once = steps.one_load(standin=bool(cudagraphs), plain=bench and (ddp is not None or fsdp2 is not None))
+        once = shared.one_load(standin=bool(cudagraphs), plain=bench and (ddp is not None or fsdp2 is not None))
         with once if cudagraphs or bench else contextlib.nullcontext():  # one trace alone needs no sharing
             results.append(_one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress,
                                 ddp, fsdp2))
@@ -154,37 +154,37 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
     elif ddp is not None:
         capture, ddp_report = _trace_under_ddp(target, ent, device, inference, backend, ddp, debug, progress)
     else:
-        capture = steps.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
+        capture = shared.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
     verdict = timings = code = None
     if cudagraphs:
         from dataclasses import replace
 
-        from graphtool.analysis.cudagraphs import cudagraph_verdict
+        from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
         from graphtool.analysis.steady_state import steady_state
         from graphtool.capture.steady_state import DEFAULT_STEPS
 
         if ddp is not None:  # the split graphs' verdict, from the stand-in run under DDP too
-            standin, accel, standin_ddp = steps.standin_under_ddp(target, ent, device, inference, cudagraphs, ddp,
+            standin, accel, standin_ddp = shared.standin_under_ddp(target, ent, device, inference, cudagraphs, ddp,
                                                             debug=debug, progress=progress, n_steps=DEFAULT_STEPS)
         elif fsdp2 is not None:  # each block graph's verdict, from the stand-in run under FSDP2 too
-            standin, accel, standin_fsdp2 = steps.standin_under_fsdp2(target, ent, device, inference, cudagraphs,
+            standin, accel, standin_fsdp2 = shared.standin_under_fsdp2(target, ent, device, inference, cudagraphs,
                                                                       fsdp2, debug=debug, progress=progress,
                                                                       n_steps=DEFAULT_STEPS)
         else:
-            standin, accel = steps.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
+            standin, accel = shared.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
                                                  progress=progress, steps=DEFAULT_STEPS)
         verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
         verdict = replace(verdict, steady=steady_state(standin, verdict))
         if ddp is not None:
-            from graphtool.analysis.ddp_cudagraphs import with_split_verdicts
+            from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
 
             ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
         if fsdp2 is not None:
-            from graphtool.analysis.fsdp2_cudagraphs import with_graph_verdicts
+            from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
 
             fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
     if bench:
-        timings = steps.eager_vs_compiled(target, ent, progress=progress)
+        timings = shared.eager_vs_compiled(target, ent, progress=progress)
     if graph_code:
         from graphtool.render.graph_code import graph_files
 
@@ -195,7 +195,7 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
 def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug, progress):
     from dataclasses import replace
 
-    from graphtool.analysis.distributed import build_ddp_report
+    from graphtool.analysis.distributed.wrappers import build_ddp_report
     from graphtool.commands.ranks import rank_differences
 
     world = ddp["world_size"]
@@ -204,7 +204,7 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
     report = build_ddp_report(capture, session.result(capture))
 
     def trace_rank(rank):
-        with steps.own_load():  # rank ``rank``'s model, built as its process builds it: the script runs again
+        with shared.own_load():  # rank ``rank``'s model, built as its process builds it: the script runs again
             return _ddp_rank(target, entry, device, inference, backend, ddp, debug, progress, rank)[0]
 
     ranks = rank_differences(target, factory, factory_args, world, capture, trace_rank, progress)
@@ -213,26 +213,26 @@ def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug
 
 def _ddp_rank(target, entry, device, inference, backend, ddp: dict, debug, progress, rank: int):
     """One rank's trace under DDP in the fake process group: (capture, session, entry, factory args)."""
-    from graphtool.capture.ranks import launch_env, on_rank
+    from graphtool.capture.distributed.ranks import launch_env, on_rank
 
     world = ddp["world_size"]
     # the group's progress line is _trace_under_ddp's, once for every rank traced
-    with on_rank(rank, world), launch_env(rank, world), steps.ddp_session(ddp, rank=rank) as session:
-        with steps.own_group_hint("--ddp"):
+    with on_rank(rank, world), launch_env(rank, world), shared.ddp_session(ddp, rank=rank) as session:
+        with shared.own_group_hint("--ddp"):
             entry, factory_args = session.entry(target, entry)
             # two steps: DDP fails on the second when a parameter got no gradient in the first
-            capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
+            capture = shared.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
                                              progress=progress, wrapper=session, factory_args=factory_args,
                                              steps=DDP_STEPS)
         return capture, session, entry, factory_args
 
 
 def _trace_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, debug, progress):
-    from graphtool.analysis.distributed import build_fsdp2_report
+    from graphtool.analysis.distributed.wrappers import build_fsdp2_report
 
-    with steps.fsdp2_session(fsdp2, progress) as session, steps.own_group_hint("--fsdp2"):
+    with shared.fsdp2_session(fsdp2, progress) as session, shared.own_group_hint("--fsdp2"):
         entry, factory_args = session.entry(target, entry)
-        capture = steps.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
+        capture = shared.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
                                          progress=progress, wrapper=session, factory_args=factory_args)
         return capture, build_fsdp2_report(capture, session.result(capture))
 

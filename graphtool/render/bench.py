@@ -67,7 +67,7 @@ def bench_view(report) -> Group:
     for insight in report.insights():
         parts.append(Text(f"insight: {insight['text']}", style="note"))
     if report.verdict and report.verdict.get("reasons"):
-        from graphtool.analysis.cudagraphs import EAGER_CAPTURE_BLOCKERS
+        from graphtool.analysis.cudagraphs.verdict import EAGER_CAPTURE_BLOCKERS
 
         parts.append(Text(f"CUDA-graph verdict: {report.verdict.get('summary')}", style="verdict"))
         for r in report.verdict["reasons"]:

@@ -22,7 +22,7 @@ from graphtool.render.tables import wrapped
 
 
 def _b(n) -> str:
-    from graphtool.analysis.memory import format_bytes
+    from graphtool.analysis.memory.saved import format_bytes
 
     return "-" if n is None else format_bytes(n)
 

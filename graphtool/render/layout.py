@@ -38,7 +38,7 @@ def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = N
     from graphtool.render.documents import write_atomic
 
     out = Path(out)
-    from graphtool.capture.deadline import check_timeout
+    from graphtool.capture.user.deadline import check_timeout
 
     check_timeout(timeout)
     if fmt == "dot":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from graphtool.analysis.memory import format_bytes, recomputed_by_line
+from graphtool.analysis.memory.saved import format_bytes, recomputed_by_line
 from graphtool.display_paths import display_path
 from graphtool.render.tables import Col, FitTable
 

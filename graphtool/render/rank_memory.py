@@ -23,7 +23,7 @@ from graphtool.render.tables import wrapped
 
 
 def rank_memory_view(rank, *, world_size: int | None = None, width: int = 78, wrapper: str = "DDP") -> Group:
-    from graphtool.analysis.memory import format_bytes
+    from graphtool.analysis.memory.saved import format_bytes
 
     ranks = f" ({world_size} rank{'s' if world_size != 1 else ''})" if world_size else ""
     if rank.per_rank:
@@ -43,7 +43,7 @@ def rank_memory_view(rank, *, world_size: int | None = None, width: int = 78, wr
 
 def _per_rank(rank, wrapper: str, ranks: str) -> list:
     """The head line, then one row per run of ranks holding the same bytes."""
-    from graphtool.analysis.memory import format_bytes
+    from graphtool.analysis.memory.saved import format_bytes
 
     lines = [Text(f"per rank under {wrapper}{ranks}: up to {format_bytes(rank.total_bytes)} (rank {rank.rank})",
                   style="bold")]

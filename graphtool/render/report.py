@@ -327,7 +327,7 @@ def _fsdp2_section(f, rank_memory=None) -> str:
     each rank's memory (activations when memory was measured), what is predicted only, the notes."""
     if f is None:
         return ""
-    from graphtool.analysis.memory import format_bytes
+    from graphtool.analysis.memory.saved import format_bytes
     from graphtool.render.distributed import split_verdict_line
     from graphtool.text import count
 
@@ -374,7 +374,7 @@ def _fsdp2_section(f, rank_memory=None) -> str:
 def _memory_section(m, note) -> str:
     if m is None:
         return _section("memory", "Memory", f'<p class="note">Memory: {escape(note or "not measured")}</p>')
-    from graphtool.analysis.memory import format_bytes
+    from graphtool.analysis.memory.saved import format_bytes
 
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
     rows = [[k, str(h.tensors), escape(format_bytes(h.bytes))] for k, h in (("parameters", m.parameters), ("gradients", m.gradients), ("buffers", m.buffers))]

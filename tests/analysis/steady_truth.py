@@ -36,8 +36,8 @@ def torch_loop(path: str, steps: int, *, inference: bool = False, backend: str =
     import torch
     from torch._dynamo.utils import counters
 
-    from graphtool.capture.script import load_model
     from graphtool.capture.tensors import iter_tensors
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(path)
     params = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []

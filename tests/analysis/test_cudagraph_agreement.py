@@ -12,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from graphtool.analysis.cudagraph_catalogue import PREFIX
-from graphtool.analysis.cudagraphs import cudagraph_verdict
+from graphtool.analysis.cudagraphs.catalogue import PREFIX
+from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
 from tests.helpers import FIXTURES
 
 FIX = FIXTURES / "cudagraphs"
@@ -21,9 +21,9 @@ FIX = FIXTURES / "cudagraphs"
 
 @functools.cache
 def trace(name: str, backend: str = "inductor"):
-    from graphtool.capture.meta_standin import to_meta
-    from graphtool.capture.script import load_model
+    from graphtool.capture.standin.meta import to_meta
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(str(FIX / f"{name}.py"))
     cfg = getattr(sys.modules[spec.module_name], "DYNAMO_CONFIG", {})
@@ -66,7 +66,7 @@ def _codes(v):
 @pytest.mark.parametrize("name, backend, settings, codes", CASES, ids=lambda x: str(x) if not isinstance(x, dict) else
                          ",".join(f"{k}={v}" for k, v in x.items()) or "defaults")
 def test_trigger_gives_its_code(name, backend, settings, codes):
-    from graphtool.analysis.cudagraph_catalogue import ENTRIES
+    from graphtool.analysis.cudagraphs.catalogue import ENTRIES
 
     installed = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
     expected = [c for c in codes if ENTRIES[c].on(installed)]  # a reason this torch does not have is not given

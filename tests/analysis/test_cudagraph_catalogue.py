@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graphtool.analysis import cudagraph_catalogue as cat
+from graphtool.analysis.cudagraphs import catalogue as cat
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_docs_match_the_catalogue():
-    """Regenerate with: python -m graphtool.analysis.cudagraph_catalogue > docs/cudagraphs.md"""
+    """Regenerate with: python -m graphtool.analysis.cudagraphs.catalogue > docs/cudagraphs.md"""
     assert (ROOT / "docs" / "cudagraphs.md").read_text() == cat.markdown()
 
 
@@ -30,7 +30,7 @@ def test_codes_are_unique_and_complete():
 def test_every_finding_code_the_verdict_emits_is_catalogued():
     import re
 
-    src = (ROOT / "graphtool" / "analysis" / "cudagraphs.py").read_text()
+    src = (ROOT / "graphtool" / "analysis" / "cudagraphs" / "verdict.py").read_text()
     slugs = set(re.findall(r'_reason\(\s*"([a-z-]+)"', src))
     assert slugs and slugs <= {e.slug for e in cat.ENTRIES_LIST}
 

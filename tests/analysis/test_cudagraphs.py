@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphtool.analysis.cudagraphs import cudagraph_verdict
+from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
 from graphtool.analysis.devices import device_report
 from tests.helpers import standin_traced
 
@@ -153,7 +153,7 @@ def test_a_model_that_mixes_devices_fails_on_the_standin_with_a_clear_message(cl
 ])
 def test_what_blocks_graphtools_own_capture(name, blockers):
     """bench captures the eager step, so only reasons that break a capture of eager code stop it."""
-    from graphtool.analysis.cudagraphs import eager_capture_blockers
+    from graphtool.analysis.cudagraphs.verdict import eager_capture_blockers
 
     verdict = cudagraph_verdict(standin_traced(name, "cudagraphs"), backend="cudagraphs").to_dict()
     assert [r["code"] for r in eager_capture_blockers(verdict)] == blockers

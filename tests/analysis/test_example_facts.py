@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphtool.analysis.cudagraphs import cudagraph_verdict
+from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
 from graphtool.analysis.mutations import analyze_mutations
 from tests.helpers import standin_traced, traced
 

@@ -54,14 +54,14 @@ def predict(model: str, backend: str):
     """graphtool's verdict with its steady state over 5 steps, as ``graphtool cudagraphs --steps 5`` gives it."""
     from dataclasses import replace
 
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.steady_state import steady_state
 
     if model in GPU_READS:
-        from graphtool.capture.host_values import HostValues
-        from graphtool.capture.meta_standin import to_meta
-        from graphtool.capture.script import load_model
+        from graphtool.capture.standin.host_values import HostValues
+        from graphtool.capture.standin.meta import to_meta
         from graphtool.capture.tracer import trace_model
+        from graphtool.capture.user.script import load_model
 
         values = HostValues()
         values.values.extend(GPU_READS[model])
@@ -210,11 +210,11 @@ def test_a_backward_with_no_op_is_left_uncompiled_by_inductor_only(backend, func
 def test_no_partitioning_leaves_the_no_op_backward_uncompiled_too():
     """The count_calls test runs before graph partitioning: with ``graph_partition=false`` the empty backward is
     still not CUDA-graphed (graphtool once counted it as one whole-graph partition)."""
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.steady_state import steady_state
-    from graphtool.capture.meta_standin import to_meta
-    from graphtool.capture.script import load_model
+    from graphtool.capture.standin.meta import to_meta
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     capture = trace_model(to_meta(load_model(str(ROOT / "tests" / "fixtures" / "steady" / "passthrough_backward.py"))),
                           standin=True, steps=STEPS)

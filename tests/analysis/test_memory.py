@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from graphtool.analysis.graph_summary import Source
-from graphtool.analysis.memory import (
+from graphtool.analysis.memory.saved import (
     Recomputed,
     build_memory_report,
     eager_side,
@@ -19,7 +19,7 @@ from graphtool.analysis.memory import (
     recomputed_by_line,
     symbol_source,
 )
-from graphtool.capture.saved_tensors import EagerCapture, EagerOp, EagerSaved, Tensor
+from graphtool.capture.memory.saved_tensors import EagerCapture, EagerOp, EagerSaved, Tensor
 
 M = "/home/u/model.py"
 

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from graphtool.analysis.mutations import analyze_mutations
-from graphtool.capture.script import ModelSpec, load_model
 from graphtool.capture.tracer import trace_model
+from graphtool.capture.user.script import ModelSpec, load_model
 from tests.helpers import example, traced
 
 
@@ -60,7 +60,7 @@ class _Wrap(nn.Module):
 
 
 def _arg_names(spec):
-    from graphtool.capture.input_names import positional_names
+    from graphtool.capture.user.input_names import positional_names
 
     return positional_names(spec)
 

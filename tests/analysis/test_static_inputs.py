@@ -11,11 +11,11 @@ import dataclasses
 import pytest
 import torch
 
-from graphtool.analysis.cudagraphs import _static_indices, cudagraph_verdict
+from graphtool.analysis.cudagraphs.verdict import _static_indices, cudagraph_verdict
 from graphtool.capture import compat
-from graphtool.capture.meta_standin import to_meta
-from graphtool.capture.script import load_model
+from graphtool.capture.standin.meta import to_meta
 from graphtool.capture.tracer import trace_model
+from graphtool.capture.user.script import load_model
 from tests.helpers import FIXTURES
 
 CACHE_WRITE = str(FIXTURES / "standin" / "static_cache_write.py")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from graphtool.analysis.trace_report import build_trace_report
-from graphtool.capture.script import load_model
+from graphtool.capture.user.script import load_model
 from tests.helpers import example, traced
 
 

@@ -30,7 +30,7 @@ def _script_doc(command: str, path: str) -> dict:
 
 
 def _object_doc(command: str, path: str) -> dict:
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(path)
     return _without_model(getattr(graphtool, command)(spec.model, *spec.args, **spec.kwargs).to_dict())
@@ -64,7 +64,7 @@ def test_an_input_transposed_in_place_gets_its_shape_back():
 
 def test_the_trace_document_validates_against_the_cli_schema_and_has_fields_to_assert_on():
     jsonschema = pytest.importorskip("jsonschema")
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     schema = json.loads(resources.files("graphtool.schema").joinpath("report.schema.json").read_text())
     spec = load_model(example("graph_breaks.py"))
@@ -163,8 +163,8 @@ def test_a_backward_the_caller_still_holds_survives_a_trace():
 
 
 def test_the_stand_in_is_a_meta_copy_keeping_tied_weights_and_static_marks():
-    from graphtool.capture.meta_standin import copy_to_meta
     from graphtool.capture.model_object import object_spec
+    from graphtool.capture.standin.meta import copy_to_meta
 
     class Tied(torch.nn.Module):
         def __init__(self):

@@ -41,7 +41,7 @@ def _cli_document(command: str, name: str) -> tuple[int, dict]:
 @functools.cache
 def _api_result(command: str, name: str):
     """``graphtool.COMMAND(model, *inputs)`` on the object the script builds, once per process."""
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(example(name))
     return getattr(graphtool, command)(spec.model, *spec.args, **spec.kwargs)

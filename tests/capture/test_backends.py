@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from graphtool.capture import compat
-from graphtool.capture.script import load_model
 from graphtool.capture.tracer import trace_model
+from graphtool.capture.user.script import load_model
 from graphtool.errors import EXIT_BUG, EXIT_USAGE, GraphtoolBug, TraceFailed
 from tests.helpers import FIXTURES, example
 
@@ -64,7 +64,7 @@ def test_graphtools_own_failure_while_tracing_is_a_bug_in_graphtool(monkeypatch,
     import operator
 
     from graphtool.capture import tracer
-    from graphtool.capture.meta_standin import to_meta
+    from graphtool.capture.standin.meta import to_meta
 
     # a builtin raising from graphtool's own line: the innermost Python frame is graphtool's backend
     monkeypatch.setattr(tracer, "_in_place_writes", operator.itemgetter("x"))

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from graphtool.analysis.timing_stats import speedup, summarize
-from graphtool.capture.bench_modes import compare, input_sets, make_step, run_modes
-from graphtool.capture.script import load_model
-from graphtool.capture.timers import measure
+from graphtool.capture.bench.modes import compare, input_sets, make_step, run_modes
+from graphtool.capture.bench.timers import measure
+from graphtool.capture.user.script import load_model
 from tests.helpers import FIXTURES, example
 
 
@@ -89,7 +89,7 @@ def test_run_modes_on_cpu_with_injected_timer():
 
 
 def test_a_mode_that_differs_from_eager_is_not_timed(monkeypatch):
-    import graphtool.capture.bench_modes as br
+    import graphtool.capture.bench.modes as br
 
     spec = load_model(example("mlp.py"))
     monkeypatch.setattr(br, "_compiled", lambda torch, model, mode: (lambda x: model(x) + 1.0))
@@ -99,7 +99,7 @@ def test_a_mode_that_differs_from_eager_is_not_timed(monkeypatch):
 
 
 def test_a_failing_mode_keeps_the_others(monkeypatch):
-    import graphtool.capture.bench_modes as br
+    import graphtool.capture.bench.modes as br
 
     def boom(torch, model, mode):
         raise RuntimeError("backend exploded")
@@ -178,7 +178,7 @@ def test_the_table_says_how_a_random_model_was_checked(cli):
 
 
 def test_dropout_off_turns_off_modules_functions_and_attention_dropout_then_puts_them_back():
-    from graphtool.capture.bench_modes import dropout_off
+    from graphtool.capture.bench.modes import dropout_off
 
     F = torch.nn.functional
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5), torch.nn.Dropout2d(0.2))
@@ -200,7 +200,7 @@ def test_dropout_off_turns_off_modules_functions_and_attention_dropout_then_puts
 def test_random_ops_that_are_not_dropout_leave_a_differing_mode_timed_and_marked_unchecked(monkeypatch):
     """torch.randn in forward cannot be turned off: a mode that then differs is timed anyway (never no
     numbers), marked unchecked, and the reason names the op and the line."""
-    import graphtool.capture.bench_modes as br
+    import graphtool.capture.bench.modes as br
 
     def compiled(torch, model, mode):
         def run(x):
@@ -217,7 +217,7 @@ def test_random_ops_that_are_not_dropout_leave_a_differing_mode_timed_and_marked
 
 
 def test_a_real_mismatch_with_dropout_off_is_still_a_mismatch(monkeypatch):
-    import graphtool.capture.bench_modes as br
+    import graphtool.capture.bench.modes as br
 
     monkeypatch.setattr(br, "_compiled", lambda torch, model, mode: (lambda x: model(x) + 1.0))
     _, bad = run_modes(load_model(str(FIXTURES / "dropout_train.py")), compile_mode="aot_eager", warmup=0, iters=1,
@@ -252,7 +252,7 @@ def test_a_model_with_torch_cond_is_benched(cli, backward):
 
 def test_torch_cond_under_the_random_op_mode_runs_through_it_in_inference():
     """Forward only: the mode sees cond and lets it run; no second run is needed."""
-    from graphtool.capture.bench_modes import _with_random_ops
+    from graphtool.capture.bench.modes import _with_random_ops
 
     spec = load_model(str(FIXTURES / "hop" / "cond_model.py"))
     restored = []
@@ -267,7 +267,7 @@ def test_flex_attention_and_map_pass_through_the_random_op_mode():
     from torch._higher_order_ops.map import map as hop_map
     from torch.nn.attention.flex_attention import flex_attention
 
-    from graphtool.capture.bench_modes import _with_random_ops
+    from graphtool.capture.bench.modes import _with_random_ops
 
     q = torch.randn(1, 2, 16, 8)
     out, drawn = _with_random_ops(torch, lambda: flex_attention(q, q, q), lambda: None)
@@ -280,7 +280,7 @@ def test_torch_cond_with_dropout_in_training_is_found_by_the_generator_state():
     """Backward through a cond that ran under any dispatch mode fails inside torch (its own
     FlopCounterMode too): graphtool runs the step again without the mode, and the generator's state
     says random numbers were drawn; the modes are then checked with dropout off."""
-    from graphtool.capture.bench_modes import _UNNAMED_RANDOM
+    from graphtool.capture.bench.modes import _UNNAMED_RANDOM
 
     eager, compiled = run_modes(load_model(str(FIXTURES / "hop" / "cond_dropout.py")), compile_mode="aot_eager",
                                 backward=True, warmup=0, iters=1, repeat=1)
@@ -290,7 +290,7 @@ def test_torch_cond_with_dropout_in_training_is_found_by_the_generator_state():
 
 def test_an_error_names_torchs_real_cause_not_the_wrappers_first_line(monkeypatch):
     """On the H100, compile[default] read only "BackendCompilerFailed: backend='inductor' raised:"."""
-    import graphtool.capture.bench_modes as br
+    import graphtool.capture.bench.modes as br
 
     class BackendCompilerFailed(Exception):
         def __init__(self, inner):
@@ -308,7 +308,7 @@ def test_an_error_names_torchs_real_cause_not_the_wrappers_first_line(monkeypatc
 
 
 def test_gradient_mismatch_is_named_as_such():
-    from graphtool.capture.bench_modes import check_against_eager
+    from graphtool.capture.bench.modes import check_against_eager
 
     out, grad = torch.ones(2), torch.ones(3)
     assert check_against_eager(torch, (out, [grad]), (out, [grad])) == (True, 0.0, "output")
@@ -317,7 +317,7 @@ def test_gradient_mismatch_is_named_as_such():
 
 
 def test_rotated_inputs_keep_layout_and_handle_empty_and_bool_tensors():
-    from graphtool.capture.script import ModelSpec
+    from graphtool.capture.user.script import ModelSpec
 
     image = torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)
     ids, empty, mask = torch.tensor([3, 5, 7]), torch.zeros(0, dtype=torch.long), torch.tensor([True, False])
@@ -400,7 +400,7 @@ def test_models_that_mutate_inputs_or_buffers_are_checked_from_the_same_state(cl
 
 
 def test_snapshot_restores_values_metadata_and_buffers():
-    from graphtool.capture.bench_modes import snapshot
+    from graphtool.capture.bench.modes import snapshot
 
     model = torch.nn.BatchNorm1d(3)
     x = torch.randn(2, 3)
@@ -425,8 +425,8 @@ def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
     """trace --bench times the model where the script put it; a CPU model is reported as cpu even
     on a machine with CUDA (before, the GPU's name was printed for CPU timings)."""
     import graphtool.analysis.bench_report as ab
-    from graphtool.capture.bench_modes import cuda_device_of
-    from graphtool.commands.steps import eager_vs_compiled
+    from graphtool.capture.bench.modes import cuda_device_of
+    from graphtool.commands.shared import eager_vs_compiled
 
     assert cuda_device_of(load_model(example("mlp.py"))) is None
     assert cuda_device_of(load_model(example("mutate_input.py"))) is None  # a function model
@@ -441,7 +441,7 @@ def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
 def test_attention_without_dropout_is_not_a_random_op():
     """The CPU flash-attention kernel is tagged random whatever its dropout_p; with 0 it draws nothing,
     so a transformers model with dropout off was wrongly left with a random op graphtool "cannot turn off"."""
-    from graphtool.capture.bench_modes import _with_random_ops
+    from graphtool.capture.bench.modes import _with_random_ops
 
     q = torch.randn(1, 2, 4, 8)
     F = torch.nn.functional

@@ -354,10 +354,10 @@ def test_complex_memory_overlap_in_the_verdict():
     """End to end on the stand-in: inductor on 2.11/2.12 skips the forward; 2.13+ applies graphs."""
     from pathlib import Path
 
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
-    from graphtool.capture.meta_standin import to_meta
-    from graphtool.capture.script import ModelSpec
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
+    from graphtool.capture.standin.meta import to_meta
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import ModelSpec
 
     def windows(x):
         return x * 2
@@ -425,9 +425,9 @@ def test_package_metadata_never_caps_torch():
 def test_a_reloaded_script_is_not_guarded_against_its_previous_load():
     """A @torch.no_grad() function over a module-level module, loaded twice in one process (the
     stand-in moved the first load's module to meta): dynamo_reset lets the second load trace."""
-    from graphtool.capture.meta_standin import to_meta
-    from graphtool.capture.script import load_model
+    from graphtool.capture.standin.meta import to_meta
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
     from tests.helpers import FIXTURES
 
     path = str(FIXTURES / "issue24" / "kv_function.py")
@@ -728,7 +728,7 @@ def test_aot_input_attribute_names_what_a_compiled_optimizer_reads():
                                         ("triton.cudagraph_partition_memory_budget", float)])
 def test_the_partition_reordering_flags_the_verdict_reads(flag, kind):
     """The cudagraphs verdict orders the ops as inductor's scheduler does before partitioning when this torch
-    has ``reorder_for_reducing_graph_partitions`` on (analysis/cudagraphs.py ``_partition_order``); without
+    has ``reorder_for_reducing_graph_partitions`` on (analysis/cudagraphs/verdict.py ``_partition_order``); without
     the flag it keeps the graph's own order, so an absent flag must read as absent, not raise."""
     assert compat.has_inductor_flag(flag)
     assert isinstance(compat.inductor_flag(flag), kind)

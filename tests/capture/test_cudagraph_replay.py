@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphtool.capture.bench_modes import (
+from graphtool.capture.bench.modes import (
     _clone_inputs,
     compare,
     cuda_graph_step,
@@ -21,8 +21,8 @@ from graphtool.capture.bench_modes import (
     make_step,
     run_modes,
 )
-from graphtool.capture.script import load_model
-from graphtool.capture.timers import CudaEventTimer
+from graphtool.capture.bench.timers import CudaEventTimer
+from graphtool.capture.user.script import load_model
 from tests.helpers import FIXTURES, example
 from tests.helpers.fake_cuda import FakeCuda
 
@@ -72,7 +72,7 @@ def test_torchs_graph_context_leaves_a_failed_capture_behind(fake_cuda):
 
 
 def test_graphtools_capture_leaves_nothing_behind_and_raises_the_real_cause(fake_cuda):
-    from graphtool.capture.bench_modes import capture
+    from graphtool.capture.bench.modes import capture
 
     static = torch.ones(3)
     graph = torch.cuda.CUDAGraph()
@@ -134,7 +134,7 @@ class TickTimer:
 
 def _fast_compile(monkeypatch):
     """compile[reduce-overhead] has no CUDA graphs on CPU tensors; aot_eager keeps the test quick."""
-    import graphtool.capture.bench_modes as br
+    import graphtool.capture.bench.modes as br
 
     monkeypatch.setattr(br, "_compiled", lambda torch, model, mode: torch.compile(model, backend="aot_eager"))
 
@@ -170,7 +170,7 @@ def test_a_python_error_mid_capture_releases_the_pool_once(fake_cuda):
     """When the capture itself ended cleanly (the error was Python's, not CUDA's), capture_end has
     ended allocation to the pool and the graph's reset releases it: graphtool must not release it a
     second time (it would free a pool torch still counts as owned)."""
-    from graphtool.capture.bench_modes import capture
+    from graphtool.capture.bench.modes import capture
 
     def fails():
         torch.ones(2) * 2
@@ -186,7 +186,7 @@ def test_a_failed_capture_leaves_nothing_for_the_modes_after_it(fake_cuda, monke
     """The CPU side of tests/gpu's test_a_failed_capture_keeps_the_other_modes: after the capture of
     item_branch.py fails, no capture is under way, the stream is the one before, the allocator routes
     nowhere, and reduce-overhead (which records its own graphs) starts from compiled caches that were reset."""
-    import graphtool.capture.bench_modes as br
+    import graphtool.capture.bench.modes as br
 
     _fast_compile(monkeypatch)
     seen = []
@@ -293,7 +293,7 @@ def test_a_dropout_model_is_replay_checked_without_dropout_then_captured_with_it
 def test_the_pool_is_measured_after_the_cache_is_emptied(fake_cuda):
     """On an H200 the pool's bytes came out negative (-29360128) when an earlier mode had left blocks in the
     caching allocator's cache: the capture empties it, so the 'before' must be read after that."""
-    from graphtool.capture.bench_modes import cuda_graph_step
+    from graphtool.capture.bench.modes import cuda_graph_step
 
     static = torch.ones(3)
     fake_cuda.cached = 28 << 20  # left by an earlier mode

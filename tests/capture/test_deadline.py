@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from graphtool.capture.deadline import check_timeout, deadline
-from graphtool.capture.user_code import running_user_code
+from graphtool.capture.user.boundary import running_user_code
+from graphtool.capture.user.deadline import check_timeout, deadline
 from graphtool.errors import TimedOut, UsageError
 
 
@@ -74,7 +74,7 @@ def test_work_within_the_limit_is_untouched_and_the_timer_is_gone():
 def test_no_user_frame_gives_a_hint(monkeypatch):
     import time
 
-    monkeypatch.setattr("graphtool.capture.deadline._is_user_file", lambda filename: False)  # this test file is not "the script"
+    monkeypatch.setattr("graphtool.capture.user.deadline._is_user_file", lambda filename: False)  # this test file is not "the script"
 
     with pytest.raises(TimedOut) as info, deadline(0.1, "tracing"):
         time.sleep(5)

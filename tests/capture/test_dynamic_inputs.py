@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from graphtool.capture.dynamic_inputs import choose_variant
-from graphtool.capture.script import load_model
+from graphtool.capture.user.script import load_model
 from graphtool.errors import BadModelSpec
 from tests.helpers import FIXTURES, example
 

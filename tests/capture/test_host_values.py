@@ -8,7 +8,7 @@ import operator
 import pytest
 import torch
 
-from graphtool.capture.host_values import HostValues, as_protocol
+from graphtool.capture.standin.host_values import HostValues, as_protocol
 from tests.helpers import FIXTURES
 
 META = torch.empty((), device="meta")

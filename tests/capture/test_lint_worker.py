@@ -8,8 +8,8 @@ import re
 import pytest
 import torch
 
-from graphtool.capture.lint_job import LintJob
-from graphtool.capture.lint_worker import lint_one
+from graphtool.capture.processes.lint_job import LintJob
+from graphtool.capture.processes.lint_worker import lint_one
 from tests.helpers import FIXTURES, needs_whole_forward_skip
 
 BREAKS = FIXTURES / "breaks"
@@ -76,7 +76,7 @@ def test_a_break_underlines_the_expression_that_broke():
 
 @pytest.mark.parametrize("name", ["before_first_op.py", "in_loop.py"])
 def test_explain_miscounts_where_lint_is_right(name):
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(str(BREAKS / name))
     torch._dynamo.reset()

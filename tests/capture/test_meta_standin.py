@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from graphtool.capture import compat
-from graphtool.capture.meta_standin import MetaMover, to_meta
-from graphtool.capture.script import load_model
+from graphtool.capture.standin.meta import MetaMover, to_meta
+from graphtool.capture.user.script import load_model
 from tests.helpers import FIXTURES
 
 STANDIN = FIXTURES / "standin"
@@ -239,9 +239,9 @@ def test_a_functions_closure_modules_and_global_tensors_are_the_models():
     """What a plain function reaches through closures and globals moves to meta and is named as the code names it."""
     import torch
 
-    from graphtool.capture.input_names import named_state
-    from graphtool.capture.meta_standin import to_meta
-    from graphtool.capture.script import ModelSpec
+    from graphtool.capture.standin.meta import to_meta
+    from graphtool.capture.user.input_names import named_state
+    from graphtool.capture.user.script import ModelSpec
 
     def make():
         lin = torch.nn.Linear(2, 2)

@@ -10,9 +10,9 @@ import torch
 from graphtool.capture import compat
 from graphtool.capture.compat import STRUCTURED_TRACE_LOGGER
 from graphtool.capture.graph_breaks import BreakRecorder, FrameEvent, parse_break
-from graphtool.capture.lint_job import LintJob
-from graphtool.capture.lint_worker import lint_one
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
+from graphtool.capture.processes.lint_job import LintJob
+from graphtool.capture.processes.lint_worker import lint_one
 from tests.helpers import FIXTURES, needs_whole_forward_skip
 
 BREAKS = FIXTURES / "breaks"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from graphtool.capture.ranks import RankSignature, TensorSig, ranks_to_trace, reads_rank
+from graphtool.capture.distributed.ranks import RankSignature, TensorSig, ranks_to_trace, reads_rank
 from tests.helpers import FIXTURES
 
 DDP_FIXTURES = FIXTURES / "ddp"

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from graphtool.capture import compat
-from graphtool.capture.saved_tensors import capture_saved, mark_varying_sizes
-from graphtool.capture.script import ModelSpec
+from graphtool.capture.memory.saved_tensors import capture_saved, mark_varying_sizes
+from graphtool.capture.user.script import ModelSpec
 from tests.helpers import FIXTURES, example
 
 HERE = str(Path(__file__).resolve())
@@ -93,7 +93,7 @@ def test_ops_inside_checkpoint_are_marked(reentrant):
 
 
 def test_a_model_on_meta_runs_on_fake_tensors_with_the_same_result():
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     cpu = capture_saved(load_model(example("convnet_bn.py")))
     meta = capture_saved(load_model(example("convnet_bn.py"), device="meta"))
@@ -115,7 +115,7 @@ def test_a_raising_model_is_the_users_error():
 def test_mark_varying_sizes_uses_the_scripts_dynamic_inputs():
     import os
 
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     os.environ.pop("LLAMA_SIZE", None)
     spec = load_model(str(FIXTURES / "memory" / "llama_seq.py"))
@@ -126,8 +126,8 @@ def test_mark_varying_sizes_uses_the_scripts_dynamic_inputs():
 
 
 def _mlp_region():
-    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     return trace_model(load_model(str(FIXTURES / "memory" / "checkpointed.py")), backend="aot_eager").regions[0]
 
@@ -144,8 +144,8 @@ def test_partitioner_tag_and_checkpoint_policy_on_a_real_trace():
 
 
 def test_symbol_sources_and_maybe_mark_dynamic():
-    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(example("mlp.py"))
     compat.maybe_mark_dynamic(spec.args[0], 0)

@@ -32,9 +32,9 @@ def real_loop(model: str, variant: str) -> dict:
     import torch
     from torch._dynamo.utils import counters
 
-    from graphtool.capture.input_names import all_named_inputs
     from graphtool.capture.schedule import _normalize
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.input_names import all_named_inputs
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(str(FIXTURES / f"{model}.py"))
     module = __import__("sys").modules[spec.module_name]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from graphtool.capture.script import load_model
 from graphtool.capture.tracer import trace_model
+from graphtool.capture.user.script import load_model
 from graphtool.errors import EXIT_USAGE, TraceFailed
 from tests.helpers import FIXTURES
 

@@ -61,7 +61,7 @@ def test_a_tiny_train_step_gets_no_backward_on_top():
 def test_the_issues_train_step_traces_without_a_second_backward():
     """The issue's step (AdamW, foreach): 'Trying to backward through the graph a second time' before."""
     import graphtool
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(FIXTURES / "adamw.py")
     module = __import__("sys").modules[spec.module_name]

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from graphtool.capture.script import load_model
-from graphtool.capture.user_code import running_user_code
+from graphtool.capture.user.boundary import running_user_code
+from graphtool.capture.user.script import load_model
 from graphtool.errors import EXIT_USAGE, GraphtoolError, ScriptNotFound, UsageError, UserCodeFailed
 
 
@@ -100,7 +100,7 @@ def test_factory_failure_names_the_factory(tmp_path):
 def test_a_compile_failure_is_placed_at_the_users_frame_dynamo_names(tmp_path):
     """dynamo runs the user's forward without Python frames: the nearest user frame is the last of the
     "from user code:" lines in its message, not a torch frame, not a graphtool one."""
-    from graphtool.capture.user_code import exception_chain, graphtool_frame, nearest_user_frame
+    from graphtool.capture.user.boundary import exception_chain, graphtool_frame, nearest_user_frame
 
     model = str(tmp_path / "model.py")
     inner = ValueError(f'boom\n\nfrom user code:\n   File "{model}", line 7, in forward\n    return self.block(x)\n'

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from graphtool.capture.deadline import deadline
-from graphtool.capture.user_code import running_user_code
+from graphtool.capture.user.boundary import running_user_code
+from graphtool.capture.user.deadline import deadline
 from graphtool.errors import TimedOut
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timers on this platform")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graphtool.capture.user_code import EXTRAS, missing_package_hint
+from graphtool.capture.user.boundary import EXTRAS, missing_package_hint
 from tests.helpers import example
 
 ROOT = Path(__file__).resolve().parents[2]

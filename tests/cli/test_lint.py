@@ -260,7 +260,7 @@ def test_max_skipped_frames_from_the_flag_and_the_config(cli, tmp_path, monkeypa
 def test_a_pass_with_no_budget_says_what_nothing_judged():
     # a break found with no budget used to end in a bare "lint passed", as if there were none
     from graphtool.analysis.lint import Budget, LintReport, LintResult, LintTarget, judge
-    from graphtool.capture.lint_job import BreakRecord
+    from graphtool.capture.processes.lint_job import BreakRecord
     from graphtool.cli.main import app
     from graphtool.render.lint import lint_view
     from tests.helpers.console import render_text

@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from graphtool.analysis.fit import GPUS, parse_budgets, parse_size, parse_target
+from graphtool.analysis.memory.fit import GPUS, parse_budgets, parse_size, parse_target
 from tests.helpers import FIXTURES
 
 FIT = FIXTURES / "fit"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphtool.analysis.cudagraphs import Verdict
+from graphtool.analysis.cudagraphs.verdict import Verdict
 from tests.helpers import FIXTURES, example
 
 REPLACED = str(FIXTURES / "field" / "compile_replaced.py")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphtool.capture.host_values import HostValues, ValuesRanOut
+from graphtool.capture.standin.host_values import HostValues, ValuesRanOut
 from tests.helpers import FIXTURES, example
 
 KV_AFTER_ITEM = str(FIXTURES / "field" / "kv_after_item.py")

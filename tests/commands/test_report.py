@@ -81,8 +81,8 @@ def test_mutation_finding_names_the_placeholder_aot_marks_mutated(reports):
 
 
 def test_graph_breaks_are_findings_with_their_line(reports):
-    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     r = reports("graph_breaks.py")
     truth = trace_model(load_model(example("graph_breaks.py"))).breaks

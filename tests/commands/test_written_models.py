@@ -110,7 +110,7 @@ def test_cudagraphs_check_does_not_vouch_for_regions_it_never_judged(cli):
 
 
 def test_cudagraphs_verdict_after_a_stopped_standin_claims_nothing_beyond_the_stop():
-    from graphtool.analysis.cudagraphs import Verdict
+    from graphtool.analysis.cudagraphs.verdict import Verdict
 
     stopped = Verdict("inductor", False, True, 3, (), {}, regions_compiled=1, unjudged="the stand-in stopped at m.py:9")
     assert stopped.summary() == ("CUDA graphs with backend inductor: unknown; 3 regions judged before the stand-in trace "

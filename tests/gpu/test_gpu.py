@@ -37,7 +37,7 @@ def test_cudagraphs_backend_skips_agree(name):
     inductor trace judged by the cudagraphs rules."""
     from torch._dynamo.utils import counters
 
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
     from tests.helpers import example
     from tests.helpers.verdicts import cudagraphs_backend_verdict
 
@@ -67,9 +67,9 @@ def test_capture_and_replay_match_eager(name, backward):
     inputs copied into the captured buffers, not only on the inputs it was captured with."""
     from dataclasses import replace
 
-    from graphtool.capture.bench_modes import _clone_inputs, compare, cuda_graph_step, frozen_result, input_sets, make_step
-    from graphtool.capture.script import load_model
+    from graphtool.capture.bench.modes import _clone_inputs, compare, cuda_graph_step, frozen_result, input_sets, make_step
     from graphtool.capture.tensors import map_tensors
+    from graphtool.capture.user.script import load_model
     from tests.helpers import example
 
     spec = load_model(example(name))
@@ -86,8 +86,8 @@ def test_capture_and_replay_match_eager(name, backward):
 
 
 def test_uncapturable_model_really_fails_capture():
-    from graphtool.capture.bench_modes import cuda_graph_step, make_step
-    from graphtool.capture.script import load_model
+    from graphtool.capture.bench.modes import cuda_graph_step, make_step
+    from graphtool.capture.user.script import load_model
     from tests.helpers import example
 
     spec = load_model(example("item_branch.py"))
@@ -101,9 +101,9 @@ def test_a_failed_capture_keeps_the_other_modes():
     """After a capture that fails (a host sync), CUDA still works and reduce-overhead still runs."""
     from dataclasses import replace
 
-    from graphtool.capture.bench_modes import run_modes
-    from graphtool.capture.script import load_model
+    from graphtool.capture.bench.modes import run_modes
     from graphtool.capture.tensors import map_tensors
+    from graphtool.capture.user.script import load_model
     from tests.helpers import example
 
     spec = load_model(example("item_branch.py"))

@@ -24,8 +24,8 @@ def traced(name: str, inference: bool = False, backend: str = "cudagraphs"):
     The default, the cudagraphs backend's stage (no decompositions, AOT's default partitioner), gives
     the plainest graphs, which most fact tests are written against; tests of what inductor compiles
     ask for ``backend="inductor"``."""
-    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     return trace_model(load_model(example(name)), inference=inference, backend=backend)
 
@@ -33,9 +33,9 @@ def traced(name: str, inference: bool = False, backend: str = "cudagraphs"):
 @functools.cache
 def standin_traced(name: str, backend: str = "inductor"):
     """The accelerator stand-in trace of ``examples/NAME`` for ``backend``, once per test process."""
-    from graphtool.capture.meta_standin import to_meta
-    from graphtool.capture.script import load_model
+    from graphtool.capture.standin.meta import to_meta
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     spec = to_meta(load_model(example(name)))
     return trace_model(spec, backend=backend, standin=True)
@@ -48,7 +48,7 @@ def torch_skips_whole_forward(script: str) -> bool:
     an nn.LSTM that 2.13 skips whole), so tests built on such a skip ask first."""
     import torch
 
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(script)
     graphs = []

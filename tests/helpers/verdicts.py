@@ -12,8 +12,8 @@ def cudagraphs_backend_verdict(script):
     the cudagraphs backend does not, so a batch-norm buffer update or an ``add_`` on an input reads as
     a mutated input that torch's cudagraphs backend never sees (H100, torch 2.11: 0 skips on
     examples/convnet_bn.py and examples/mutate_input.py)."""
-    from graphtool.analysis.cudagraphs import cudagraph_verdict
-    from graphtool.commands.steps import trace_standin
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
+    from graphtool.commands.shared import trace_standin
 
     capture, accel = trace_standin(str(script), None, None, inference=False, backend="cudagraphs")
     return cudagraph_verdict(capture, backend="cudagraphs", predicted=accel == "meta")

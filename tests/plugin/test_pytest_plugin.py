@@ -139,7 +139,7 @@ def test_the_baseline_records_ratchets_and_survives_partial_runs(pytester):
 def test_the_baseline_says_what_it_wrote_or_why_it_wrote_nothing(tmp_path):
     # the first run wrote the file, and a -k run wrote nothing, both without a word
     from graphtool.analysis.lint import LintResult, LintTarget, judge
-    from graphtool.capture.lint_job import BreakRecord
+    from graphtool.capture.processes.lint_job import BreakRecord
     from graphtool.pytest_plugin import _Baseline
 
     path = tmp_path / "gb.json"

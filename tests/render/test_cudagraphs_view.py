@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from graphtool.analysis.cudagraph_catalogue import PREFIX
-from graphtool.analysis.cudagraphs import Partition, Reason, Verdict, _reason
+from graphtool.analysis.cudagraphs.catalogue import PREFIX
+from graphtool.analysis.cudagraphs.verdict import Partition, Reason, Verdict, _reason
 from graphtool.analysis.graph_summary import Source
 from graphtool.render.cudagraphs import cudagraphs_view
 from tests.helpers.console import render_text

@@ -20,7 +20,7 @@ from torch import nn
 from graphtool.analysis.drawing import autograd_drawing, collapse, fx_drawing
 from graphtool.capture import compat
 from graphtool.capture.autograd_graph import capture_autograd
-from graphtool.capture.script import ModelSpec, load_model
+from graphtool.capture.user.script import ModelSpec, load_model
 from graphtool.render.dot import to_dot
 from tests.helpers import FIXTURES, ROOT, example, standin_traced
 
@@ -327,9 +327,9 @@ def test_constants_sit_in_their_module_cluster_in_the_same_font(tmp_path):
 
 
 def test_recomputed_nodes_are_marked_as_torch_tags_them():
-    from graphtool.commands import steps
+    from graphtool.commands import shared
 
-    capture, _ = steps.trace_standin(CHECKPOINTED, None, None, inference=False, backend="inductor", debug=False)
+    capture, _ = shared.trace_standin(CHECKPOINTED, None, None, inference=False, backend="inductor", debug=False)
     region = capture.regions[0]
     classes = {n: type(m).__name__ for n, m in capture.spec.model.named_modules()}
     bw = fx_drawing(region.backward, "backward", region, classes=classes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from graphtool.analysis.distributed import (
+from graphtool.analysis.distributed.wrappers import (
     PREDICTED_ONLY,
     Fsdp2Report,
     FsdpBreak,
@@ -19,7 +19,7 @@ from graphtool.analysis.distributed import (
     fsdp2_rank_memory,
 )
 from graphtool.analysis.graph_summary import Source
-from graphtool.capture.fsdp2 import CONVENTION, Fsdp2Run, ShardedParam, Unit
+from graphtool.capture.distributed.fsdp2 import CONVENTION, Fsdp2Run, ShardedParam, Unit
 from graphtool.render.distributed import fsdp2_view
 from tests.helpers.console import render_text
 
@@ -76,7 +76,7 @@ def test_fsdp2_view_with_each_graphs_cuda_graph_verdict_at_80_columns(snapshot):
     """``cudagraphs --fsdp2``: each compiled graph, how many blocks it serves per step, its verdict."""
     from dataclasses import replace
 
-    from graphtool.analysis.fsdp2_cudagraphs import FSDP2_CG_NOTE, Fsdp2Graph
+    from graphtool.analysis.cudagraphs.fsdp2 import FSDP2_CG_NOTE, Fsdp2Graph
 
     report = replace(REPORT, graphs=(Fsdp2Graph(0, 1, _verdict(True)), Fsdp2Graph(1, 3, _verdict(False))),
                      notes=REPORT.notes + (FSDP2_CG_NOTE.format(replays="8 CUDA graphs", graphs="2 compiled graphs"),))

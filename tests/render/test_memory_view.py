@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from graphtool.analysis.graph_summary import Source
-from graphtool.analysis.memory import (
+from graphtool.analysis.memory.saved import (
     Held,
     MemoryReport,
     Recomputed,

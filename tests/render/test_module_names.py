@@ -19,8 +19,8 @@ PHI = str(FIXTURES / "pictures" / "phi_train.py")
 
 @functools.cache
 def _traced(path: str):
-    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     spec = load_model(path)
     return spec, trace_model(spec, backend="cudagraphs")
@@ -76,8 +76,8 @@ def test_ops_a_forward_makes_through_one_helper_call_fold_into_a_box_named_after
 
 
 def test_a_wrapped_forward_facts_and_memory_name_modules_as_named_modules():
-    from graphtool.analysis.memory import build_memory_report
-    from graphtool.capture.saved_tensors import capture_saved
+    from graphtool.analysis.memory.saved import build_memory_report
+    from graphtool.capture.memory.saved_tensors import capture_saved
 
     spec, capture = _traced(WRAPPED)
     region = capture.regions[0]

@@ -16,7 +16,7 @@ from rich.console import Console
 from graphtool.analysis import diagnostics as dg
 from graphtool.analysis.devices import DeviceReport
 from graphtool.analysis.lint import Budget, LintReport, LintTarget, judge
-from graphtool.capture.lint_job import BreakRecord, LintResult
+from graphtool.capture.processes.lint_job import BreakRecord, LintResult
 from graphtool.render.diagnostics import diagnostics_view, format_diagnostics
 from graphtool.render.lint import lint_view
 from graphtool.render.theme import THEME

@@ -12,7 +12,7 @@ import torch
 
 from graphtool.analysis.drawing import autograd_drawing, collapse
 from graphtool.capture.autograd_graph import capture_autograd
-from graphtool.capture.script import load_model
+from graphtool.capture.user.script import load_model
 from graphtool.render.dot import to_dot
 from tests.helpers import example
 
@@ -54,7 +54,7 @@ def test_every_parameter_is_a_leaf_with_its_fqn(name):
 
 
 def test_user_inputs_that_require_grad_are_named():
-    from graphtool.capture.script import ModelSpec
+    from graphtool.capture.user.script import ModelSpec
 
     spec = ModelSpec(Path("x.py"), "f", lambda a, b: (a * b).sum(), (torch.randn(3, requires_grad=True), torch.randn(3)))
     graph = capture_autograd(spec)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from graphtool.analysis.bench_report import BenchReport, ModeReport
-from graphtool.analysis.cudagraphs import FIXES, Reason, Verdict
+from graphtool.analysis.cudagraphs.verdict import FIXES, Reason, Verdict
 from graphtool.analysis.devices import DeviceCopy, DeviceNode, DeviceReport, GraphDevices
 from graphtool.analysis.graph_summary import GraphSummary, Output, Placeholder, Source
 from graphtool.analysis.lint import Break, Budget, LintReport, LintTarget, ModelLint

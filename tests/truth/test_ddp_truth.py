@@ -196,7 +196,7 @@ def test_unused_parameters_fail_the_second_step_as_predicted(cli, tmp_path_facto
     """unused.py: without find_unused_parameters=True every rank of a real loop fails at step 2 with
     DDP's reducer error; ``trace --ddp`` runs two steps and says so (exit 1), naming the parameters;
     ``cudagraphs --ddp`` (the stand-in, which cannot run torch's check) stops its loop at step 2 too."""
-    from graphtool.capture.distributed import UNFINISHED_REDUCTION
+    from graphtool.capture.distributed.ddp import UNFINISHED_REDUCTION
 
     ranks = shared_run(tmp_path_factory, "unused.py", 25.0, find_unused, world, steps=2)
     flag = ["--find-unused-parameters"] if find_unused else []

@@ -33,7 +33,7 @@ def _nodes(gm) -> list[tuple[str, str]]:
 
 
 def _load(name: str):
-    from graphtool.capture.script import load_model
+    from graphtool.capture.user.script import load_model
 
     if name in NEEDS_TRANSFORMERS:
         pytest.importorskip("transformers")

@@ -35,8 +35,8 @@ def _torch(name: str, backend: str) -> tt.StepRun:
 
 @functools.cache
 def _graphtool(name: str, backend: str):
-    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     return trace_model(load_model(FIXTURES / f"{name}.py"), backend=backend, steps=STEPS)
 

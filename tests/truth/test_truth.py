@@ -69,8 +69,8 @@ NOT_PB = "not a parameter or buffer"
 def _graphtool(name: str, backend: str):
     """graphtool's capture and its trace report, or the exception the trace raised."""
     from graphtool.analysis.trace_report import build_trace_report
-    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     try:
         cap = trace_model(load_model(tt.model_path(name)), backend=backend)
@@ -336,8 +336,8 @@ def test_break_sites_match_graph_break_records(name, backend):
 @pytest.mark.parametrize("name", MODELS)
 def test_lint_skipped_frames_and_breaks_match_torch(name):
     """``graphtool lint``'s skipped frames and break sites against the real inductor compile's records."""
-    from graphtool.capture.lint_job import LintJob
-    from graphtool.capture.lint_worker import lint_one
+    from graphtool.capture.processes.lint_job import LintJob
+    from graphtool.capture.processes.lint_worker import lint_one
 
     run = _torch(name, "inductor")
     result = lint_one(LintJob(path=tt.model_path(name), reset=True))

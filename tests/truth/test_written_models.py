@@ -23,8 +23,8 @@ NOT_VIEWS = ("non_alias", "is_input", "unsafe_view_alias")
 
 @functools.cache
 def _both(name: str):
-    from graphtool.capture.script import load_model
     from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
 
     path = str(FIXTURES / f"{name}.py")
     run = tt.run_torch(path, BACKEND)

@@ -36,7 +36,7 @@ def dynamo_reset() -> None:
             del names[key]
 
 
-_USER_ALIAS = "__import_graphtool_user_"  # dynamo's alias of a script capture/script.py loaded
+_USER_ALIAS = "__import_graphtool_user_"  # dynamo's alias of a script capture/user/script.py loaded
 
 
 def dynamo_import_module_cache():

@@ -1,0 +1,231 @@
+"""``memory --fit`` / ``--budgets``: the training step's predicted peak, eager beside compiled, and what torch's
+activation-memory budget trades.
+
+For each budget the regions' joint graphs (recorded once, as the trace partitioned them) are partitioned again by
+torch's own ``min_cut_rematerialization_partition`` with ``torch._functorch.config.activation_memory_budget`` set
+(:func:`graphtool.capture.compat.partition_at_budget`): the saved set is the partitioner's, never imitated. Each
+partition's forward and backward graphs go through :mod:`graphtool.analysis.memory.step_peak`'s timeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from dataclasses import dataclass, field
+
+from graphtool.analysis.memory.fit import Target, verdict
+from graphtool.analysis.memory.saved import compiled_side, format_bytes, group
+from graphtool.analysis.memory.step_peak import Timeline, rounded, timeline
+
+
+@dataclass(frozen=True)
+class Held:
+    parameters: int
+    gradients: int
+    buffers: int
+    inputs: int
+    optimizer_state: int | None  # None: the script has no get_optimizer
+    optimizer_step_peak: int | None  # the optimizer step's own peak (its state on the first step, temporaries)
+    workspace: int  # CUDA library workspaces held through the allocator (cuBLAS), by the named GPU
+
+    @property
+    def steady(self) -> int:
+        """What every phase of a later step starts with: parameters, buffers, inputs, optimizer state, workspaces."""
+        return self.parameters + self.buffers + self.inputs + (self.optimizer_state or 0) + self.workspace
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("parameters", "gradients", "buffers", "inputs", "optimizer_state",
+                                               "optimizer_step_peak", "workspace")}
+
+
+@dataclass(frozen=True)
+class StepPeak:
+    """One way of running the step: its phases' peaks (bytes), the whole step's, and where."""
+
+    label: str  # eager | compiled | budget 0.5
+    forward: int | None
+    backward: int | None
+    optimizer: int | None
+    peak: int
+    phase: str  # the phase that peaks
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "forward": self.forward, "backward": self.backward, "optimizer": self.optimizer,
+                "peak": self.peak, "phase": self.phase}
+
+
+def _phases(label: str, held: Held, forward: int | None, backward: int | None) -> StepPeak:
+    optimizer = None
+    if held.optimizer_step_peak is not None:
+        optimizer = (held.parameters + held.buffers + held.inputs + held.gradients + held.workspace
+                     + held.optimizer_step_peak)
+    named = [(p, v) for p, v in (("forward", forward), ("backward", backward), ("optimizer", optimizer)) if v is not None]
+    phase, peak = max(named, key=lambda x: x[1]) if named else ("", 0)
+    return StepPeak(label, forward, backward, optimizer, peak, phase)
+
+
+@dataclass(frozen=True)
+class BudgetPoint:
+    budget: float
+    saved_bytes: int  # activations saved for backward (storages once)
+    saved_tensors: int
+    saved: tuple[tuple[str, ...], ...]  # per region with a backward, the backward's saved placeholders in order
+    recomputed_ops: int  # forward ops the backward runs again (views not counted)
+    step: StepPeak
+    rises: bool = False  # the peak is higher than at some larger budget: not monotonic
+    fits: bool | None = None
+
+    def to_dict(self) -> dict:
+        return {"budget": self.budget, "saved_activation_bytes": self.saved_bytes, "saved_tensors": self.saved_tensors,
+                "recomputed_ops": self.recomputed_ops, "step": self.step.to_dict(), "not_monotonic": self.rises,
+                "fits": self.fits}
+
+
+@dataclass(frozen=True)
+class Contributor:
+    what: str
+    bytes: int
+    source: str | None = None  # the user's file:line
+
+    def to_dict(self) -> dict:
+        return {"what": self.what, "bytes": self.bytes, "source": self.source}
+
+
+@dataclass(frozen=True)
+class FitReport:
+    held: Held
+    eager: StepPeak | None
+    compiled: StepPeak
+    budgets: tuple[BudgetPoint, ...] = ()
+    target: Target | None = None
+    verdict: str | None = None
+    fit_budget: float | None = None  # the largest swept budget whose compiled step fits the target
+    contributors: tuple[Contributor, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return {"held": self.held.to_dict(), "eager": self.eager.to_dict() if self.eager else None,
+                "compiled": self.compiled.to_dict(), "budgets": [b.to_dict() for b in self.budgets],
+                "target": self.target.to_dict() if self.target else None, "verdict": self.verdict,
+                "fit_budget": self.fit_budget, "contributors": [c.to_dict() for c in self.contributors],
+                "notes": list(self.notes)}
+
+
+# ---------------------------------------------------------------- the compiled step over a set of partitions
+
+
+def _held_names(fw) -> set[str]:
+    return {n.name for n in fw.graph.nodes if n.op == "placeholder"}
+
+
+def compiled_step(label: str, held: Held, graphs: list[tuple]) -> tuple[StepPeak, list[Timeline]]:
+    """The phases of a step whose regions run ``graphs`` ((forward, backward) per region, in order)."""
+    fw_lines = [timeline(fw, held=_held_names(fw)) for fw, _ in graphs]
+    forward, made = 0, 0
+    for tl in fw_lines:
+        forward = max(forward, held.steady + made + tl.peak)
+        made += tl.end
+    backward, grads = 0, 0
+    bw_lines = []
+    for fw, bw in reversed(graphs):
+        if bw is None:
+            continue
+        tl = timeline(bw, held=_held_names(fw))
+        bw_lines.append(tl)
+        saved = tl.start - tl.tangents
+        backward = max(backward, held.steady + (made - saved) + grads + tl.peak)
+        made -= saved
+        grads += tl.end
+    return _phases(label, held, forward, backward if bw_lines else None), fw_lines + bw_lines
+
+
+def budget_sweep(capture, records: list, budgets, held: Held, target: Target | None) -> tuple[BudgetPoint, ...]:
+    """Each budget's partition of every region with a backward (their joint graphs in ``records``, in order)."""
+    from graphtool.capture import compat
+
+    regions = [r for r in capture.regions if r.backward is not None and r.forward is not None]
+    points = []
+    for b in budgets:
+        graphs, replaced = [], []
+        for region, record in zip(regions, records):
+            fw, bw = compat.partition_at_budget(record, b)
+            graphs.append((fw, bw))
+            replaced.append(dataclasses.replace(region, forward=fw, backward=bw))
+        side, _, recomputed, _ = compiled_side(types.SimpleNamespace(regions=replaced))
+        step, _ = compiled_step(f"budget {b:g}", held, graphs)
+        saved = tuple(tuple(n.name for n in bw.graph.nodes if n.op == "placeholder" and not _tangent(n))
+                      for _, bw in graphs)
+        points.append(BudgetPoint(b, side.by_kind["activation"][0], side.by_kind["activation"][1], saved,
+                                  sum(1 for r in recomputed if not r.view), step,
+                                  fits=(step.peak <= target.bytes) if target else None))
+    ordered = sorted(points, key=lambda p: -p.budget)
+    lowest, rising = None, set()
+    for p in ordered:
+        if lowest is not None and p.step.peak > lowest:
+            rising.add(p.budget)
+        lowest = p.step.peak if lowest is None else min(lowest, p.step.peak)
+    return tuple(dataclasses.replace(p, rises=p.budget in rising) for p in points)
+
+
+def _tangent(node) -> bool:
+    return node.name.startswith("tangents_")
+
+
+def contributors(report, held: Held, step: StepPeak, n: int = 3) -> tuple[Contributor, ...]:
+    """The biggest parts of the step's peak: parameters, gradients, optimizer state, and the saved activations
+    of each of the user's lines (compiled)."""
+    parts = [Contributor("parameters", held.parameters), Contributor("optimizer state (get_optimizer)",
+                                                                    held.optimizer_state or 0)]
+    if step.phase != "forward":
+        parts.append(Contributor("gradients", held.gradients))
+    if step.phase != "optimizer":
+        for g in group(report.eager, report.compiled, "line"):
+            if g.compiled_bytes:
+                parts.append(Contributor("activations saved at", g.compiled_bytes, g.key))
+    parts = [p for p in parts if p.bytes]
+    parts.sort(key=lambda p: -p.bytes)
+    return tuple(parts[:n])
+
+
+def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: int | None,
+                     budgets=(), target: Target | None = None) -> FitReport:
+    regions = [r for r in capture.regions if r.forward is not None]
+    graphs = [(r.forward, r.backward) for r in regions]
+    compiled, _ = compiled_step("compiled", held, graphs)
+    eager = _phases("eager", held, None, held.steady + eager_peak) if eager_peak is not None else None
+    notes = []
+    if eager is not None:
+        notes.append("eager: one peak for forward and backward together (a live-bytes count of the eager run)")
+    points = budget_sweep(capture, records, budgets, held, target) if budgets else ()
+    if any(p.rises for p in points):
+        notes.append("the peak is not monotonic in the budget: a smaller budget costs more memory at "
+                     + ", ".join(f"{p.budget:g}" for p in points if p.rises))
+    if target is not None and target.gpu is None:
+        notes.append("a size, not a GPU name: no CUDA library workspace is counted (a named Hopper GPU counts "
+                     "2 x 32 MiB of cuBLAS workspace)")
+    fit_budget = None
+    if target is not None and points:
+        fitting = [p.budget for p in points if p.fits]
+        fit_budget = max(fitting) if fitting else None
+    line = verdict(compiled.peak, target) if target is not None else None
+    if line is not None and eager is not None:
+        line += f"; eager {format_bytes(eager.peak)}"
+    if target is not None and points and compiled.peak > target.bytes:
+        line += (f"; fits at activation_memory_budget {fit_budget:g}" if fit_budget is not None
+                 else "; no swept budget makes it fit")
+    return FitReport(held, eager, compiled, points, target, line, fit_budget, contributors(report, held, compiled),
+                     tuple(notes))
+
+
+def held_bytes(spec, report, optimizer: tuple[int, int] | None, target: Target | None) -> Held:
+    from graphtool.capture.user.input_names import all_named_inputs
+
+    inputs, seen = 0, set()
+    for _, t in all_named_inputs(spec):
+        key = id(t.untyped_storage()) if t.device.type == "meta" else t.untyped_storage().data_ptr()
+        if key not in seen:
+            seen.add(key)
+            inputs += rounded(t.untyped_storage().nbytes())
+    workspace = 2 * target.gpu.cublas_workspace if target is not None and target.gpu is not None else 0
+    return Held(report.parameters.bytes, report.gradients.bytes, report.buffers.bytes, inputs,
+                optimizer[0] if optimizer else None, optimizer[1] if optimizer else None, workspace)

@@ -1,0 +1,127 @@
+"""Live bytes while eager code runs: the eager step's forward and backward, and the optimizer's step.
+
+A dispatch mode sees every tensor an aten op returns; a storage it has not seen (not one of the op's inputs'
+storages) is an allocation of its bytes rounded to the caching allocator's 512-byte blocks, freed when torch frees
+the storage (a weak reference to it expires). The peak is over the bytes live when the run began.
+
+    >>> import torch
+    >>> with LiveBytes() as live:
+    ...     a = torch.ones(1000); b = a * 2; del a; c = b + 1
+    >>> live.peak
+    8192
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from graphtool.capture import compat
+from graphtool.capture.tensors import iter_tensors
+
+#: the CUDA caching allocator's block granularity
+BLOCK = 512
+
+
+def rounded(nbytes: int) -> int:
+    """Bytes as the caching allocator hands them out: a multiple of 512, at least 512 for a non-empty tensor.
+
+    >>> rounded(0), rounded(1), rounded(512), rounded(513)
+    (0, 512, 512, 1024)
+    """
+    return 0 if nbytes <= 0 else -(-nbytes // BLOCK) * BLOCK
+
+
+class LiveBytes:
+    """Context manager: ``peak`` and ``now`` (bytes allocated within it and still live)."""
+
+    def __init__(self):
+        self.now = 0
+        self.peak = 0
+        self._live: dict[int, tuple[Any, int]] = {}
+        self._mode = None
+
+    def _sweep(self) -> None:
+        for key in [k for k, (ref, _) in self._live.items() if ref.expired()]:
+            self.now -= self._live.pop(key)[1]
+
+    def _made(self, out, args) -> None:
+        weak = compat.storage_weak_ref
+        inputs = set()
+        for t in iter_tensors(args):
+            try:
+                inputs.add(weak(t).cdata)
+            except Exception:
+                continue
+        self._sweep()
+        for t in iter_tensors(out):
+            try:
+                ref = weak(t)
+                nbytes = t.untyped_storage().nbytes()
+            except Exception:
+                continue
+            if ref.cdata in inputs or ref.cdata in self._live:
+                continue
+            self._live[ref.cdata] = (ref, rounded(int(nbytes)))
+            self.now += rounded(int(nbytes))
+        self.peak = max(self.peak, self.now)
+
+    def __enter__(self):
+        base = compat.dispatch_mode_base()
+        tracker = self
+
+        class Tracking(base):
+            supports_higher_order_operators = True
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                tracker._made(out, (args, kwargs))
+                return out
+
+        self._mode = Tracking()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._mode.__exit__(*exc)
+        self._sweep()
+        return False
+
+
+def eager_step_peak(spec) -> Optional[int]:
+    """Peak bytes made by one eager forward and backward of ``spec`` (on fake tensors made from the model's,
+    so nothing real is computed), over the parameters and inputs; the backward as graphtool runs it (ones for the
+    gradient of every output that requires grad). None when the model raises there."""
+    import torch
+
+    from graphtool.capture.memory.saved_tensors import _runner
+
+    fake = compat.fake_tensor_mode()
+    try:
+        run, _, _ = _runner(spec, fake)
+        with fake, torch.enable_grad(), LiveBytes() as live:
+            out = run()
+            leaves = [t for t in iter_tensors(out) if t.requires_grad and t.grad_fn is not None]
+            if leaves:
+                torch.autograd.backward(leaves, [torch.ones_like(t) for t in leaves])
+            del out, leaves
+        return live.peak
+    except Exception:
+        return None
+
+
+def optimizer_step(spec) -> Optional[tuple[int, int]]:
+    """``(state bytes, the step's peak bytes)`` of the script's ``get_optimizer(model)`` stepped once on the
+    gradients the trace left; a foreach-capable optimizer left to choose (``foreach=None``) is stepped with
+    ``foreach=True``, as it runs on a GPU. None when the script defines no ``get_optimizer``."""
+    from graphtool.capture.memory.optimizer_state import state_bytes, stepped_optimizer
+
+    def foreach_as_on_a_gpu(optimizer) -> None:
+        for group in optimizer.param_groups:
+            if "foreach" in group and group["foreach"] is None and not group.get("fused"):
+                group["foreach"] = True
+
+    live = LiveBytes()
+    optimizer = stepped_optimizer(spec, foreach_as_on_a_gpu, lambda: live)
+    if optimizer is None:
+        return None
+    return state_bytes(optimizer), live.peak

@@ -1,0 +1,140 @@
+"""What crosses the process boundary in ``graphtool lint``: the job a child runs and the result it
+writes back, as typed records with ``to_dict``/``from_dict``. This module owns the protocol and
+starts the workers (:func:`run_lint_jobs`); nothing else names the worker module.
+
+Example::
+
+    >>> job = LintJob(path="m.py", dynamic=True)
+    >>> LintJob.from_dict(job.to_dict()) == job
+    True
+    >>> LintResult.failed("timed out after 5 s").to_dict()["ok"]
+    False
+    >>> LintResult.from_dict(LintResult(ok=True, no_graph="TORCHDYNAMO_DISABLE=1").to_dict()).no_graph
+    'TORCHDYNAMO_DISABLE=1'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+#: the child-process entry point (``python -m WORKER JOB.json RESULT.json``)
+WORKER = "graphtool.capture.processes.lint_worker"
+
+
+@dataclass(frozen=True)
+class LintJob:
+    """A model (``path``, ``entry``) or, with ``run``, a script run unchanged with ``args``."""
+
+    path: str
+    entry: Optional[str] = None
+    run: bool = False
+    args: tuple[str, ...] = ()
+    dynamic: bool = False
+    debug: bool = False
+    reset: bool = False  # forget compiled frames first (for in-process callers such as tests)
+    # ``--ddp``: run the model as DDP(torch.compile(model)); (world_size, bucket_cap_mb), or None
+    ddp: Optional[tuple[int, float]] = None
+    # ``--fsdp2``: run the model under fully_shard as rank 0 of this many ranks (a fake process group), or None
+    fsdp2: Optional[int] = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["args"] = list(self.args)
+        d["ddp"] = list(self.ddp) if self.ddp is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LintJob:
+        return cls(path=d["path"], entry=d.get("entry"), run=bool(d.get("run")), args=tuple(d.get("args", ())),
+                   dynamic=bool(d.get("dynamic")), debug=bool(d.get("debug")), reset=bool(d.get("reset")),
+                   ddp=(int(d["ddp"][0]), float(d["ddp"][1])) if d.get("ddp") else None,
+                   fsdp2=int(d["fsdp2"]) if d.get("fsdp2") else None)
+
+
+@dataclass(frozen=True)
+class BreakRecord:
+    """One graph-break site as dynamo reported it, deduplicated by (file, line, reason)."""
+
+    reason: str
+    code: Optional[str]  # torch's gbNNNN id
+    file: Optional[str]
+    line: Optional[int]
+    source_text: Optional[str]
+    hint: Optional[str]
+    occurrences: int = 1
+    # where torch saw the break when that is library code (torch, an installed package); ``file`` and
+    # ``line`` are then the user's own frame that led there
+    library_file: Optional[str] = None
+    library_line: Optional[int] = None
+    # 0-based column range of the expression that broke on ``line`` (Python 3.11+), when torch says
+    col: Optional[int] = None
+    end_col: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class FrameRecord:
+    """A frame dynamo recompiled or gave up on, at the user's own code: the frame's ``def`` when it
+    is the user's, else the user's call that led into it (``library_*`` keep the frame's own place)."""
+
+    function: Optional[str]
+    file: Optional[str]
+    line: Optional[int]
+    reason: Optional[str]
+    library_file: Optional[str] = None
+    library_line: Optional[int] = None
+    break_file: Optional[str] = None  # a skipped frame: where the break that made dynamo give up was
+    break_line: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class LintResult:
+    """What one child found, or why it could not lint (``ok`` False, with ``exit_code``)."""
+
+    ok: bool
+    graph_count: int = 0
+    breaks: tuple[BreakRecord, ...] = ()
+    recompiles: tuple[FrameRecord, ...] = ()
+    skipped_frames: tuple[FrameRecord, ...] = ()
+    seconds: float = 0.0
+    error: Optional[str] = None
+    detail: Optional[str] = None
+    exit_code: int = 0
+    # why torch.compile captured no graph at all (``graph_count`` 0), as graphtool could see it
+    no_graph: Optional[str] = None
+
+    @classmethod
+    def failed(cls, error: str, detail: Optional[str] = None, exit_code: int = 2, seconds: float = 0.0) -> LintResult:
+        return cls(ok=False, error=error, detail=detail, exit_code=exit_code, seconds=seconds)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LintResult:
+        return cls(
+            ok=bool(d.get("ok")),
+            graph_count=int(d.get("graph_count", 0)),
+            breaks=tuple(BreakRecord(**b) for b in d.get("breaks", ())),
+            recompiles=tuple(FrameRecord(**f) for f in d.get("recompiles", ())),
+            skipped_frames=tuple(FrameRecord(**f) for f in d.get("skipped_frames", ())),
+            seconds=float(d.get("seconds", 0.0)),
+            error=d.get("error"),
+            detail=d.get("detail"),
+            exit_code=int(d.get("exit_code", 0)),
+            no_graph=d.get("no_graph"),
+        )
+
+
+def run_lint_jobs(jobs: list[LintJob], *, parallel: int = 1, timeout: float | None = None,
+                  on_done: Callable[[int, LintResult], None] | None = None) -> list[LintResult]:
+    """Run each job in its own child process, ``parallel`` at a time; results in the order asked."""
+    from graphtool.capture.processes.children import run_jobs
+
+    def done(index: int, raw: dict) -> None:
+        if on_done:
+            on_done(index, LintResult.from_dict(raw))
+
+    raw = run_jobs([j.to_dict() for j in jobs], worker=WORKER, parallel=parallel, timeout=timeout, on_done=done)
+    return [LintResult.from_dict(r) for r in raw]
