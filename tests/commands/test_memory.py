@@ -221,8 +221,13 @@ def test_inductor_matches_a_real_inductor_compile(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-@pytest.mark.parametrize("name", TRANSFORMERS)
+@pytest.mark.parametrize("name, backend", [
+    pytest.param(name, backend, id=f"{name}-{backend}",
+                 # t5 under inductor (about 60 s, the truth suite's hf_t5-inductor compile again) on the pinned torch only:
+                 # t5's saved tensors are checked on every torch under aot_eager, inductor's partitioner on gpt2 and the
+                 # small models (docs/ci.md)
+                 marks=[pytest.mark.one_torch] if (name, backend) == ("t5", "inductor") else [])
+    for name in TRANSFORMERS for backend in ("aot_eager", "inductor")])
 def test_transformers_models_match_torch(name, backend):
     report = run_memory(name, backend)
     check_eager(name, report)
