@@ -78,6 +78,11 @@ def render() -> str:
         "object in `graphtool.commands`; the CLI, the Python API, `graphtool.testing`, the pytest plugin and the",
         "HTML report are views of it. Only `graphtool.capture.compat` reaches into torch's private modules.",
         "",
+        "One name has two meanings, on purpose: `graphtool.render` is the presentation layer (the package below) and,",
+        "called, the public `graphtool.render(model, x)` (`graphtool/__init__.py` gives the package module a `__call__`",
+        "that calls `graphtool.api.render`). The layout keeps the layer's name and the API keeps its function; a",
+        "package named otherwise would break neither, but every `graphtool.render.*` import and the public name would move.",
+        "",
         "```mermaid",
         "flowchart TD",
     ]
