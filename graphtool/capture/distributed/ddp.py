@@ -114,7 +114,46 @@ def check_bucket_cap(bucket_cap_mb: float) -> float:
     return bucket_cap_mb
 
 
-class DdpSession:
+class GroupSession:
+    """What every wrapper launch (``--ddp``, ``--fsdp2``) is: this process as rank ``rank`` of ``world_size`` in torch's
+    fake process group, opened before the script is loaded and destroyed on every way out, with the wrapper's own
+    recording inside it. A wrapper says its option (``--ddp``), what it records (:meth:`_record`), how it wraps the
+    compiled model (:meth:`wrap`) and what it found (:meth:`result`); the commands call only these."""
+
+    option = ""
+    rank = 0
+    world_size = 2
+
+    def entry(self, target: str, entry: str | None) -> tuple[str | None, tuple]:
+        """The factory to call and its arguments: the script's ``get_distributed_model(world_size)``
+        when it defines one and no other entry was asked for (found without importing the script)."""
+        return factory_entry(self, target, entry)
+
+    def __enter__(self):
+        check_no_group(self.option)
+        stack = contextlib.ExitStack()
+        # torch's fake group: the script sees the launch's world size and this rank
+        compat.init_fake_process_group(self.world_size, rank=self.rank)
+        stack.callback(_destroy_group)
+        self._record(stack)
+        self._stack = stack
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.group_sizes = compat.process_group_sizes()  # the group goes with the stack; result() may come after
+        self._stack.close()
+
+    def _record(self, stack: contextlib.ExitStack) -> None:
+        raise NotImplementedError
+
+    def wrap(self, compiled: Any, spec: Any = None) -> Any:
+        raise NotImplementedError
+
+    def result(self, capture: Any = None) -> Any:
+        raise NotImplementedError
+
+
+class DdpSession(GroupSession):
     """A fake process group (this process is rank ``rank`` of ``world_size``), dynamo's DDPOptimizer on, and a record of each split it makes.
 
     Open it before the script is loaded: a script that starts its own process group then fails at
@@ -139,27 +178,12 @@ class DdpSession:
         self._forwards = 0
         self.ddp: Any = None  # the DistributedDataParallel the model runs in (torch's bucket figures)
 
-    def entry(self, target: str, entry: str | None) -> tuple[str | None, tuple]:
-        """The factory to call and its arguments: the script's ``get_distributed_model(world_size)``
-        when it defines one and no other entry was asked for (found without importing the script)."""
-        return factory_entry(self, target, entry)
+    option = "--ddp"
 
-    def __enter__(self) -> DdpSession:
-        import contextlib
-
-        check_no_group("--ddp")
-        stack = contextlib.ExitStack()
-        # torch's fake group: the script sees the launch's world size and this rank; DDP splits as under gloo
-        compat.init_fake_process_group(self.world_size, rank=self.rank)
-        stack.callback(_destroy_group)
+    def _record(self, stack: contextlib.ExitStack) -> None:
+        # DDP splits in the fake group as under gloo: dynamo's DDPOptimizer on, each split recorded
         stack.enter_context(compat.optimize_ddp_on())
         stack.enter_context(compat.recording_ddp_splits(self.records, before=self._name_inputs))
-        self._stack = stack
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.group_sizes = compat.process_group_sizes()  # the group goes with the stack; result() may come after
-        self._stack.close()
 
     def wrap(self, compiled: Any, spec: Any = None) -> Any:
         """``DDP(torch.compile(model), bucket_cap_mb=...)``: how a training script writes it."""

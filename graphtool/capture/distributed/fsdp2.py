@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from graphtool.capture import compat
-from graphtool.capture.distributed.ddp import _destroy_group, check_no_group, check_world_size, factory_entry
+from graphtool.capture.distributed.ddp import GroupSession, check_world_size
 from graphtool.errors import UsageError
 
 #: the optional factory of the optimizer whose state is measured: ``get_optimizer(model)``
@@ -82,7 +82,7 @@ class Fsdp2Run:
     group_sizes: dict = field(default_factory=dict)  # process group name -> ranks (collectives in graphs)
 
 
-class Fsdp2Session:
+class Fsdp2Session(GroupSession):
     """A fake process group of ``world_size`` ranks (this process is rank 0), FSDP2 applied by
     :meth:`wrap`, and a record of the collectives FSDP2 runs.
 
@@ -111,25 +111,10 @@ class Fsdp2Session:
         """The backend that records graphs: a module the script compiled itself compiles with it instead."""
         self._backend = backend
 
-    def entry(self, target: Any, entry: str | None) -> tuple[str | None, tuple]:
-        """As ``--ddp``: the script's ``get_distributed_model(world_size)`` when it defines one and
-        no other entry was asked for."""
-        return factory_entry(self, target, entry)
+    option = "--fsdp2"
 
-    def __enter__(self) -> Fsdp2Session:
-        import contextlib
-
-        check_no_group("--fsdp2")
-        stack = contextlib.ExitStack()
-        compat.init_fake_process_group(self.world_size)
-        stack.callback(_destroy_group)
+    def _record(self, stack: Any) -> None:
         stack.enter_context(compat.recording_fsdp_collectives(self.records, self._unit_of))
-        self._stack = stack
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.group_sizes = compat.process_group_sizes()  # the group goes with the stack; result() may come after
-        self._stack.close()
 
     def wrap(self, compiled: Any, spec: Any = None) -> Any:
         """``fully_shard`` the blocks and the root of the model ``compiled`` wraps (in place: the
