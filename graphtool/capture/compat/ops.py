@@ -24,9 +24,9 @@ def pytree_children(obj: Any) -> list[Any] | None:
 
 
 def storage_key(t: Any) -> Any:
-    """A key equal for two tensors exactly when they share storage (also for fake/meta tensors)."""
-    weak_ref = _require("torch.multiprocessing.reductions", "StorageWeakRef")
-    return weak_ref(t.untyped_storage())
+    """A key equal for two tensors exactly when they share storage (also for fake/meta tensors): the
+    storage's :func:`storage_weak_ref`, which compares equal by the storage it points at."""
+    return storage_weak_ref(t)
 
 
 def higher_order_name(func: Any) -> str | None:
