@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
+from graphtool.capture.stack_room import with_stack_room
 from graphtool.commands.result import Result
 
 __all__ = ["Result", "cudagraphs", "devices", "lint", "memory", "mutations", "render", "report", "trace"]
@@ -50,6 +51,7 @@ def _one(results):
     return r
 
 
+@with_stack_room
 def trace(model, *args, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
           cudagraphs: Optional[str] = None, bench: bool = False, graph_code: bool = False, debug: bool = False,
           model_kwargs: Optional[dict] = None, **kwargs) -> Result:
@@ -69,6 +71,7 @@ def trace(model, *args, backend: str = "inductor", inference: bool = False, devi
                         graph_code=graph_code, debug=debug))
 
 
+@with_stack_room
 def mutations(model, *args, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
               allow: Sequence[str] = (), debug: bool = False, model_kwargs: Optional[dict] = None, **kwargs) -> Result:
     """Which inputs the model mutates and which outputs alias inputs (``graphtool mutations``);
@@ -79,6 +82,7 @@ def mutations(model, *args, backend: str = "inductor", inference: bool = False, 
         return _one(run(obj, device=device, inference=inference, backend=backend, allow=tuple(allow), debug=debug))
 
 
+@with_stack_room
 def devices(model, *args, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
             debug: bool = False, model_kwargs: Optional[dict] = None, **kwargs) -> Result:
     """Which device every node would run on, on a GPU (a meta copy of the model stands for one)."""
@@ -88,6 +92,7 @@ def devices(model, *args, backend: str = "inductor", inference: bool = False, de
         return _one(run(obj, device=device, inference=inference, backend=backend, debug=debug))
 
 
+@with_stack_room
 def cudagraphs(model, *args, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
                dynamic: bool = False, settings: Sequence[str] = (), debug: bool = False,
                model_kwargs: Optional[dict] = None, **kwargs) -> Result:
@@ -100,6 +105,7 @@ def cudagraphs(model, *args, backend: str = "inductor", inference: bool = False,
                         debug=debug))
 
 
+@with_stack_room
 def memory(model, *args, backend: str = "inductor", device: Optional[str] = None, by: str = "line",
            depth: Optional[int] = None, top: int = 10, dynamic: bool = False, debug: bool = False,
            model_kwargs: Optional[dict] = None, **kwargs) -> Result:
@@ -110,6 +116,7 @@ def memory(model, *args, backend: str = "inductor", device: Optional[str] = None
         return _one(run(obj, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic, debug=debug))
 
 
+@with_stack_room
 def lint(model, *args, steps: Optional[Sequence] = None, max_graph_breaks: Optional[int] = None,
          max_recompiles: Optional[int] = None, max_skipped_frames: Optional[int] = None,
          allowed_breaks: Sequence[str] = (), dynamic: bool = False, baseline=None,
@@ -134,6 +141,7 @@ def lint(model, *args, steps: Optional[Sequence] = None, max_graph_breaks: Optio
                           baseline=baseline, name=name, debug=debug)
 
 
+@with_stack_room
 def render(model, *args, graph: str = "autograd", output=None, fmt: Optional[str] = None, saved: bool = False,
            region: int = 0, collapse: str = "auto", depth: Optional[int] = None, backend: str = "inductor",
            device: Optional[str] = None, debug: bool = False, model_kwargs: Optional[dict] = None, **kwargs):
@@ -175,6 +183,7 @@ def render(model, *args, graph: str = "autograd", output=None, fmt: Optional[str
     return layout_svg(dot)
 
 
+@with_stack_room
 def report(model, *args, output=None, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
            memory: bool = True, layout_timeout: float = 30.0, debug: bool = False,
            model_kwargs: Optional[dict] = None, **kwargs) -> Result:

@@ -262,7 +262,9 @@ def run(argv: list[str] | None = None) -> int:
 
     As the program itself (``argv`` None), graphtool also exits when its work is done even if the
     user's code left a non-daemon thread running (see :func:`_leave_if_threads_linger`)."""
-    code = _run(argv)
+    from graphtool.capture.stack_room import call_with_stack_room
+
+    code = call_with_stack_room(_run, argv)
     if argv is None:
         _leave_if_threads_linger(code)
     return code

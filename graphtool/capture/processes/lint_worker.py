@@ -30,6 +30,7 @@ from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, is_user_file, quiet_torch_logs, user_site
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
 from graphtool.capture.processes.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
+from graphtool.capture.stack_room import call_with_stack_room
 from graphtool.capture.tracer import explain_failure
 from graphtool.capture.user.boundary import running_user_code
 from graphtool.capture.user.script import load_model
@@ -313,7 +314,7 @@ def main(argv: list[str]) -> int:
     compat.import_torch()
     compat.freeze_gc_after_import()
     try:
-        result = lint_one(job)
+        result = call_with_stack_room(lint_one, job)
     except GraphtoolError as err:
         result = LintResult.failed(error_text(err), err.detail, err.exit_code)
     except Exception as exc:
