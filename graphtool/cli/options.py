@@ -6,6 +6,7 @@ from contextvars import ContextVar
 
 import typer
 
+from graphtool.commands.launch import launch_of
 from graphtool.errors import UsageError
 
 FORMATS = ("table", "json", "yaml")
@@ -85,13 +86,9 @@ def fsdp2_options(fsdp2: bool, ddp: bool, world_size: int) -> dict | None:
     """``--fsdp2``'s settings, checked before torch is imported; None without ``--fsdp2``."""
     if not fsdp2:
         return None
-    if ddp:
-        raise UsageError("--fsdp2 with --ddp: a model runs under one of them, not both",
-                         hint="pick the wrapper the launch will use")
-    if world_size < 1:
-        raise UsageError(f"--world-size {world_size}: a process group needs at least one rank",
-                         hint="pass the number of GPUs the launch will use, e.g. --world-size 8")
-    return {"world_size": world_size}
+    settings = {"world_size": world_size}
+    launch_of({"world_size": world_size} if ddp else None, settings)  # checked where every door checks them
+    return settings
 
 
 FindUnusedOpt = typer.Option(
@@ -107,7 +104,6 @@ def ddp_options(ddp: bool, world_size: int, bucket_cap_mb: float, find_unused: b
         raise UsageError("--find-unused-parameters is a DDP setting: add --ddp")
     if not ddp:
         return None
-    if world_size < 1:
-        raise UsageError(f"--world-size {world_size}: a process group needs at least one rank",
-                         hint="pass the number of GPUs the launch will use, e.g. --world-size 8")
-    return {"world_size": world_size, "bucket_cap_mb": bucket_cap_mb, "find_unused_parameters": find_unused}
+    settings = {"world_size": world_size, "bucket_cap_mb": bucket_cap_mb, "find_unused_parameters": find_unused}
+    launch_of(settings, None)  # checked where every door checks them
+    return settings

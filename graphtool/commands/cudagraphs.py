@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from graphtool.commands import shared
+from graphtool.commands.launch import launch_of
 from graphtool.commands.progress import SILENT, Progress
 
 
@@ -81,35 +82,15 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
     check_cudagraph_backend(backend)
     overrides = parse_settings(settings)
     n_steps = check_steps(steps)
+    launch = launch_of(ddp, fsdp2, device)
     results = []
-    if ddp is not None:
-        shared.check_ddp(ddp, device)
-    if fsdp2 is not None:
-        shared.check_fsdp2(fsdp2, ddp, device)
     for target, ent in shared.targets(model, entry):
-        ddp_report = fsdp2_report = None
-        if fsdp2 is not None:
-            capture, accel, fsdp2_report = shared.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
-                                                                      dynamic=dynamic, debug=debug, progress=progress,
-                                                                      n_steps=n_steps)
-        elif ddp is not None:
-            capture, accel, ddp_report = shared.standin_under_ddp(target, ent, device, inference, backend, ddp, dynamic=dynamic,
-                                                           debug=debug, progress=progress, n_steps=n_steps)
-        else:
-            capture, accel = shared.trace_standin(target, ent, device, inference, backend=backend, dynamic=dynamic,
-                                                 debug=debug, progress=progress, steps=n_steps)
+        capture, accel, wrapped = launch.standin(target, ent, device, inference, backend, dynamic=dynamic, debug=debug,
+                                                 progress=progress, n_steps=n_steps)
         verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta", settings=overrides)
         verdict = replace(verdict, steady=steady_state(capture, verdict))
         found = any(r.skips for r in verdict.reasons) or bool(capture.no_graph) or not verdict.eligible
-        extra = {}
-        if ddp_report is not None:
-            from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
-
-            extra = {"ddp": with_split_verdicts(ddp_report, verdict)}
-            found = found or bool((ddp_report.unused or {}).get("fails_at_step"))  # the loop fails at step 2
-        if fsdp2_report is not None:
-            from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
-
-            extra = {"fsdp2": with_graph_verdicts(fsdp2_report, verdict, capture)}
+        found = found or launch.fails(wrapped)  # under DDP: a loop fails at its second step
+        extra = launch.fields(launch.judged(wrapped, verdict, capture))
         results.append(CudagraphsResult(shared.model_header(capture), verdict, found, stopped=capture.stopped, **extra))
     return results

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from graphtool.commands import baseline as baselines
+from graphtool.commands.launch import launch_of
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 from graphtool.display_paths import display_path
@@ -111,20 +112,10 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
     targets = _targets(models, run, script_args, cfg, override, dynamic)
-    if ddp is not None:  # each model runs as DDP(torch.compile(model)) in its child, in torch's fake process group
-        if run:
-            raise UsageError("--ddp lints a model script; a script run with --run wraps its model itself")
-        from dataclasses import replace
-
-        targets = [replace(t, ddp=(ddp["world_size"], ddp["bucket_cap_mb"])) for t in targets]
-    if fsdp2 is not None:  # each model runs under fully_shard in its child's fake process group
-        if run:
-            raise UsageError("--fsdp2 lints a model script; a script run with --run shards its model itself")
-        if ddp is not None:
-            raise UsageError("--fsdp2 with --ddp: a model runs under one of them, not both")
-        from dataclasses import replace
-
-        targets = [replace(t, fsdp2=fsdp2["world_size"]) for t in targets]
+    # under --ddp or --fsdp2 each model runs in its child's fake process group, as the launch would wrap it
+    launch = launch_of(ddp, fsdp2)
+    launch.check("lint", run=bool(run))
+    targets = [launch.lint_target(t) for t in targets]
     baseline_path = baseline or (cfg.baseline if cfg else None)
     if update_baseline and baseline_path is None:
         raise UsageError("--update-baseline needs --baseline FILE (or 'baseline' in the config)")

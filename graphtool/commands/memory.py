@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from graphtool.commands import shared
+from graphtool.commands.launch import Launch, launch_of
 from graphtool.commands.progress import SILENT, Progress
 
 BY = ("line", "module", "op")
@@ -92,25 +93,24 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         from graphtool.commands.fit import check_fit
 
         check_fit(fit, budgets, ddp=ddp, fsdp2=fsdp2, dynamic=dynamic)
-    if fsdp2 is not None:
-        shared.check_fsdp2(fsdp2, ddp, device)
-        if dynamic:
-            raise UsageError("memory --fsdp2 with --dynamic: not supported yet", hint="drop --dynamic")
-        return [_under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, fsdp2)
-                for target, ent in shared.targets(model, entry)]
-    if ddp is not None:
-        shared.check_ddp(ddp, device)
-        if dynamic:
-            raise UsageError("memory --ddp with --dynamic: not supported yet", hint="drop --dynamic")
-        return [_under_ddp(target, ent, device, backend, by, depth, top, debug, progress, ddp)
-                for target, ent in shared.targets(model, entry)]
-    results = []
-    for target, ent in shared.targets(model, entry):
-        spec = shared.load(target, ent, device, progress)
-        from graphtool.analysis.memory.saved import build_memory_report
-        from graphtool.capture.memory.saved_tensors import capture_saved, mark_varying_sizes
-        from graphtool.capture.tracer import trace_model
+    launch = launch_of(ddp, fsdp2, device)
+    launch.check("memory", dynamic=dynamic)
+    return [_one(target, ent, device, backend, by, depth, top, dynamic, debug, progress, launch, fit, budgets)
+            for target, ent in shared.targets(model, entry)]
 
+
+def _one(target, ent, device, backend, by, depth, top, dynamic, debug, progress, launch: Launch, fit, budgets):
+    """The memory report of one model: its forward run eagerly under ``saved_tensors_hooks``, then traced under the
+    launch (``--ddp``: what one rank holds, DDP's bucket bytes from torch's own figures and the optimizer state of
+    the script's ``get_optimizer``; ``--fsdp2``: each rank's shards, gradients, optimizer state, all-gathered
+    parameters and the activations the compiled graphs save, each graph once per call in the step)."""
+    from graphtool.analysis.memory.saved import build_memory_report
+    from graphtool.capture.memory.saved_tensors import capture_saved, mark_varying_sizes
+    from graphtool.capture.tracer import trace_model
+    from graphtool.commands.fit import recording
+
+    with launch.opened(target, ent, progress) as run:
+        spec = shared.load(target, run.entry, device, progress, run.factory_args, wrapped=launch.wrapped)
         progress.phase("running the forward eagerly, recording what autograd saves...")
         with shared.quiet_stdout():
             eager = capture_saved(spec)
@@ -119,76 +119,17 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
             varying = mark_varying_sizes(spec)
             notes = (f"--dynamic: symbolic sizes for {', '.join(varying)}; bytes at the example inputs' sizes"
                      if varying else "--dynamic: no input size differs between the example inputs and their variant",)
-        progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
-        from graphtool.commands.fit import recording
-
+        progress.phase(f"tracing{launch.under} with dynamo + {backend}'s AOT stage...")
         with shared.quiet_stdout(), recording(fit, budgets) as joints:
-            capture = trace_model(spec, backend=backend, record_breaks=False, quiet=not debug,
-                                  on_region=lambda i: progress.phase(f"tracing region {i}..."))
-        report = build_memory_report(eager, capture, by=by, depth=depth, top=top, notes=notes)
-        fitted = None
-        if fit is not None or budgets is not None:
-            from graphtool.commands.fit import fit_report
+            capture = trace_model(spec, backend=backend, record_breaks=launch.record_memory_breaks, quiet=not debug,
+                                  wrapper=run.session, on_region=lambda i: progress.phase(f"tracing region {i}..."))
+            held = launch.held(run, spec)
+        wrapped = launch.report(run, capture)
+    report = build_memory_report(eager, capture, by=by, depth=depth, top=top, notes=notes)
+    fitted = None
+    if fit is not None or budgets is not None:
+        from graphtool.commands.fit import fit_report
 
-            fitted = fit_report(spec, report, capture, joints, fit, budgets, progress)
-        results.append(MemoryResult(shared.model_header(capture), report, False, fit=fitted, top=top))
-    return results
-
-
-def _under_ddp(target, ent, device, backend, by, depth, top, debug, progress, ddp: dict) -> MemoryResult:
-    """The memory report of one model run as ``DDP(torch.compile(model))``, with what one rank holds:
-    DDP's bucket bytes from torch's own figures and the optimizer state of the script's ``get_optimizer``."""
-    from graphtool.analysis.distributed.wrappers import build_ddp_report
-    from graphtool.analysis.memory.rank_memory import ddp_rank_memory
-    from graphtool.analysis.memory.saved import build_memory_report
-    from graphtool.capture import compat
-    from graphtool.capture.memory.optimizer_state import optimizer_state_bytes
-    from graphtool.capture.memory.saved_tensors import capture_saved
-    from graphtool.capture.tracer import trace_model
-
-    with shared.ddp_session(ddp, progress) as session:
-        with shared.own_group_hint("--ddp"):
-            ent, factory_args = session.entry(target, ent)
-            spec = shared.load(target, ent, device, progress, factory_args)
-            progress.phase("running the forward eagerly, recording what autograd saves...")
-            with shared.quiet_stdout():
-                eager = capture_saved(spec)
-            progress.phase(f"tracing under DDP with dynamo + {backend}'s AOT stage...")
-            with shared.quiet_stdout():
-                capture = trace_model(spec, backend=backend, record_breaks=False, quiet=not debug, wrapper=session,
-                                      on_region=lambda i: progress.phase(f"tracing region {i}..."))
-                optimizer = optimizer_state_bytes(spec)
-        buckets = compat.ddp_bucket_sizes(session.ddp) if session.ddp is not None else None
-        ddp_report = build_ddp_report(capture, session.result(capture))
-    report = build_memory_report(eager, capture, by=by, depth=depth, top=top)
-    rank = ddp_rank_memory(report, buckets, optimizer)
-    return MemoryResult(shared.model_header(capture), report, False, ddp=ddp_report, rank=rank, top=top)
-
-
-def _under_fsdp2(target, ent, device, backend, by, depth, top, debug, progress, fsdp2: dict) -> MemoryResult:
-    """The memory report of one model run under FSDP2 (``fully_shard`` per block and root,
-    ``torch.compile(model)``) as rank 0 of a fake group, with what each rank holds: its shards, its
-    gradients and optimizer state (the script's ``get_optimizer``), the all-gathered parameters and the
-    activations the compiled graphs save, each graph once per call in the step."""
-    from graphtool.analysis.cudagraphs.fsdp2 import runs_per_step
-    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE, build_fsdp2_report
-    from graphtool.analysis.memory.rank_memory import fsdp2_rank_memory
-    from graphtool.analysis.memory.saved import build_memory_report
-    from graphtool.capture.memory.saved_tensors import capture_saved
-    from graphtool.capture.tracer import trace_model
-
-    with shared.fsdp2_session(fsdp2, progress) as session, shared.own_group_hint("--fsdp2"):
-        ent, factory_args = session.entry(target, ent)
-        spec = shared.load(target, ent, device, progress, factory_args)
-        progress.phase("running the forward eagerly, recording what autograd saves...")
-        with shared.quiet_stdout():
-            eager = capture_saved(spec)
-        progress.phase(f"tracing under FSDP2 with dynamo + {backend}'s AOT stage...")
-        with shared.quiet_stdout():
-            capture = trace_model(spec, backend=backend, quiet=not debug, wrapper=session,
-                                  on_region=lambda i: progress.phase(f"tracing region {i}..."))
-        fsdp2_report = build_fsdp2_report(capture, session.result(capture))
-    report = build_memory_report(eager, capture, by=by, depth=depth, top=top)
-    rank = fsdp2_rank_memory(report, fsdp2_report.memory, runs_per_step(capture), world_size=fsdp2["world_size"],
-                             root_eager=SKIPPED_ROOT_NOTE in fsdp2_report.notes)
-    return MemoryResult(shared.model_header(capture), report, False, fsdp2=fsdp2_report, rank=rank, top=top)
+        fitted = fit_report(spec, report, capture, joints, fit, budgets, progress)
+    return MemoryResult(shared.model_header(capture), report, False, fit=fitted, top=top,
+                        rank=launch.rank_memory(report, wrapped, capture, held), **launch.fields(wrapped))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from graphtool.commands import shared
+from graphtool.commands.launch import Launch, launch_of
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 
@@ -174,15 +175,12 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     from graphtool.capture.user.deadline import check_timeout
 
     check_timeout(layout_timeout, "--layout-timeout")
-    if fsdp2 is not None:
-        shared.check_fsdp2(fsdp2, ddp, device)
-    if ddp is not None:
-        shared.check_ddp(ddp, device)
+    launch = launch_of(ddp, fsdp2, device)
     results = []
     for target, ent in shared.targets(model, entry):
         with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
             results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug,
-                                progress, ddp=ddp, fsdp2=fsdp2))
+                                progress, launch))
     return results
 
 
@@ -218,82 +216,30 @@ class _Layout:
         return Level(name, depth, svg, len(drawing.nodes), members, time.perf_counter() - start)
 
 
-def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, ddp=None,
-         fsdp2=None) -> ReportResult:
+def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, launch: Launch) -> ReportResult:
     from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.devices import device_report
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import build_trace_report
 
-    ddp_report = standin_ddp = fsdp2_report = standin_fsdp2 = None
-    if fsdp2 is not None:
-        capture, memory, memory_note, fsdp2_report = _own_device_under_fsdp2(target, ent, device, inference, backend,
-                                                                             want_memory, debug, progress, fsdp2)
-        standin, accel, standin_fsdp2 = shared.standin_under_fsdp2(target, ent, device, inference, backend, fsdp2,
-                                                                  debug=debug, progress=progress)
-    elif ddp is not None:
-        capture, memory, memory_note, ddp_report = _own_device_under_ddp(target, ent, device, inference, backend,
-                                                                         want_memory, debug, progress, ddp)
-        standin, accel, standin_ddp = shared.standin_under_ddp(target, ent, device, inference, backend, ddp, debug=debug,
-                                                              progress=progress)
-    else:
-        capture, memory, memory_note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress)
-        standin, accel = shared.trace_standin(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
+    with launch.opened(target, ent, progress) as run:
+        capture, memory, memory_note = _own_device(target, run.entry, device, inference, backend, want_memory, debug,
+                                                   progress, wrapper=run.session, factory_args=run.factory_args,
+                                                   n_steps=launch.own_steps)
+        wrapped = launch.report(run, capture)
+    standin, accel, standin_wrapped = launch.standin(target, ent, device, inference, backend, debug=debug,
+                                                     progress=progress)
     trace = build_trace_report(capture)
     verdict = cudagraph_verdict(standin, backend=backend if backend != "aot_eager" else "inductor", predicted=accel == "meta")
-    if ddp_report is not None:
-        from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
-
-        ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
-    rank_memory = None
-    if fsdp2_report is not None:
-        from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
-
-        fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
-        rank_memory = _fsdp2_rank_memory(memory, fsdp2_report, capture)
+    wrapped = launch.judged(wrapped, verdict, standin, standin_report=standin_wrapped)
+    rank_memory = launch.rank_memory(memory, wrapped, capture)
     devices = device_report(standin, main_device=accel, stand_in="meta stands for cuda:0" if accel == "meta" else None)
     pictures, marks = _pictures(standin, accel, lay_out, progress, devices.show)
     index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
     findings = build_findings(trace, capture.breaks, verdict, devices, index, marks)
     notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
     return ReportResult(target, trace, verdict, devices, memory, memory_note, tuple(pictures), findings, accel, notes,
-                        ddp=ddp_report, fsdp2=fsdp2_report, rank_memory=rank_memory)
-
-
-def _own_device_under_fsdp2(target, ent, device, inference, backend, want_memory, debug, progress, fsdp2: dict):
-    """:func:`_own_device` under FSDP2 as rank 0 of a fake process group: also the FSDP2 report."""
-    from graphtool.analysis.distributed.wrappers import build_fsdp2_report
-
-    with shared.fsdp2_session(fsdp2, progress) as session, shared.own_group_hint("--fsdp2"):
-        ent, factory_args = session.entry(target, ent)
-        capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
-                                            wrapper=session, factory_args=factory_args)
-        return capture, memory, note, build_fsdp2_report(capture, session.result(capture))
-
-
-def _fsdp2_rank_memory(memory, report, capture):
-    """Each rank's bytes with the compiled graphs' activations (``memory --fsdp2``'s), when memory was measured."""
-    if memory is None:
-        return None
-    from graphtool.analysis.cudagraphs.fsdp2 import runs_per_step
-    from graphtool.analysis.distributed.wrappers import SKIPPED_ROOT_NOTE
-    from graphtool.analysis.memory.rank_memory import fsdp2_rank_memory
-
-    return fsdp2_rank_memory(memory, report.memory, runs_per_step(capture), world_size=report.world_size,
-                             root_eager=SKIPPED_ROOT_NOTE in report.notes)
-
-
-def _own_device_under_ddp(target, ent, device, inference, backend, want_memory, debug, progress, ddp: dict):
-    """:func:`_own_device` in torch's fake process group, the model run as ``DDP(torch.compile(model))``
-    for two steps (the second is where parameters without gradient fail): also the DDP report."""
-    from graphtool.analysis.distributed.wrappers import build_ddp_report
-
-    with shared.ddp_session(ddp, progress) as session:
-        with shared.own_group_hint("--ddp"):
-            ent, factory_args = session.entry(target, ent)
-            capture, memory, note = _own_device(target, ent, device, inference, backend, want_memory, debug, progress,
-                                                wrapper=session, factory_args=factory_args, n_steps=2)
-        return capture, memory, note, build_ddp_report(capture, session.result(capture))
+                        rank_memory=rank_memory, **launch.fields(wrapped))
 
 
 def _own_device(target, ent, device, inference, backend, want_memory, debug, progress, wrapper=None, factory_args=(),

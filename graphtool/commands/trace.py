@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from graphtool.commands import shared
+from graphtool.commands.launch import Launch, launch_of
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 
@@ -131,30 +132,21 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
         from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend
 
         check_cudagraph_backend(cudagraphs)
+    launch = launch_of(ddp, fsdp2, device)
     results = []
-    if ddp is not None:
-        shared.check_ddp(ddp, device)
-    if fsdp2 is not None:
-        shared.check_fsdp2(fsdp2, ddp, device)
     for target, ent in shared.targets(model, entry):
         # the script runs once: the stand-in, the host-value replay and the bench derive from that one model
-        once = shared.one_load(standin=bool(cudagraphs), plain=bench and (ddp is not None or fsdp2 is not None))
+        once = shared.one_load(standin=bool(cudagraphs), plain=bench and launch.wrapped)
         with once if cudagraphs or bench else contextlib.nullcontext():  # one trace alone needs no sharing
             results.append(_one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress,
-                                ddp, fsdp2))
+                                launch))
     return results
 
 
-def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, ddp, fsdp2):
+def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, launch: Launch):
     from graphtool.analysis.trace_report import build_trace_report
 
-    ddp_report = fsdp2_report = None
-    if fsdp2 is not None:
-        capture, fsdp2_report = _trace_under_fsdp2(target, ent, device, inference, backend, fsdp2, debug, progress)
-    elif ddp is not None:
-        capture, ddp_report = _trace_under_ddp(target, ent, device, inference, backend, ddp, debug, progress)
-    else:
-        capture = shared.trace_own_device(target, ent, device, inference, backend=backend, debug=debug, progress=progress)
+    capture, wrapped = launch.trace_own(target, ent, device, inference, backend, debug=debug, progress=progress)
     verdict = timings = code = None
     if cudagraphs:
         from dataclasses import replace
@@ -163,79 +155,16 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
         from graphtool.analysis.steady_state import steady_state
         from graphtool.capture.steady_state import DEFAULT_STEPS
 
-        if ddp is not None:  # the split graphs' verdict, from the stand-in run under DDP too
-            standin, accel, standin_ddp = shared.standin_under_ddp(target, ent, device, inference, cudagraphs, ddp,
-                                                            debug=debug, progress=progress, n_steps=DEFAULT_STEPS)
-        elif fsdp2 is not None:  # each block graph's verdict, from the stand-in run under FSDP2 too
-            standin, accel, standin_fsdp2 = shared.standin_under_fsdp2(target, ent, device, inference, cudagraphs,
-                                                                      fsdp2, debug=debug, progress=progress,
-                                                                      n_steps=DEFAULT_STEPS)
-        else:
-            standin, accel = shared.trace_standin(target, ent, device, inference, backend=cudagraphs, debug=debug,
-                                                 progress=progress, steps=DEFAULT_STEPS)
+        # the verdict, from the stand-in run under the same launch (each graph DDP splits off, each FSDP2 block graph)
+        standin, accel, standin_wrapped = launch.standin(target, ent, device, inference, cudagraphs, debug=debug,
+                                                         progress=progress, n_steps=DEFAULT_STEPS)
         verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
         verdict = replace(verdict, steady=steady_state(standin, verdict))
-        if ddp is not None:
-            from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
-
-            ddp_report = with_split_verdicts(ddp_report, verdict, standin=standin_ddp)
-        if fsdp2 is not None:
-            from graphtool.analysis.cudagraphs.fsdp2 import with_graph_verdicts
-
-            fsdp2_report = with_graph_verdicts(fsdp2_report, verdict, standin, standin=standin_fsdp2)
+        wrapped = launch.judged(wrapped, verdict, standin, standin_report=standin_wrapped)
     if bench:
         timings = shared.eager_vs_compiled(target, ent, progress=progress)
     if graph_code:
         from graphtool.render.graph_code import graph_files
 
         code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
-    return TraceResult(target, build_trace_report(capture), verdict, timings, code, ddp_report, fsdp2_report)
-
-
-def _trace_under_ddp(target, entry, device, inference, backend, ddp: dict, debug, progress):
-    from dataclasses import replace
-
-    from graphtool.analysis.distributed.wrappers import build_ddp_report
-    from graphtool.commands.ranks import rank_differences
-
-    world = ddp["world_size"]
-    progress.phase("starting a fake process group for DDP...")
-    capture, session, factory, factory_args = _ddp_rank(target, entry, device, inference, backend, ddp, debug, progress, 0)
-    report = build_ddp_report(capture, session.result(capture))
-
-    def trace_rank(rank):
-        with shared.own_load():  # rank ``rank``'s model, built as its process builds it: the script runs again
-            return _ddp_rank(target, entry, device, inference, backend, ddp, debug, progress, rank)[0]
-
-    ranks = rank_differences(target, factory, factory_args, world, capture, trace_rank, progress)
-    return capture, replace(report, ranks=ranks)
-
-
-def _ddp_rank(target, entry, device, inference, backend, ddp: dict, debug, progress, rank: int):
-    """One rank's trace under DDP in the fake process group: (capture, session, entry, factory args)."""
-    from graphtool.capture.distributed.ranks import launch_env, on_rank
-
-    world = ddp["world_size"]
-    # the group's progress line is _trace_under_ddp's, once for every rank traced
-    with on_rank(rank, world), launch_env(rank, world), shared.ddp_session(ddp, rank=rank) as session:
-        with shared.own_group_hint("--ddp"):
-            entry, factory_args = session.entry(target, entry)
-            # two steps: DDP fails on the second when a parameter got no gradient in the first
-            capture = shared.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
-                                             progress=progress, wrapper=session, factory_args=factory_args,
-                                             steps=DDP_STEPS)
-        return capture, session, entry, factory_args
-
-
-def _trace_under_fsdp2(target, entry, device, inference, backend, fsdp2: dict, debug, progress):
-    from graphtool.analysis.distributed.wrappers import build_fsdp2_report
-
-    with shared.fsdp2_session(fsdp2, progress) as session, shared.own_group_hint("--fsdp2"):
-        entry, factory_args = session.entry(target, entry)
-        capture = shared.trace_own_device(target, entry, device, inference, backend=backend, debug=debug,
-                                         progress=progress, wrapper=session, factory_args=factory_args)
-        return capture, build_fsdp2_report(capture, session.result(capture))
-
-
-#: the steps ``trace --ddp`` runs: the second is where DDP fails on parameters without gradient
-DDP_STEPS = 2
+    return TraceResult(target, build_trace_report(capture), verdict, timings, code, **launch.fields(wrapped))

@@ -146,11 +146,34 @@ class GroupSession:
     def _record(self, stack: contextlib.ExitStack) -> None:
         raise NotImplementedError
 
+    def use_backend(self, backend: Any) -> None:
+        """The backend that records graphs, for a wrapper that must compile with it itself."""
+
     def wrap(self, compiled: Any, spec: Any = None) -> Any:
         raise NotImplementedError
 
     def result(self, capture: Any = None) -> Any:
         raise NotImplementedError
+
+
+class Alone(GroupSession):
+    """The model alone: no process group, the compiled model run as it is: where a caller that takes any session
+    (lint's child) has no wrapper."""
+
+    def entry(self, target: str, entry: str | None) -> tuple[str | None, tuple]:
+        return entry, ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def wrap(self, compiled: Any, spec: Any = None) -> Any:
+        return compiled
+
+    def result(self, capture: Any = None) -> Any:
+        return None
 
 
 class DdpSession(GroupSession):

@@ -96,14 +96,12 @@ def lint_one(job: LintJob) -> LintResult:
         if job.run:
             seen, called_at = _run_script(torch, job.path, list(job.args), backend), None
         else:
-            with _ddp_session(job) as ddp:
-                entry, factory_args = ddp.entry(job.path, job.entry) if ddp is not None else (job.entry, ())
+            with _session(job) as session:
+                entry, factory_args = session.entry(job.path, job.entry)
                 spec = load_model(job.path, entry=entry, factory_args=factory_args)
                 compiled = torch.compile(spec.model, backend=backend)
-                if hasattr(ddp, "use_backend"):
-                    ddp.use_backend(backend)
-                runner = ddp.wrap(compiled, spec) if ddp is not None else compiled
-                dynamic_failed = _run_model(spec, runner, compiled, job, rec, graphs)
+                session.use_backend(backend)
+                dynamic_failed = _run_model(spec, session.wrap(compiled, spec), compiled, job, rec, graphs)
             seen = CompileSeen(expected=original, found=torch.compile)
             # graphtool makes the call on the user's behalf: the script's example inputs stand for the call site
             called_at = StackFrame(str(Path(spec.path).resolve()), spec.line, spec.entry) if spec.line else None
@@ -126,18 +124,19 @@ def error_text(err: GraphtoolError) -> str:
     return f"{err.message} (hint: {err.hint})" if err.hint else err.message
 
 
-def _ddp_session(job: LintJob):
-    """``--ddp``: torch's fake process group and DDP's optimizer on, before the script is imported;
-    ``--fsdp2``: a fake process group of the job's world size (FSDP2 applied by the session's ``wrap``)."""
+def _session(job: LintJob):
+    """The job's launch, opened before the script is imported: ``--ddp``, torch's fake process group and DDP's
+    optimizer on; ``--fsdp2``, a fake process group of the job's world size (FSDP2 applied by the session's
+    ``wrap``); else the model alone."""
+    from graphtool.capture.distributed.ddp import Alone, DdpSession
+
     if job.fsdp2 is not None:
         from graphtool.capture.distributed.fsdp2 import Fsdp2Session
 
         return Fsdp2Session(world_size=job.fsdp2)
-    if job.ddp is None:
-        return contextlib.nullcontext()
-    from graphtool.capture.distributed.ddp import DdpSession
-
-    return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1], quiet=not job.debug)
+    if job.ddp is not None:
+        return DdpSession(world_size=job.ddp[0], bucket_cap_mb=job.ddp[1], quiet=not job.debug)
+    return Alone()
 
 
 def _run_model(spec, runner, compiled, job: LintJob, rec: BreakRecorder, graphs: list) -> GraphtoolError | None:
