@@ -8,7 +8,8 @@ The public API works on model objects (see :mod:`graphtool.api`), and is loaded 
 
     graphtool.trace(model, x)        graphtool.mutations(model, x)   graphtool.devices(model, x)
     graphtool.cudagraphs(model, x)   graphtool.memory(model, x)      graphtool.lint(model, x)
-    graphtool.render(model, x)       graphtool.report(model, x)
+    graphtool.render(model, x)       graphtool.report(model, x)      graphtool.shapes(model, x, schedule=...)
+    graphtool.bench(model, x)
 
 with test assertions in :mod:`graphtool.testing` and a pytest plugin in :mod:`graphtool.pytest_plugin`.
 ``graphtool.render`` is also the presentation package (``graphtool.render.dot``...): calling it calls
@@ -22,7 +23,8 @@ __version__ = "0.1.0"
 #: (oldest torch graphtool runs on, newest torch it is tested on). Older: exit 2; newer: runs, warns once.
 SUPPORTED_TORCH = ((2, 11), (2, 15))
 
-_API = frozenset({"trace", "mutations", "devices", "cudagraphs", "memory", "lint", "report", "Result"})
+_API = frozenset({"trace", "mutations", "devices", "cudagraphs", "memory", "lint", "report", "shapes", "bench",
+                  "Result"})
 __all__ = sorted(_API | {"render", "testing", "__version__"})
 
 

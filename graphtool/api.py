@@ -31,7 +31,7 @@ from typing import Optional
 from graphtool.capture.stack_room import with_stack_room
 from graphtool.commands.result import Result
 
-__all__ = ["Result", "cudagraphs", "devices", "lint", "memory", "mutations", "render", "report", "trace"]
+__all__ = ["Result", "bench", "cudagraphs", "devices", "lint", "memory", "mutations", "render", "report", "shapes", "trace"]
 
 
 @contextlib.contextmanager
@@ -114,6 +114,54 @@ def memory(model, *args, backend: str = "inductor", device: Optional[str] = None
 
     with _model(model, args, kwargs, model_kwargs) as obj:
         return _one(run(obj, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic, debug=debug))
+
+
+@with_stack_room
+def shapes(model, *args, schedule=None, sizes: Sequence[str] = (), steps: Optional[int] = None, max_steps: int = 1000,
+           seed: int = 0, mark_dynamic: Sequence[str] = (), maybe_mark_dynamic: Sequence[str] = (),
+           dynamic: Optional[str] = None, settings: Sequence[str] = (), inference: bool = False,
+           backend: str = "inductor", advise: bool = True, device: Optional[str] = None, debug: bool = False,
+           model_kwargs: Optional[dict] = None, **kwargs) -> Result:
+    """What ``torch.compile`` does over a loop whose input shapes change (``graphtool shapes``): the graphs it
+    compiles, the CUDA graphs it records and every recompile, step by step, before the run. ``schedule`` is the
+    model's inputs for each step (an iterable of argument tuples, or of tensors, as a script's
+    ``get_input_schedule()`` yields them); else ``sizes`` draws them from ``args`` as ``--sizes`` does
+    (``["x:0=16,32,7"]``). The other options are the CLI's.
+
+    >>> import torch, graphtool
+    >>> net = torch.nn.Linear(8, 4)
+    >>> r = graphtool.shapes(net, torch.randn(16, 8), schedule=[torch.randn(n, 8) for n in (16, 16, 7)], advise=False)
+    >>> r.report.graphs_compiled, r.report.recompiles
+    (2, 1)
+    """
+    from graphtool.commands.shapes import check_options
+    from graphtool.commands.shapes import shapes as run
+
+    opts = check_options(sizes=sizes, steps=steps, max_steps=max_steps, seed=seed, mark_dynamic=mark_dynamic,
+                         maybe_mark_dynamic=maybe_mark_dynamic, dynamic=dynamic, settings=settings,
+                         inference=inference, backend=backend, advise=advise)
+    with _model(model, args, kwargs, model_kwargs) as obj:
+        return _one(run(obj, device=device, schedule=schedule, options=opts, debug=debug))
+
+
+@with_stack_room
+def bench(model, *args, compile_mode: str = "default", backward: bool = False, warmup: int = 10, iters: int = 100,
+          repeat: int = 3, cudagraphs: bool = False, device: Optional[str] = None, debug: bool = False,
+          model_kwargs: Optional[dict] = None, **kwargs) -> Result:
+    """Eager against ``torch.compile`` (and, with ``cudagraphs`` on a GPU, graphtool's own CUDA-graph replay and
+    ``mode="reduce-overhead"``), each checked against eager, then timed (``graphtool bench``). The model runs where
+    it is.
+
+    >>> import torch, graphtool
+    >>> r = graphtool.bench(torch.nn.Linear(8, 4), torch.randn(2, 8), iters=5, repeat=1, warmup=1)
+    >>> [m.name for m in r.report.modes]
+    ['eager', 'compile[default]']
+    """
+    from graphtool.commands.bench import bench as run
+
+    with _model(model, args, kwargs, model_kwargs) as obj:
+        return run(obj, cudagraphs=cudagraphs, compile_mode=compile_mode, backward=backward, warmup=warmup,
+                   iters=iters, repeat=repeat, device=device, debug=debug)
 
 
 @with_stack_room

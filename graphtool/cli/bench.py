@@ -51,7 +51,6 @@ def bench(
     timeout: Optional[float] = options.TimeoutOpt,
 ) -> int:
     from graphtool.commands.bench import bench as run
-    from graphtool.render.bench import bench_view
 
     options.check_format(fmt)
     with console.RichProgress() as progress, options.time_limit(timeout):
@@ -59,9 +58,9 @@ def bench(
                      warmup=warmup, iters=iters, repeat=repeat, device=device, debug=options.debug_enabled(),
                      progress=progress)
     if fmt == "table":
-        console.print_view(bench_view(result.report))
+        console.print_view(result.view())
     else:
-        console.emit(result.report.to_dict(), fmt)
+        console.emit(result.to_dict(), fmt)
     if result.cuda_missing:
         raise NoCudaDevice(
             "no CUDA device is present: --cudagraphs needs one to capture and replay; eager and compiled were measured above",

@@ -15,13 +15,50 @@ from typing import Any, Optional
 
 from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.result import Result
 from graphtool.errors import UsageError
 
 
-@dataclass(frozen=True)
-class BenchResult:
+@dataclass(frozen=True, repr=False)
+class BenchResult(Result):
+    """The timings of every mode (a :class:`~graphtool.analysis.bench_report.BenchReport`) and their views."""
+
+    command = "bench"
+
     report: Any  # BenchReport
     cuda_missing: bool  # --cudagraphs was asked for on a machine without CUDA: eager and compiled only
+
+    def to_dict(self) -> dict:
+        return self.report.to_dict()
+
+    def summary(self) -> str:
+        """Each mode's median and its speed-up over eager, or why it did not run.
+
+        >>> from graphtool.analysis.bench_report import BenchReport, ModeReport
+        >>> from graphtool.analysis.timing_stats import summarize
+        >>> ok = lambda name, ms, up: ModeReport(name, "ok", None, summarize([ms]), up, 0.0, None, None)
+        >>> r = BenchReport("m.py", "model", "cpu", "0", "2", {}, False, 1, 10, 3,
+        ...                 (ok("eager", 2.0, 1.0), ok("compile[default]", 0.5, 4.0)), None)
+        >>> BenchResult(r, False).summary()
+        'eager 2 ms; compile[default] 0.5 ms (4.00x)'
+        """
+        parts = []
+        for m in self.report.modes:
+            if m.status == "ok" and m.stats:
+                faster = f" ({m.speedup:.2f}x)" if m.speedup and m.name != "eager" else ""  # eager is the 1.00x
+                parts.append(f"{m.name} {m.stats.median_ms:.4g} ms{faster}")
+            else:
+                parts.append(f"{m.name} {m.status}")
+        return "; ".join(parts) or "no mode ran"
+
+    def view(self):
+        from graphtool.render.bench import bench_view
+
+        return bench_view(self.report)
+
+    @property
+    def title(self) -> str:
+        return self.report.entry
 
 
 def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraphs: bool = False,

@@ -100,8 +100,8 @@ def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, pr
     from graphtool.analysis.shapes import shape_report
     from graphtool.capture.schedule import settings_in_effect
 
-    spec, accel = shared.load_standin(target, entry, device, progress)
-    schedule = _schedule(spec, given, opts)
+    spec, accel = _load_standin(target, entry, device, progress)
+    schedule = _schedule(spec, given, opts, from_object=shared.is_model_object(target))
     standin = _standin_schedule(schedule, spec, opts)
     settings = settings_in_effect()  # after the script ran: its own torch._dynamo settings count
     capture, verdict = _predict(spec, standin, opts, debug, progress)
@@ -115,7 +115,18 @@ def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, pr
     return report, header
 
 
-def _schedule(spec, given, opts: ShapeOptions):
+def _load_standin(target, entry, device, progress: Progress):
+    """The stand-in's spec and accelerator; a caller's model object (``graphtool.shapes(model, ...)``) as a meta
+    copy, as a script's is, the object itself left where it is."""
+    spec, accel = shared.load_standin(target, entry, device, progress)
+    if accel == "meta" and spec.borrowed:
+        from graphtool.capture.standin.meta import copy_to_meta
+
+        spec = copy_to_meta(spec)
+    return spec, accel
+
+
+def _schedule(spec, given, opts: ShapeOptions, from_object: bool = False):
     from graphtool.capture.schedule import Schedule, _normalize, schedule_from_sizes, script_schedule, varying_labels
     from graphtool.errors import UsageError
 
@@ -132,6 +143,10 @@ def _schedule(spec, given, opts: ShapeOptions):
     if opts.rules:
         return schedule_from_sizes(spec, list(opts.rules), steps=opts.steps, max_steps=opts.max_steps, seed=opts.seed)
     found = script_schedule(spec, max_steps=opts.max_steps)
+    if found is None and from_object:  # a model object (graphtool.shapes(model, ...)): no script to read one from
+        raise UsageError(f"{spec.entry}: no shape schedule: neither schedule= nor sizes= was given",
+                         hint="pass the model's inputs for each step (schedule=[(x1,), (x2,)]), or sizes=['NAME:DIM=17,33,64'] "
+                              "to vary one dimension of the example inputs")
     if found is None:
         raise UsageError(f"{spec.path}: no shape schedule: the script has no get_input_schedule() and no --sizes was given",
                          hint="--sizes input_ids:1=17,33,64,128 (one size per step), or define get_input_schedule() "
@@ -186,7 +201,7 @@ def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, d
     out = []
 
     def again(changed, what, marks=None):
-        fresh, _ = shared.load_standin(target, entry, device, progress)
+        fresh, _ = _load_standin(target, entry, device, progress)
         standin = _standin_schedule(changed, fresh, opts, marks=marks)
         capture, verdict = _predict(fresh, standin, opts, debug, progress, what)
         return shape_report(capture, verdict, labels=changed.labels, source=changed.source, settings=report.settings,

@@ -105,8 +105,12 @@ def load_standin(target, entry, device, progress: Progress = SILENT, factory_arg
         return once.standin((target, entry, device, tuple(factory_args)))
 
 
-def _is_object(target) -> bool:
+def is_model_object(target) -> bool:
+    """``target`` is a caller's model object (:mod:`graphtool.api`), not a script's path."""
     return hasattr(target, "load") and not isinstance(target, (str, Path))
+
+
+_is_object = is_model_object
 
 
 def _import_torch(target: str, progress: Progress) -> None:

@@ -14,6 +14,7 @@ import io
 import json
 import re
 from html import unescape
+from pathlib import Path
 
 import pytest
 
@@ -54,7 +55,7 @@ def _where_from(doc: dict, command: str) -> dict:
     if command == "lint":
         for m in doc["models"]:
             m.pop("entry"), m.pop("seconds")
-    else:
+    elif command != "bench":
         doc["model"].pop("entry")
     return doc
 
@@ -150,3 +151,56 @@ def test_the_report_page_counts_each_graph_from_the_trace_it_draws():
             assert f"it has {n}" in _section(page, "graphs")
     rc, printed = _cli_document("trace", "graph_breaks.py")
     assert _where_from(printed, "trace") == _where_from(result.to_dict(), "trace")
+
+
+SHAPES = "tests/fixtures/shapes/cnn_last_batch.py"  # 8 steps, the last batch short: 2 graphs, 6 CUDA graphs recorded
+
+
+@pytest.mark.slow  # two predictions of 8 steps each, advice included
+def test_shapes_prints_the_document_the_api_returns_for_the_schedule_the_script_gives():
+    import sys
+
+    from graphtool.capture.user.script import load_model
+    from graphtool.cli.main import run
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert run(["shapes", SHAPES, "--format", "json"]) == 0
+    printed = json.loads(out.getvalue())
+    printed["model"]["path"] = str(Path(printed["model"]["path"]).relative_to(Path.cwd()))
+    spec = load_model(SHAPES)
+    schedule = list(sys.modules[spec.module_name].get_input_schedule())
+    result = graphtool.shapes(spec.model, *spec.args, schedule=schedule)
+    assert type(result).command == "shapes" and result.summary() in result.text()
+    api = _where_from(result.to_dict(), "shapes")
+    cli = _where_from(printed, "shapes")
+    # where the schedule came from is one difference: the script's function, or the list passed in; the
+    # other, where the model is: the script, or the file of its class (an nn.Sequential's is torch's own)
+    assert cli["shapes"].pop("source").startswith("get_input_schedule() at ")
+    assert api["shapes"].pop("source") == "the schedule passed in"
+    assert cli["model"].pop("path") == SHAPES and api["model"].pop("path").endswith("container.py")
+    assert api == cli
+    assert (cli["shapes"]["graphs_compiled"], cli["shapes"]["recordings"]) == (2, 6)
+
+
+def test_bench_prints_the_document_the_api_returns_but_for_the_times():
+    from graphtool.capture.user.script import load_model
+    from graphtool.cli.main import run
+
+    flags = dict(iters=3, repeat=1, warmup=1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert run(["bench", example("mlp.py"), "--format", "json", *[f"--{k}={v}" for k, v in flags.items()]]) == 0
+    printed = json.loads(out.getvalue())
+    spec = load_model(example("mlp.py"))
+    result = graphtool.bench(spec.model, *spec.args, **flags)
+    assert type(result).command == "bench"
+    assert "compile[default]" in result.text() and result.summary() in repr(result)  # it renders itself
+
+    def shape(doc):  # every key and every mode's name and status; the times are the machine's
+        return {"keys": sorted(doc), "settings": doc["settings"], "device": doc["device"],
+                "modes": [(m["name"], m["status"], sorted(m)) for m in doc["modes"]]}
+
+    assert shape(result.to_dict()) == shape(printed)
+    assert [m[0] for m in shape(printed)["modes"]] == ["eager", "compile[default]"]
+    assert result.summary().startswith("eager ") and "compile[default]" in result.summary()
