@@ -132,3 +132,19 @@ def pytest_configure(config):
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """pytest's own protocol (``_pytest.runner``), run beneath one frame with stack room
+    (:mod:`graphtool.capture.stack_room`): a real compile inside a test then never maps and unmaps a frame-stack
+    chunk per call at whatever depth pytest and xdist run it (``hf_bert-inductor``'s truth, ``-n 0``: 1.44 s of
+    system time without, 1.05 s with). Every other plugin's part of the protocol is a wrapper around this one."""
+    from _pytest.runner import runtestprotocol
+
+    from graphtool.capture.stack_room import call_with_stack_room
+
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    call_with_stack_room(runtestprotocol, item, nextitem=nextitem)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
