@@ -82,6 +82,7 @@ class LintTarget:
     budget: Budget = field(default_factory=Budget)
     ddp: tuple[int, float] | None = None  # ``--ddp``: (world_size, bucket_cap_mb)
     fsdp2: int | None = None  # ``--fsdp2``: the world size
+    schedule: bool = False  # ``--schedule``: also run each step of the script's get_input_schedule()
 
     @property
     def name(self) -> str:
@@ -90,7 +91,8 @@ class LintTarget:
     def job(self, debug: bool = False) -> LintJob:
         if self.run:
             return LintJob(path=self.path, run=True, args=self.args, debug=debug)
-        return LintJob(path=self.path, entry=self.entry, dynamic=self.dynamic, debug=debug, ddp=self.ddp, fsdp2=self.fsdp2)
+        return LintJob(path=self.path, entry=self.entry, dynamic=self.dynamic, debug=debug, ddp=self.ddp, fsdp2=self.fsdp2,
+                       schedule=self.schedule)
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,8 @@ class ModelLint:
     fixed: tuple[dict, ...]  # baseline breaks no longer present
     seconds: float
     no_graph: str | None = None  # why torch.compile captured no graph, when it captured none
+    schedule: dict | None = None  # ``--schedule``: steps run after the example inputs, their source, what was left out
+    limit_hit: str | None = None  # dynamo's words when a frame hit recompile_limit and ran eagerly from then on
 
     @property
     def passed(self) -> bool:
@@ -192,6 +196,8 @@ class ModelLint:
             },
             "failures": list(self.failures),
             "fixed_breaks": list(self.fixed),
+            "schedule": self.schedule,
+            "recompile_limit_hit": self.limit_hit,
             "seconds": self.seconds,
         }
 
@@ -275,6 +281,8 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
                                 what="new graph break" if known is not None else "graph break")
     if new and budget.max_graph_breaks is None:  # a baseline alone: any new break fails; a budget says how many may
         failures.append(f"{count(len(new), 'new graph break')} not in the baseline")
+    if result.limit_hit:  # the worst silent case: no budget lets it pass
+        failures.append(f"recompile limit hit ({result.limit_hit}): the frame runs eagerly, uncompiled, from then on")
     fixed = ()
     if known is not None:
         now = {_break_key(b, root) for b in breaks}
@@ -296,6 +304,8 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
         fixed=fixed,
         seconds=result.seconds,
         no_graph=result.no_graph,
+        schedule=result.schedule,
+        limit_hit=result.limit_hit,
     )
 
 

@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
             "graphtool lint model.py --max-graph-breaks 0",
             "graphtool lint                           # the models in graphtool.yaml",
             "graphtool lint --run train.py -- --epochs 1   # any script, unchanged",
+            "graphtool lint model.py --schedule --max-recompiles 1  # a loop's shapes",
             "graphtool lint --baseline gb.json --format sarif -o lint.sarif",
         ),
     )(lint)
@@ -52,6 +53,11 @@ def lint(
     dynamic: bool = typer.Option(
         False, "--dynamic",
         help="Also run differently-sized inputs (the script's dynamic_inputs or dynamic_dims, else token ids one longer, else batch + 1) to catch recompiles.",
+    ),
+    schedule: bool = typer.Option(
+        False, "--schedule",
+        help="Also run each step the script's get_input_schedule() yields (as graphtool shapes reads it): recompiles are "
+             "the loop's own, and a frame that hits torch's recompile_limit fails lint whatever the budget.",
     ),
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: graphtool.yaml or [tool.graphtool] in pyproject.toml)."),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="Fail only on breaks not in this baseline file."),
@@ -78,7 +84,7 @@ def lint(
                       max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
                       progress=progress, ddp=options.ddp_options(ddp, world_size, bucket_cap_mb),
-                      fsdp2=options.fsdp2_options(fsdp2, ddp, world_size))
+                      fsdp2=options.fsdp2_options(fsdp2, ddp, world_size), schedule=schedule)
     _emit(outcome, fmt, output)
     if outcome.baseline_refused:  # after the report, which says what failed
         raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")

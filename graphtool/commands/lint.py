@@ -14,7 +14,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -98,8 +98,11 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          max_skipped_frames: Optional[int] = None, dynamic: bool = False,
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
-         progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> LintOutcome:
-    """Lint every target; judge each against its budget and the baseline.
+         progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None,
+         schedule: bool = False) -> LintOutcome:
+    """Lint every target; judge each against its budget and the baseline. ``schedule``: after the example inputs,
+    each model runs every step its script's ``get_input_schedule()`` yields, so recompiles are the loop's own, and
+    a frame that hits ``recompile_limit`` fails whatever the budget.
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
     could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
@@ -112,6 +115,10 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
     targets = _targets(models, run, script_args, cfg, override, dynamic)
+    if schedule:
+        if run:
+            raise UsageError("--schedule lints a model script's get_input_schedule(); a script run with --run runs its own loop")
+        targets = [replace(t, schedule=True) for t in targets]
     # under --ddp or --fsdp2 each model runs in its child's fake process group, as the launch would wrap it
     launch = launch_of(ddp, fsdp2)
     launch.check("lint", run=bool(run))

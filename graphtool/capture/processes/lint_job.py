@@ -38,6 +38,8 @@ class LintJob:
     ddp: Optional[tuple[int, float]] = None
     # ``--fsdp2``: run the model under fully_shard as rank 0 of this many ranks (a fake process group), or None
     fsdp2: Optional[int] = None
+    # ``--schedule``: after the example inputs, run each step the script's get_input_schedule() yields
+    schedule: bool = False
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -50,7 +52,7 @@ class LintJob:
         return cls(path=d["path"], entry=d.get("entry"), run=bool(d.get("run")), args=tuple(d.get("args", ())),
                    dynamic=bool(d.get("dynamic")), debug=bool(d.get("debug")), reset=bool(d.get("reset")),
                    ddp=(int(d["ddp"][0]), float(d["ddp"][1])) if d.get("ddp") else None,
-                   fsdp2=int(d["fsdp2"]) if d.get("fsdp2") else None)
+                   fsdp2=int(d["fsdp2"]) if d.get("fsdp2") else None, schedule=bool(d.get("schedule")))
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,10 @@ class LintResult:
     exit_code: int = 0
     # why torch.compile captured no graph at all (``graph_count`` 0), as graphtool could see it
     no_graph: Optional[str] = None
+    # ``--schedule``: the steps run after the example inputs, where they came from, and what was left out
+    schedule: Optional[dict] = None
+    # dynamo's own words when a frame hit ``recompile_limit`` and ran eagerly from then on
+    limit_hit: Optional[str] = None
 
     @classmethod
     def failed(cls, error: str, detail: Optional[str] = None, exit_code: int = 2, seconds: float = 0.0) -> LintResult:
@@ -124,6 +130,8 @@ class LintResult:
             detail=d.get("detail"),
             exit_code=int(d.get("exit_code", 0)),
             no_graph=d.get("no_graph"),
+            schedule=d.get("schedule"),
+            limit_hit=d.get("limit_hit"),
         )
 
 

@@ -34,7 +34,8 @@ from graphtool.capture.stack_room import call_with_stack_room
 from graphtool.capture.tracer import explain_failure
 from graphtool.capture.user.boundary import running_user_code
 from graphtool.capture.user.script import load_model
-from graphtool.errors import GraphtoolError, ScriptNotFound, UserCodeFailed
+from graphtool.errors import GraphtoolError, ScriptNotFound, UsageError, UserCodeFailed
+from graphtool.text import first_line
 
 
 def _recording_backend(counter: list):
@@ -91,7 +92,7 @@ def lint_one(job: LintJob) -> LintResult:
     if job.reset:  # a fresh child process has nothing compiled yet
         compat.dynamo_reset()
     original = torch.compile  # before the user's code runs: a script may replace it on import
-    dynamic_failed = None
+    dynamic_failed = ran = None
     with quiet_torch_logs(not job.debug), BreakRecorder() as rec, contextlib.redirect_stdout(sys.stderr):
         if job.run:
             seen, called_at = _run_script(torch, job.path, list(job.args), backend), None
@@ -101,13 +102,15 @@ def lint_one(job: LintJob) -> LintResult:
                 spec = load_model(job.path, entry=entry, factory_args=factory_args)
                 compiled = torch.compile(spec.model, backend=backend)
                 session.use_backend(backend)
-                dynamic_failed = _run_model(spec, session.wrap(compiled, spec), compiled, job, rec, graphs)
+                dynamic_failed, ran = _run_model(spec, session.wrap(compiled, spec), compiled, job, rec, graphs)
             seen = CompileSeen(expected=original, found=torch.compile)
             # graphtool makes the call on the user's behalf: the script's example inputs stand for the call site
             called_at = StackFrame(str(Path(spec.path).resolve()), spec.line, spec.entry) if spec.line else None
         result = _result(rec, graphs, time.perf_counter() - started, called_at)
         if not graphs:
             result = replace(result, no_graph=no_graph_cause(rec, seen))
+        if ran is not None:
+            result = replace(result, schedule=ran)
     if dynamic_failed is not None:
         result = _beside(result, dynamic_failed)
     return result
@@ -139,14 +142,38 @@ def _session(job: LintJob):
     return Alone()
 
 
-def _run_model(spec, runner, compiled, job: LintJob, rec: BreakRecorder, graphs: list) -> GraphtoolError | None:
-    """Run the example inputs (their failure raises), then with ``--dynamic`` the other size: its
-    failure is returned, so what the first run found is still reported."""
+def _run_model(spec, runner, compiled, job: LintJob, rec: BreakRecorder, graphs: list) -> tuple[GraphtoolError | None, dict | None]:
+    """Run the example inputs (their failure raises), then with ``--schedule`` each step of the script's schedule
+    (a step's failure raises, naming the step), then with ``--dynamic`` the other size: its failure is returned,
+    so what the first run found is still reported, with what the schedule's run did (``steps``, ``source``,
+    ``left_out``)."""
     try:
         runner(*spec.args, **spec.kwargs)
     except Exception as exc:
         raise explain_failure(spec, exc) from None
-    return _run_variant(spec, compiled, rec, graphs) if job.dynamic else None
+    ran = _run_schedule(spec, runner) if job.schedule else None
+    return (_run_variant(spec, compiled, rec, graphs) if job.dynamic else None), ran
+
+
+def _run_schedule(spec, runner) -> dict:
+    """Each step the script's ``get_input_schedule()`` yields, bounded as ``graphtool shapes`` bounds it, run through
+    the compiled model as a loop would: the recompiles and the recompile limit are torch's own."""
+    from graphtool.capture.schedule import DEFAULT_MAX_STEPS, script_schedule
+
+    schedule = script_schedule(spec, max_steps=DEFAULT_MAX_STEPS)
+    if schedule is None:
+        raise UsageError(f"{spec.path}: --schedule: the script has no get_input_schedule()",
+                         hint="define get_input_schedule() yielding the model's inputs for each step of the loop "
+                              "(graphtool shapes reads the same function)")
+    for step, (args, kwargs) in enumerate(schedule.steps, start=1):
+        try:
+            runner(*args, **kwargs)
+        except Exception as exc:
+            err = explain_failure(spec, exc)
+            err.message = f"step {step} of the schedule ({schedule.source}): {err.message}"
+            err.args = (err.message,)
+            raise err from None
+    return {"steps": len(schedule.steps), "source": schedule.source, "left_out": schedule.left_out}
 
 
 def _run_variant(spec, compiled, rec: BreakRecorder, graphs: list) -> GraphtoolError | None:
@@ -270,8 +297,9 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
         replace(_frame_record(s.function, s.file, s.line, s.reason, s.stack, called_at), break_file=s.break_file, break_line=s.break_line)
         for s in rec.skipped_frames()
     )
+    limit = next((f.fail_reason for f in rec.frames if f.fail_type and "recompile limit" in str(f.fail_reason).lower()), None)
     return LintResult(ok=True, graph_count=len(graphs), breaks=breaks, recompiles=recompiles, skipped_frames=skipped,
-                      seconds=round(seconds, 3))
+                      seconds=round(seconds, 3), limit_hit=first_line(limit) if limit else None)
 
 
 def _break_record(b, called_at: StackFrame | None) -> BreakRecord:
