@@ -107,13 +107,23 @@ def cudagraphs(model, *args, backend: str = "inductor", inference: bool = False,
 
 @with_stack_room
 def memory(model, *args, backend: str = "inductor", device: Optional[str] = None, by: str = "line",
-           depth: Optional[int] = None, top: int = 10, dynamic: bool = False, debug: bool = False,
-           model_kwargs: Optional[dict] = None, **kwargs) -> Result:
-    """What training keeps for backward, eager beside compiled (``graphtool memory``)."""
+           depth: Optional[int] = None, top: int = 10, dynamic: bool = False, fit: Optional[str] = None,
+           budgets: Optional[str] = None, debug: bool = False, model_kwargs: Optional[dict] = None, **kwargs) -> Result:
+    """What training keeps for backward, eager beside compiled (``graphtool memory``). ``fit`` (``"24GiB"`` or a GPU
+    name, as ``--fit``) and ``budgets`` (``"1,0.5,0.1"``, or ``""`` for the default sweep, as ``--budgets``): will the
+    training step fit, eager beside compiled and at each activation-memory budget (``result.fit``).
+
+    >>> import torch, graphtool
+    >>> net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    >>> r = graphtool.memory(net, torch.randn(32, 64), fit="24GiB")
+    >>> r.fit.verdict.startswith("fits")
+    True
+    """
     from graphtool.commands.memory import memory as run
 
     with _model(model, args, kwargs, model_kwargs) as obj:
-        return _one(run(obj, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic, debug=debug))
+        return _one(run(obj, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic, fit=fit,
+                        budgets=budgets, debug=debug))
 
 
 @with_stack_room

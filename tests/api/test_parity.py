@@ -204,3 +204,18 @@ def test_bench_prints_the_document_the_api_returns_but_for_the_times():
     assert shape(result.to_dict()) == shape(printed)
     assert [m[0] for m in shape(printed)["modes"]] == ["eager", "compile[default]"]
     assert result.summary().startswith("eager ") and "compile[default]" in result.summary()
+
+
+@pytest.mark.slow  # the fit's budget sweep compiles the step at each budget
+def test_memory_fit_prints_the_document_the_api_returns():
+    from graphtool.capture.user.script import load_model
+    from graphtool.cli.main import run
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert run(["memory", example("mlp.py"), "--fit", "24GiB", "--budgets", "1,0.5", "--format", "json"]) == 0
+    printed = json.loads(out.getvalue())
+    spec = load_model(example("mlp.py"))
+    result = graphtool.memory(spec.model, *spec.args, fit="24GiB", budgets="1,0.5")
+    assert _where_from(printed, "memory") == _where_from(result.to_dict(), "memory")
+    assert printed["fit"]["verdict"].startswith("fits 24.0 GiB") and len(printed["fit"]["budgets"]) == 2
