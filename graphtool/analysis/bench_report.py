@@ -54,6 +54,7 @@ class BenchReport:
     verdict: dict | None  # the CUDA-graph verdict consulted before capture
     spread_limit_pct: float = SPREAD_LIMIT_PCT  # above it, a mode's timings are flagged as noisy
     random_ops: dict | None = None  # drawn, check ("dropout off"), turned_off, still_drawn; None: none drawn
+    own_step: dict | None = None  # kind, evidence: the call is a training step with its own backward and optimizer
 
     def random_ops_note(self) -> str | None:
         """How modes were checked when the model draws random numbers (dropout in training).
@@ -138,7 +139,7 @@ class BenchReport:
             "device": self.device,
             "host": self.host,
             "settings": {"backward": self.backward, "warmup": self.warmup, "iters": self.iters, "repeat": self.repeat,
-                         "spread_limit_pct": self.spread_limit_pct},
+                         "spread_limit_pct": self.spread_limit_pct, "own_step": self.own_step},
             "modes": [m.to_dict(self.spread_limit_pct) for m in self.modes],
             "warnings": self.warnings(),
             "cudagraphs_verdict": self.verdict,
@@ -156,6 +157,7 @@ def build_bench_report(spec, device: str, results, *, backward, warmup, iters, r
         for r in results
     )
     random_ops = next((r.random_ops for r in results if getattr(r, "random_ops", None)), None)
+    own_step = next((r.own_step for r in results if getattr(r, "own_step", None)), None)
     import os
     import platform
 
@@ -165,4 +167,4 @@ def build_bench_report(spec, device: str, results, *, backward, warmup, iters, r
 
     host = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()}
     return BenchReport(str(spec.path), spec.entry, device, __version__, str(torch.__version__), host,
-                       backward, warmup, iters, repeat, modes, verdict, random_ops=random_ops)
+                       backward, warmup, iters, repeat, modes, verdict, random_ops=random_ops, own_step=own_step)

@@ -32,7 +32,8 @@ def _spread(m, limit: float) -> Text:
 
 
 def bench_view(report) -> Group:
-    what = "forward + backward" if report.backward else "forward"
+    what = ("training step: its own backward and optimizer" if report.own_step else
+            "forward + backward" if report.backward else "forward")
     header = Text(f"{display_path(report.path)} ({what}, {report.device}; "
                   f"{report.repeat} x {report.iters} iterations after {report.warmup} warm-up)", style="header")
     memory = any(m.peak_memory_bytes is not None for m in report.modes)  # CUDA only

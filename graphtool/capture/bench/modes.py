@@ -49,6 +49,7 @@ class ModeResult:
     details: list[str] = field(default_factory=list)
     check: str | None = None  # what the check compared: "as written" | "dropout off"; None when not compared
     random_ops: dict | None = None  # eager's only: see RandomOpsCheck.to_dict
+    own_step: dict | None = None  # eager's only: the call is a training step (OwnStep.to_dict), timed as it is
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,60 @@ def snapshot(torch, model, sets) -> Callable[[], None]:
     return restore
 
 
+def step_state(torch, model) -> Callable[[], None]:
+    """Save what a training step writes besides its inputs: every parameter it reaches (values and ``.grad``) and
+    the state of every optimizer it reaches; return ``restore``, which puts them back in place (an optimizer's
+    lazily made state, absent before the first step, is absent again)."""
+    import copy
+
+    from graphtool.capture.train_step import optimizers_reached
+    from graphtool.capture.user.input_names import named_state
+
+    params = list({id(p): p for _name, p in named_state(model)[0]}.values())
+    optimizers = [opt for _name, opt in optimizers_reached(model)]
+    for opt in optimizers:
+        params += [p for group in opt.param_groups for p in group["params"] if all(p is not q for q in params)]
+    saved = [(p.detach().clone(), None if p.grad is None else p.grad.detach().clone()) for p in params]
+    states = [copy.deepcopy(opt.state_dict()) for opt in optimizers]
+
+    def restore() -> None:
+        with torch.no_grad():
+            for p, (value, grad) in zip(params, saved):
+                p.copy_(value)
+                p.grad = None if grad is None else grad.clone()
+        for opt, state in zip(optimizers, states):
+            opt.state.clear()
+            opt.load_state_dict(copy.deepcopy(state))
+
+    return restore
+
+
+def runs_own_backward(torch, spec: ModelSpec, sets, restore) -> Any:
+    """Whether the model's call is a training step that runs its own backward (an
+    :class:`~graphtool.capture.train_step.OwnStep`, else None): one eager call with gradients on, watched as the
+    trace watches it, then everything it wrote put back."""
+    from graphtool.capture.train_step import StepWatch, declared, optimizer_of_step
+    from graphtool.capture.user.input_names import named_state
+
+    if is_module(spec.model) and declared(spec) is not True:
+        return None  # a module's forward: the backward, if any, is bench's own (--backward)
+    said = StepWatch(spec, _NoCalls(), [p for _name, p in named_state(spec.model)[0]])
+    if declared(spec) is not None or optimizer_of_step(spec.model) is not None:
+        return said.verdict()
+    try:
+        with torch.enable_grad():
+            out = spec.model(*sets[0][0], **sets[0][1])
+        return said.verdict(out)
+    except Exception:  # the eager check that follows says what failed, at the user's line
+        return None
+    finally:
+        restore()
+
+
+class _NoCalls:
+    calls: list = []
+
+
 def frozen_result(result):
     """A copy of a step's ``(outputs, gradients)`` that later runs cannot change (outputs may alias
     inputs, a CUDA graph's outputs are overwritten by the next replay)."""
@@ -124,11 +179,14 @@ def _params(model) -> list:
     return [p for p in model.parameters() if p.requires_grad] if is_module(model) else []
 
 
-def make_step(torch, fn, model, backward: bool):
-    """One iteration: forward, and with ``backward`` the gradient of the outputs' sum."""
+def make_step(torch, fn, model, backward: bool, own_step: bool = False):
+    """One iteration: forward, and with ``backward`` the gradient of the outputs' sum; ``own_step``: the call is a
+    whole training step (its own backward and optimizer), run as it is, gradients on, nothing added."""
     params = _params(model)
 
     def step(args, kwargs):
+        if own_step:
+            return fn(*args, **kwargs), []
         if not backward:
             with torch.no_grad():
                 return fn(*args, **kwargs), []
@@ -335,20 +393,36 @@ def _run_modes(spec, *, compile_mode, cudagraphs, backward, warmup, iters, repea
         timer_factory = (lambda: CudaEventTimer(torch)) if cuda else (lambda: HostTimer())
     sets = input_sets(torch, spec)
     restore = snapshot(torch, spec.model, sets)
-    eager_step = make_step(torch, spec.model, spec.model, backward)
+    own = None
+    from graphtool.capture.train_step import declared
+
+    if not is_module(spec.model) or declared(spec) is True:  # a function (or a module said to be) may be a step
+        inputs, state = restore, step_state(torch, spec.model)
+
+        def restore():
+            inputs()
+            state()
+
+        own = runs_own_backward(torch, spec, sets, restore)
+        if own is not None and backward:
+            raise BadModelSpec(f"{spec.location}: --backward: the model's call is a training step that runs its own "
+                               f"backward ({own.evidence})", hint="drop --backward: graphtool times the step as it is")
+    eager_step = make_step(torch, spec.model, spec.model, backward, own_step=own is not None)
     check = _eager_reference(torch, spec, eager_step, sets, restore)
     clock = _Clock(torch, sets, timer_factory, cuda, warmup, iters, repeat, on_progress)
     samples, mem = clock.timed("eager", eager_step)
     random = check.random.to_dict() if check.random else None
-    results = [ModeResult("eager", "ok", samples_ms=samples, max_abs_diff=0.0, peak_memory_bytes=mem,
-                          check=check.kind, random_ops=random)]
+    said = (f"a training step ({own.evidence}): each mode is checked against eager from the same parameters and "
+            "optimizer state, then timed as a loop runs it, each call updating the parameters") if own else None
+    results = [ModeResult("eager", "ok", said, samples_ms=samples, max_abs_diff=0.0, peak_memory_bytes=mem,
+                          check=check.kind, random_ops=random, own_step=own.to_dict() if own else None)]
     for name, build in _other_modes(torch, spec, compile_mode, cudagraphs):
         if build is None:
             on_phase(f"capturing a CUDA graph ({name})...")
             results.append(_graphtool_capture(torch, eager_step, check, clock.timed, cuda, capture_blocked))
         else:
             on_phase(f"compiling {name} (torch.compile runs on the first call)...")
-            result = _compiled_mode(torch, name, build, spec, backward, check, clock)
+            result = _compiled_mode(torch, name, build, spec, backward, check, clock, own_step=own is not None)
             results.append(_without_cuda_graphs(result, cuda))
     return results
 
@@ -552,14 +626,14 @@ def _other_modes(torch, spec: ModelSpec, compile_mode: str | None, cudagraphs: b
 
 
 def _compiled_mode(torch, name: str, build, spec: ModelSpec, backward: bool, check: _Check,
-                   clock: _Clock) -> ModeResult:
+                   clock: _Clock, own_step: bool = False) -> ModeResult:
     """Build a compiled mode, check it against eager from the same state, then time it.
 
     With dropout off for the check, the compiled code has no dropout: it is compiled again as the
     model is written before it is timed."""
     try:
         _reset_compiled()
-        step = make_step(torch, build(), spec.model, backward)
+        step = make_step(torch, build(), spec.model, backward, own_step)
         same, diff, which = check.run(step)
         status, reason = "ok", None
         if not same:
@@ -568,7 +642,7 @@ def _compiled_mode(torch, name: str, build, spec: ModelSpec, backward: bool, che
                 return ModeResult(name, status, reason, max_abs_diff=diff, check=check.kind)
         if check.random:
             _reset_compiled()
-            step = make_step(torch, build(), spec.model, backward)
+            step = make_step(torch, build(), spec.model, backward, own_step)
         samples, mem = clock.timed(name, step)
         return ModeResult(name, status, reason, samples_ms=samples, max_abs_diff=diff, peak_memory_bytes=mem,
                           check=check.kind if status == "ok" else None)
