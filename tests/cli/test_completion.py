@@ -53,5 +53,5 @@ def test_other_shells_complete_too(shell):
 
 def test_show_completion_prints_the_script_and_exits_0(cli):
     rc, out, err = cli("--show-completion", "bash")
-    assert rc == 0 and err == ""
+    assert (rc, err) == (0, ""), out[-500:]  # once seen as rc 1 in a whole default-tier run, not alone: say what printed
     assert "_GRAPHTOOL_COMPLETE=complete_bash" in out and "complete -o default -F _graphtool_completion graphtool" in out
