@@ -183,6 +183,7 @@ def test_shapes_prints_the_document_the_api_returns_for_the_schedule_the_script_
     assert (cli["shapes"]["graphs_compiled"], cli["shapes"]["recordings"]) == (2, 6)
 
 
+@pytest.mark.slow  # two benches, each compiling the model
 def test_bench_prints_the_document_the_api_returns_but_for_the_times():
     from graphtool.capture.user.script import load_model
     from graphtool.cli.main import run

@@ -67,7 +67,8 @@ def test_the_schedule_is_what_finds_the_short_last_batch(cli):
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    ((example("mlp.py"), "--schedule"), "--schedule: the script has no get_input_schedule()"),
+    pytest.param((example("mlp.py"), "--schedule"), "--schedule: the script has no get_input_schedule()",
+                 marks=pytest.mark.slow),  # a lint child: torch's import, the model's compile
     (("--schedule", "--run", example("mlp.py")), "--schedule lints a model script's get_input_schedule()"),
 ])
 def test_schedule_without_a_schedule_to_read_is_a_usage_error(cli, args, said):
