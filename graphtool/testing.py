@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["assert_cudagraphable", "assert_graph_breaks_at_most", "assert_no_graph_breaks", "assert_no_input_mutations",
-           "assert_no_recompiles"]
+__all__ = ["assert_cudagraphable", "assert_fits", "assert_graph_breaks_at_most", "assert_no_graph_breaks",
+           "assert_no_input_mutations", "assert_no_recompiles"]
 
 __tracebackhide__ = True  # pytest shows the caller's line, not these helpers'
 
@@ -107,4 +107,31 @@ def assert_no_input_mutations(model, *args, allow: Sequence[str] = (), **kwargs)
     result = api.mutations(model, *args, allow=allow, **kwargs)
     if result.found:
         _fail(f"{_name(model)}: {result.summary()}", result)
+    return result
+
+
+def assert_fits(model, *args, device_memory: str, **kwargs) -> Any:
+    """The training step's predicted peak (``graphtool memory --fit``: parameters, gradients, the optimizer state of
+    the script's or the step's optimizer, saved activations and the largest transient, compiled) fits
+    ``device_memory``: a size (``"24GiB"``, ``"80GB"``) or a GPU name (``"H100"``), a budget a test can hold a
+    model to. Keyword arguments go to :func:`graphtool.api.memory` when they are its options (``budgets=``...),
+    else to the model. Returns the memory :class:`~graphtool.api.Result`.
+
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    >>> assert_fits(net, torch.randn(32, 64), device_memory="256KiB")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    AssertionError: Sequential does not fit 256.0 KiB: over by ...
+    """
+    __tracebackhide__ = True
+    from graphtool import api
+
+    result = api.memory(model, *args, fit=device_memory, **kwargs)
+    fit = result.fit
+    if fit.verdict.startswith("does not fit"):
+        from graphtool.analysis.memory.saved import format_bytes
+
+        biggest = "; ".join(f"{c.what} {format_bytes(c.bytes)}" + (f" at {c.source}" if c.source and not c.source.startswith("(") else "")
+                            for c in fit.contributors[:3])
+        raise AssertionError(f"{_name(model)} {fit.verdict}" + (f"; biggest: {biggest}" if biggest else ""))
     return result

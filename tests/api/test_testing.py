@@ -98,3 +98,22 @@ def test_a_star_dot_pattern_accepts_a_top_level_buffer_and_the_help_is_python():
         testing.assert_no_input_mutations(TopCache(), torch.randn(2))
     assert 'accept it with `allow=["buffers"]`' in str(info.value) and "--allow" not in str(info.value)
     testing.assert_no_input_mutations(TopCache(), torch.randn(2), allow=["*.k_cache"])
+
+
+@pytest.mark.slow  # three memory traces
+def test_fits_holds_the_predicted_step_peak_to_a_device_size():
+    from graphtool.analysis.memory.saved import format_bytes
+    from graphtool.errors import UsageError
+    from graphtool.testing import assert_fits
+
+    net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    x = torch.randn(32, 64)
+    peak = assert_fits(net, x, device_memory="1MiB").fit.compiled.peak
+    with pytest.raises(AssertionError) as err:
+        assert_fits(net, x, device_memory="256KiB")
+    said = str(err.value)
+    assert said.startswith("Sequential does not fit 256.0 KiB: over by ")
+    assert f"(predicted step peak {format_bytes(peak)})" in said
+    assert "biggest: parameters 129.2 KiB" in said and "(no line)" not in said
+    with pytest.raises(UsageError, match="--fit 'H300': not a size or a GPU graphtool knows"):
+        assert_fits(net, x, device_memory="H300")
