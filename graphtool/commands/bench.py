@@ -56,6 +56,20 @@ class BenchResult(Result):
 
         return bench_view(self.report)
 
+    def sections(self) -> list[str]:
+        from graphtool.render.report import bench_section
+
+        return [bench_section(self.report)]
+
+    def _findings(self) -> str:
+        return ""  # the page's section has the warnings and each mode's reason beside the table
+
+    def diagnostics(self) -> str:
+        """What makes the numbers hard to trust, and each mode that did not run as asked: one line each."""
+        lines = [f"warning: {w}" for w in self.report.warnings()]
+        lines += [f"{m.name}: {m.reason}" for m in self.report.modes if m.reason and m.status != "ok"]
+        return "\n".join(lines)
+
     @property
     def title(self) -> str:
         return self.report.entry

@@ -76,6 +76,14 @@ class ShapesResult(shared.ModelResult):
 
         return shapes_view(self.report)
 
+    def sections(self) -> list[str]:
+        from graphtool.render.report import shapes_section
+
+        return [shapes_section(self.report)]
+
+    def _findings(self) -> str:
+        return ""  # the page's section has every step, the loud line and the advice
+
 
 def shapes(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            schedule: Optional[Iterable] = None, options: Optional[ShapeOptions] = None, debug: bool = False,

@@ -460,6 +460,64 @@ def memory_section(report, note: str | None = None) -> str:
     return _memory_section(report, note)
 
 
+def shapes_section(report, limit: int = 200) -> str:
+    """``graphtool shapes``' part of a page: the total, the loud line past ``recompile_limit``, each step (the first
+    ``limit``) with the sizes that vary, what compiled and what cudagraph trees did, and the advice.
+
+    >>> from graphtool.analysis.shapes import ShapeReport, ShapeStep
+    >>> step = ShapeStep(1, {"x:0": 16}, 1, (), (), False, 1, 0, 0)
+    >>> r = ShapeReport(1, "the schedule passed in", "inductor", (step,), 1, 0, 8, None, 0, 1, 1, 0, 0, 1)
+    >>> "<td>1</td><td>x:0=16</td><td>1</td>" in shapes_section(r)
+    True
+    """
+    body = f'<p class="verdict">{escape(report.summary())}</p><p class="note">schedule: {escape(report.source)}</p>'
+    loud = report.loud()
+    if loud:
+        body += f'<p class="finding">{escape(loud)}</p>'
+    rows = []
+    for st in report.per_step[:limit]:
+        did = [f"{st.warmups} warm-up" + ("s" if st.warmups != 1 else "")] if st.warmups else []
+        did += [f"{st.recordings} recorded"] if st.recordings else []
+        did += [f"{st.replays} replayed"] if st.replays else []
+        did += ["eager (past recompile_limit)"] if st.eager else []
+        rows.append([str(st.step), escape(", ".join(f"{k}={v}" for k, v in st.sizes.items())), str(st.graphs_compiled),
+                     escape("; ".join(st.recompiles)), escape(", ".join(st.symbolic)), escape(", ".join(did))])
+    body += _table(["step", "sizes", "graphs compiled", "recompile (guard failure)", "symbolic", "CUDA graphs"], rows)
+    if len(report.per_step) > limit:
+        body += f'<p class="note">{len(report.per_step) - limit} more steps: --format json has every one</p>'
+    body += "".join(f'<p class="note">advice: {escape(a.text)}</p>' for a in report.advice)
+    return _section("shapes", "Changing shapes", body)
+
+
+def bench_section(report) -> str:
+    """``graphtool bench``'s part of a page: each mode's status and timings, as the terminal's table has them.
+
+    >>> from graphtool.analysis.bench_report import BenchReport, ModeReport
+    >>> from graphtool.analysis.timing_stats import summarize
+    >>> r = BenchReport("m.py", "model", "cpu", "0", "2", {}, False, 1, 10, 3,
+    ...                 (ModeReport("eager", "ok", None, summarize([2.0]), 1.0, 0.0, None, None),), None)
+    >>> "<td>eager</td><td>ok</td><td>2.0000</td>" in bench_section(r)
+    True
+    """
+    what = ("a training step: its own backward and optimizer" if report.own_step else
+            "forward + backward" if report.backward else "forward")
+    rows = []
+    for m in report.modes:
+        st = m.stats
+        rows.append([escape(m.name), escape(m.status), f"{st.median_ms:.4f}" if st else "-",
+                     f"{st.min_ms:.4f}-{st.max_ms:.4f}" if st else "-", f"{st.spread_pct:.1f}%" if st else "-",
+                     f"{m.speedup:.2f}x" if m.speedup else "-"])
+    body = (f'<p class="note">{escape(what)}, {escape(report.device)}; {report.repeat} x {report.iters} iterations after '
+            f'{report.warmup} warm-up</p>'
+            + _table(["mode", "status", "median ms", "min-max ms", "spread", "speedup"], rows))
+    notes = [*report.warnings(), *(f"{m.name}: {m.reason}" for m in report.modes if m.reason)]
+    if report.random_ops_note():
+        notes.append(report.random_ops_note())
+    notes += [i["text"] for i in report.insights()]
+    body += "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
+    return _section("bench", "Eager against compiled", body)
+
+
 def format_view(sections: list[str], *, title: str, summary: str, text: str = "") -> str:
     """The report page's view of one report (``graphtool.cudagraphs(model, x)`` shown in a notebook): the
     page's own ``sections`` for it and, when given, the terminal's findings (``text``), as a page of its own.

@@ -181,6 +181,10 @@ def test_shapes_prints_the_document_the_api_returns_for_the_schedule_the_script_
     assert cli["model"].pop("path") == SHAPES and api["model"].pop("path").endswith("container.py")
     assert api == cli
     assert (cli["shapes"]["graphs_compiled"], cli["shapes"]["recordings"]) == (2, 6)
+    # the page reads the same fields: one row per step, each step's graphs compiled
+    section = _section(result.html(), "shapes")
+    rows = re.findall(r"<tr><td>(\d+)</td><td>[^<]*</td><td>(\d+)</td>", section)
+    assert [(int(a), int(b)) for a, b in rows] == [(s["step"], s["graphs_compiled"]) for s in cli["shapes"]["per_step"]]
 
 
 @pytest.mark.slow  # two benches, each compiling the model
@@ -205,6 +209,8 @@ def test_bench_prints_the_document_the_api_returns_but_for_the_times():
     assert shape(result.to_dict()) == shape(printed)
     assert [m[0] for m in shape(printed)["modes"]] == ["eager", "compile[default]"]
     assert result.summary().startswith("eager ") and "compile[default]" in result.summary()
+    section = _section(result.html(), "bench")
+    assert re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td>", section) == [(m.name, m.status) for m in result.report.modes]
 
 
 @pytest.mark.slow  # the fit's budget sweep compiles the step at each budget
