@@ -82,6 +82,7 @@ def test_lint_says_the_varied_size_does_not_fit_and_how_to_declare_it(cli):
     assert "dynamic_dims = {'tokens': 0}" in error and "dynamic_inputs" in error
 
 
+@pytest.mark.slow  # over 5 s (a lint child, or a script run in its own process)
 def test_lint_varies_what_the_script_declares(cli):
     rc, out, _ = cli("lint", DYN / "declared_dims.py", "--dynamic", "--format", "json")
     model = json.loads(out)["models"][0]

@@ -12,6 +12,7 @@ from tests.helpers import FIXTURES, example, needs_whole_forward_skip
 BREAKS = FIXTURES / "breaks"
 
 
+@pytest.mark.slow  # over 5 s (a lint child, or a script run in its own process)
 def test_budget_pass_and_fail(cli):
     rc, out, err = cli("lint", BREAKS / "print_mid.py", "--max-graph-breaks", "1", "--format", "json")
     assert "mid\n" in err  # the model's own print, on stderr (it was swallowed), and stdout stays JSON

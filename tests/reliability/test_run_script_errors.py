@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.reliability.conftest import write
 
 ARGPARSE = """\
@@ -23,6 +25,7 @@ def test_the_scripts_own_argparse_message_is_shown(cli, tmp_path):
     assert "the script exited with status 2: train.py: error: unrecognized arguments: --bogus" in text  # was only "status 2"
 
 
+@pytest.mark.slow  # over 5 s (a script run in its own process)
 def test_the_scripts_arguments_reach_it(cli, tmp_path):
     script = write(tmp_path / "train.py", ARGPARSE)
     rc, out, err = cli("lint", "--run", script, "--", "--lr", "0.5")

@@ -96,6 +96,7 @@ def test_a_wrong_coding_line_is_a_syntax_error_at_its_line(cli, tmp_path):
     assert_clean(err)
 
 
+@pytest.mark.slow  # over 5 s (a lint child, or a script run in its own process)
 def test_relative_imports_without_init_files_use_namespace_packages(cli, tmp_path, monkeypatch):
     write(tmp_path / "proj" / "layers.py", LAYERS)
     write(tmp_path / "proj" / "nets" / "model.py", """
