@@ -32,11 +32,11 @@ from graphtool.errors import ConfigError
 
 MODEL_KEYS = {
     "path": str, "entry": str, "max_graph_breaks": int, "max_recompiles": int, "max_skipped_frames": int, "dynamic": bool,
-    "allowed_breaks": list, "allow_mutations": list,
+    "allowed_breaks": list, "allow_mutations": list, "max_peak_memory": str,
 }
 TOP_KEYS = {
     "models": list, "max_graph_breaks": int, "max_recompiles": int, "max_skipped_frames": int, "dynamic": bool,
-    "allowed_breaks": list, "allow_mutations": list,
+    "allowed_breaks": list, "allow_mutations": list, "max_peak_memory": str,
     "baseline": str, "jobs": int, "timeout": (int, float),
 }
 
@@ -51,6 +51,7 @@ class ModelEntry:
     allowed_breaks: tuple[str, ...]
     max_skipped_frames: int | None = None
     allow_mutations: tuple[str, ...] = ()  # what `mutations --check` accepts: kinds or FQN patterns
+    max_peak_memory: str | None = None  # the training step's predicted peak must fit this size or GPU (lint)
 
 
 @dataclass(frozen=True)
@@ -269,6 +270,7 @@ def _validate(path: Path, data: Any, lines: dict) -> Config:
             allowed_breaks=allowed,
             max_skipped_frames=m.get("max_skipped_frames", data.get("max_skipped_frames")),
             allow_mutations=allow_mutations,
+            max_peak_memory=m.get("max_peak_memory", data.get("max_peak_memory")),
         ))
     baseline = data.get("baseline")
     return Config(

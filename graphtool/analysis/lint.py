@@ -43,6 +43,7 @@ class Budget:
     max_recompiles: int | None = None
     allowed_breaks: tuple[str, ...] = ()  # regexes matched against the reason
     max_skipped_frames: int | None = None  # frames dynamo gave up on and ran eagerly
+    max_peak_memory: str | None = None  # a size or GPU name the training step's predicted peak must fit
 
 
 def no_graph_finding(cause: str) -> str:
@@ -148,6 +149,7 @@ class ModelLint:
     no_graph: str | None = None  # why torch.compile captured no graph, when it captured none
     schedule: dict | None = None  # ``--schedule``: steps run after the example inputs, their source, what was left out
     limit_hit: str | None = None  # dynamo's words when a frame hit recompile_limit and ran eagerly from then on
+    peak_memory: dict | None = None  # max_peak_memory: the predicted step peak, the budget, graphtool memory's verdict
 
     @property
     def passed(self) -> bool:
@@ -192,12 +194,14 @@ class ModelLint:
                 "max_graph_breaks": t.budget.max_graph_breaks,
                 "max_recompiles": t.budget.max_recompiles,
                 "max_skipped_frames": t.budget.max_skipped_frames,
+                "max_peak_memory": t.budget.max_peak_memory,
                 "allowed_breaks": list(t.budget.allowed_breaks),
             },
             "failures": list(self.failures),
             "fixed_breaks": list(self.fixed),
             "schedule": self.schedule,
             "recompile_limit_hit": self.limit_hit,
+            "peak_memory": self.peak_memory,
             "seconds": self.seconds,
         }
 
@@ -307,6 +311,33 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
         schedule=result.schedule,
         limit_hit=result.limit_hit,
     )
+
+
+def with_peak_memory(model: ModelLint, fit: dict | None, error: str | None = None) -> ModelLint:
+    """``model`` judged against its ``max_peak_memory`` too: ``fit`` is ``graphtool memory --fit``'s document's
+    ``fit`` for the same model (or ``error``, why it could not be had). A step predicted over the budget fails.
+
+    >>> m = ModelLint(LintTarget("m.py", budget=Budget(max_peak_memory="1KiB")), "ok", None, None, 1, (), (), (), (), (), 1.0)
+    >>> fit = {"verdict": "does not fit 1.0 KiB: over by 24.8 KiB (predicted step peak 25.8 KiB)",
+    ...        "compiled": {"peak": 26408}, "target": {"text": "1KiB", "bytes": 1024}}
+    >>> j = with_peak_memory(m, fit)
+    >>> j.status, j.failures
+    ('over_budget', ('predicted step peak 25.8 KiB, budget 1KiB (max_peak_memory): does not fit 1.0 KiB: over by 24.8 KiB',))
+    """
+    budget = model.target.budget.max_peak_memory
+    if budget is None or model.status == "error":
+        return model
+    if error is not None:
+        return replace(model, status="error", error=f"max_peak_memory {budget}: the step's peak could not be predicted: {error}")
+    from graphtool.analysis.memory.saved import format_bytes
+
+    peak = fit["compiled"]["peak"]
+    verdict = fit["verdict"].split(" (predicted")[0]
+    said = {"predicted_peak": peak, "budget": budget, "budget_bytes": fit["target"]["bytes"], "verdict": fit["verdict"]}
+    if peak <= fit["target"]["bytes"]:
+        return replace(model, peak_memory=said)
+    failure = f"predicted step peak {format_bytes(peak)}, budget {budget} (max_peak_memory): {verdict}"
+    return replace(model, peak_memory=said, status="over_budget", failures=(*model.failures, failure))
 
 
 def _budget_failures(budget: Budget, no_graph: str | None, breaks: int, recompiles: int, skipped: int,

@@ -54,6 +54,11 @@ def lint(
         False, "--dynamic",
         help="Also run differently-sized inputs (the script's dynamic_inputs or dynamic_dims, else token ids one longer, else batch + 1) to catch recompiles.",
     ),
+    max_peak_memory: Optional[str] = typer.Option(
+        None, "--max-peak-memory", metavar="SIZE|GPU",
+        help="Fail when the training step's predicted peak (graphtool memory --fit, in a child of its own) does not fit "
+             "this size or GPU: 24GiB, 80GB, H100 (default: no budget).",
+    ),
     schedule: bool = typer.Option(
         False, "--schedule",
         help="Also run each step the script's get_input_schedule() yields (as graphtool shapes reads it): recompiles are "
@@ -84,7 +89,8 @@ def lint(
                       max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
                       progress=progress, ddp=options.ddp_options(ddp, world_size, bucket_cap_mb),
-                      fsdp2=options.fsdp2_options(fsdp2, ddp, world_size), schedule=schedule)
+                      fsdp2=options.fsdp2_options(fsdp2, ddp, world_size), schedule=schedule,
+                      max_peak_memory=max_peak_memory)
     _emit(outcome, fmt, output)
     if outcome.baseline_refused:  # after the report, which says what failed
         raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")

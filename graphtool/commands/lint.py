@@ -99,8 +99,10 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None,
-         schedule: bool = False) -> LintOutcome:
-    """Lint every target; judge each against its budget and the baseline. ``schedule``: after the example inputs,
+         schedule: bool = False, max_peak_memory: Optional[str] = None) -> LintOutcome:
+    """Lint every target; judge each against its budget and the baseline. ``max_peak_memory`` (a size or GPU name,
+    as ``memory --fit`` takes it): each model's training step, predicted by ``graphtool memory --fit`` in a child
+    of its own, must fit it. ``schedule``: after the example inputs,
     each model runs every step its script's ``get_input_schedule()`` yields, so recompiles are the loop's own, and
     a frame that hits ``recompile_limit`` fails whatever the budget.
 
@@ -113,8 +115,10 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
                    max_skipped_frames=max_skipped_frames, jobs=jobs, timeout=timeout)
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
-    override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
+    override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
+                      max_peak_memory=max_peak_memory)
     targets = _targets(models, run, script_args, cfg, override, dynamic)
+    _check_peak_budgets(targets, run)
     if schedule:
         if run:
             raise UsageError("--schedule lints a model script's get_input_schedule(); a script run with --run runs its own loop")
@@ -130,8 +134,9 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
     limit = timeout or (cfg.timeout if cfg else None)
     results = _run(targets, parallel, limit, debug, progress)
-    report = LintReport(tuple(baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)),
-                        display_path(str(baseline_path)) if baseline_path else None)
+    judged = [baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)]
+    judged = [_peak_memory(m, limit, progress) for m in judged]
+    report = LintReport(tuple(judged), display_path(str(baseline_path)) if baseline_path else None)
     if not update_baseline:
         return LintOutcome(report)
     if report.errored:
@@ -142,6 +147,46 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     baseline_path = Path(baseline_path)
     baselines.write(baseline_path, baselines.content(report, baseline_path))
     return LintOutcome(report, baseline_written=baseline_path)
+
+
+def _check_peak_budgets(targets, run) -> None:
+    """Each ``max_peak_memory`` is a size or GPU name ``memory --fit`` knows, before anything runs."""
+    from graphtool.commands.fit import check_fit
+
+    for t in targets:
+        if t.budget.max_peak_memory is None:
+            continue
+        if run:
+            raise UsageError("--max-peak-memory predicts a model script's training step; a script run with --run has none")
+        try:
+            check_fit(t.budget.max_peak_memory, None)
+        except UsageError as exc:
+            raise UsageError(exc.message.replace("--fit", "max_peak_memory"), hint=exc.hint) from None
+
+
+def _peak_memory(model, limit: Optional[float], progress: Progress):
+    """``model`` judged against its ``max_peak_memory``: ``graphtool memory MODEL --fit SIZE --format json`` in a child
+    process (the model's script runs there, as lint's own child runs it), its ``fit`` read back."""
+    import json
+    import subprocess
+    import sys
+
+    from graphtool.analysis.lint import with_peak_memory
+
+    t = model.target
+    if t.budget.max_peak_memory is None or model.status == "error":
+        return model
+    progress.phase(f"predicting the training step's peak of {display_path(t.path)}...")
+    cmd = [sys.executable, "-m", "graphtool", "memory", t.name, "--fit", t.budget.max_peak_memory, "--format", "json"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return with_peak_memory(model, None, f"graphtool memory took longer than {limit:g} s (--timeout)")
+    if done.returncode != 0:
+        said = [ln for ln in done.stderr.splitlines() if ln.startswith("graphtool: error:")]
+        return with_peak_memory(model, None, (said[-1] if said else done.stderr.strip()[-300:] or f"exit {done.returncode}")
+                                .removeprefix("graphtool: error: "))
+    return with_peak_memory(model, json.loads(done.stdout)["fit"])
 
 
 def lint_model(model, *, steps: Optional[Sequence] = None, max_graph_breaks: Optional[int] = None,
@@ -224,6 +269,7 @@ def _merge(entry, override):
         max_graph_breaks=pick(override.max_graph_breaks, "max_graph_breaks"),
         max_recompiles=pick(override.max_recompiles, "max_recompiles"),
         max_skipped_frames=pick(override.max_skipped_frames, "max_skipped_frames"),
+        max_peak_memory=pick(override.max_peak_memory, "max_peak_memory"),
         allowed_breaks=tuple(entry.allowed_breaks) if entry else (),
     )
 
