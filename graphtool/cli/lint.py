@@ -121,13 +121,15 @@ def _emit(outcome, fmt: str, output: Optional[Path]) -> None:
     }.get(fmt)
     if output is not None:
         if text is None:
+            import io
+
             from rich.console import Console
 
             from graphtool.render.theme import THEME
 
-            recorder = Console(file=None, record=True, width=120, theme=THEME)
-            with recorder.capture():
-                recorder.print(outcome, soft_wrap=True)
+            # rich's capture() keeps what it captured out of the record: print to a scratch file, export the record
+            recorder = Console(file=io.StringIO(), record=True, width=120, theme=THEME, color_system=None)
+            recorder.print(outcome, soft_wrap=True)
             write_atomic(output, recorder.export_text())
         else:
             write_atomic(output, text())

@@ -131,6 +131,13 @@ def test_output_file_and_terminal_summary(cli, tmp_path):
     assert rc == 0 and out == ""
     assert json.loads(target.read_text())["version"] == "2.1.0"
     assert "graphtool lint" in err and "report written" in err
+    # the text format written to a file is the terminal's report, whole (it once came out empty)
+    text = tmp_path / "r.txt"
+    rc, out, err = cli("lint", BREAKS / "print_mid.py", "--max-graph-breaks", "0", "--format", "text", "--output", text)
+    written = text.read_text()
+    assert rc == 1 and out == "" and "report written" in err
+    assert "print_mid.py:6:" in written and "GT-B001 graph break" in written and "over budget" in written
+    assert "\x1b[" not in written  # plain text, no terminal colours
 
 
 def test_config_models_budgets_and_allowed_reasons(cli, tmp_path, monkeypatch):
