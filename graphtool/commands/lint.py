@@ -135,7 +135,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     limit = timeout or (cfg.timeout if cfg else None)
     results = _run(targets, parallel, limit, debug, progress)
     judged = [baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)]
-    judged = [_peak_memory(m, limit, progress) for m in judged]
+    judged = _peak_memories(judged, parallel, limit, progress)
     report = LintReport(tuple(judged), display_path(str(baseline_path)) if baseline_path else None)
     if not update_baseline:
         return LintOutcome(report)
@@ -164,29 +164,27 @@ def _check_peak_budgets(targets, run) -> None:
             raise UsageError(exc.message.replace("--fit", "max_peak_memory"), hint=exc.hint) from None
 
 
-def _peak_memory(model, limit: Optional[float], progress: Progress):
-    """``model`` judged against its ``max_peak_memory``: ``graphtool memory MODEL --fit SIZE --format json`` in a child
-    process (the model's script runs there, as lint's own child runs it), its ``fit`` read back."""
-    import json
-    import subprocess
-    import sys
+#: the child that predicts one model's step peak (named, not imported: it runs the memory command, another command)
+PEAK_WORKER = "graphtool.commands.peak_worker"
 
+
+def _peak_memories(judged: list, parallel: int, limit: Optional[float], progress: Progress) -> list:
+    """Each model judged against its ``max_peak_memory`` too: ``graphtool memory --fit`` for it in a child of its own
+    (:mod:`graphtool.commands.peak_worker`, through lint's child machinery: ``--jobs`` at a time, ``--timeout``
+    each, nothing left running), its ``fit`` read back."""
     from graphtool.analysis.lint import with_peak_memory
+    from graphtool.capture.processes.children import run_jobs
 
-    t = model.target
-    if t.budget.max_peak_memory is None or model.status == "error":
-        return model
-    progress.phase(f"predicting the training step's peak of {display_path(t.path)}...")
-    cmd = [sys.executable, "-m", "graphtool", "memory", t.name, "--fit", t.budget.max_peak_memory, "--format", "json"]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return with_peak_memory(model, None, f"graphtool memory took longer than {limit:g} s (--timeout)")
-    if done.returncode != 0:
-        said = [ln for ln in done.stderr.splitlines() if ln.startswith("graphtool: error:")]
-        return with_peak_memory(model, None, (said[-1] if said else done.stderr.strip()[-300:] or f"exit {done.returncode}")
-                                .removeprefix("graphtool: error: "))
-    return with_peak_memory(model, json.loads(done.stdout)["fit"])
+    asked = [i for i, m in enumerate(judged) if m.target.budget.max_peak_memory is not None and m.status != "error"]
+    if not asked:
+        return judged
+    progress.phase(f"predicting the training step's peak of {len(asked)} model{'s' if len(asked) != 1 else ''}...")
+    jobs = [{"path": judged[i].target.path, "entry": judged[i].target.entry, "fit": judged[i].target.budget.max_peak_memory}
+            for i in asked]
+    out = list(judged)
+    for i, raw in zip(asked, run_jobs(jobs, worker=PEAK_WORKER, parallel=parallel, timeout=limit)):
+        out[i] = with_peak_memory(judged[i], raw.get("fit"), None if raw.get("ok") else raw.get("error") or "no result")
+    return out
 
 
 def lint_model(model, *, steps: Optional[Sequence] = None, max_graph_breaks: Optional[int] = None,
