@@ -145,13 +145,13 @@ def shape_report(capture, verdict, *, labels: list, source: str, settings: dict,
                  symbolic: dict | None = None, left_out: str | None = None) -> ShapeReport:
     """The report of one stand-in run over a schedule (``labels``: each step's varying sizes)."""
     from graphtool.analysis.steady_state import steady_state
+    from graphtool.capture.graph_breaks import hit_recompile_limit
 
     log = capture.steps
     steady = steady_state(capture, verdict)
     symbolic = symbolic or {}
     limit = settings.get("recompile_limit")
-    limit_step = next((step for step, kind, reason in log.frame_failures if "recompile limit" in reason.lower()
-                       or "recompile_limit" in reason or "cache_size_limit" in reason), None)
+    limit_step = next((step for step, _kind, reason in log.frame_failures if hit_recompile_limit(reason)), None)
     called = {c.step for c in log.calls}
     settled = set(log.settled_steps)
     steps = []

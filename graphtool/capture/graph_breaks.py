@@ -83,6 +83,17 @@ class FrameEvent:
     stack: tuple[StackFrame, ...] = field(default=(), repr=False)
 
 
+def hit_recompile_limit(fail_reason: str | None) -> bool:
+    """Whether a frame's failed compile is dynamo giving up past ``recompile_limit`` (``cache_size_limit`` in older
+    releases), after which the frame runs eagerly with no error.
+
+    >>> hit_recompile_limit("Dynamo recompile limit exceeded"), hit_recompile_limit("Attempted to wrap RNN")
+    (True, False)
+    """
+    reason = str(fail_reason or "")
+    return "recompile limit" in reason.lower() or "recompile_limit" in reason or "cache_size_limit" in reason
+
+
 @dataclass(frozen=True)
 class SkippedFrame:
     """A frame dynamo gave up on and ran eagerly: ``file``/``line`` are its ``def``, ``break_*`` where it broke."""

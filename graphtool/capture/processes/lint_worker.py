@@ -27,7 +27,7 @@ from pathlib import Path
 
 from graphtool.capture import compat
 from graphtool.capture.dynamic_inputs import run_variant
-from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, is_user_file, quiet_torch_logs, user_site
+from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, hit_recompile_limit, is_user_file, quiet_torch_logs, user_site
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
 from graphtool.capture.processes.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
 from graphtool.capture.stack_room import call_with_stack_room
@@ -297,7 +297,7 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
         replace(_frame_record(s.function, s.file, s.line, s.reason, s.stack, called_at), break_file=s.break_file, break_line=s.break_line)
         for s in rec.skipped_frames()
     )
-    limit = next((f.fail_reason for f in rec.frames if f.fail_type and "recompile limit" in str(f.fail_reason).lower()), None)
+    limit = next((f.fail_reason for f in rec.frames if f.fail_type and hit_recompile_limit(f.fail_reason)), None)
     return LintResult(ok=True, graph_count=len(graphs), breaks=breaks, recompiles=recompiles, skipped_frames=skipped,
                       seconds=round(seconds, 3), limit_hit=first_line(limit) if limit else None)
 
