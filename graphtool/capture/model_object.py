@@ -43,7 +43,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from graphtool.capture.train_step import optimizer_of_step, optimizers_reached
+from graphtool.capture.train_step import optimizer_of_step, optimizer_states, put_back_optimizer
 from graphtool.capture.user.script import ModelSpec, _build_spec
 
 
@@ -157,7 +157,7 @@ class _State:
             except Exception:  # a tensor that cannot be copied (a subclass without clone): left alone
                 continue
             self.tensors.append((t, kept, _view_of(t), t.untyped_storage()))
-        self.optimizers = _optimizer_states(model)
+        self.optimizers = optimizer_states(model)
         self.cpu_rng = torch.random.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
 
@@ -175,7 +175,7 @@ class _State:
                 if t.shape == kept.shape and not torch.equal(t, kept):
                     t.copy_(kept)
         for opt, state, params in self.optimizers:
-            opt.load_state_dict(state)
+            put_back_optimizer(opt, state)
             with torch.no_grad():
                 for p, kept in params:
                     if not torch.equal(p, kept):
@@ -188,18 +188,6 @@ class _State:
         torch.random.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
-
-
-def _optimizer_states(model: Any) -> list:
-    """``(optimizer, a copy of its state_dict, [(parameter, a copy of it)])`` for each optimizer a training
-    step reaches: the step writes them."""
-    import copy
-
-    out = []
-    for _name, opt in optimizers_reached(model):
-        params = [(p, p.detach().clone()) for group in opt.param_groups for p in group["params"]]
-        out.append((opt, copy.deepcopy(opt.state_dict()), params))
-    return out
 
 
 def _cut_history(value: Any) -> Any:

@@ -224,3 +224,24 @@ def script_parameter_names(spec: Any) -> dict[int, str]:
             for fqn, p in value.named_parameters(remove_duplicate=False):
                 names.setdefault(id(p), f"{var}.{fqn}")
     return names
+
+
+def optimizer_states(model: Any) -> list:
+    """``(optimizer, a copy of its state_dict, [(parameter, a copy of it)])`` for each optimizer a training step
+    reaches (:func:`optimizers_reached`): what the step writes, to put back with :func:`put_back_optimizer`."""
+    import copy
+
+    out = []
+    for _name, opt in optimizers_reached(model):
+        params = [(p, p.detach().clone()) for group in opt.param_groups for p in group["params"]]
+        out.append((opt, copy.deepcopy(opt.state_dict()), params))
+    return out
+
+
+def put_back_optimizer(opt: Any, state: dict) -> None:
+    """Load a copy of ``state`` (from :func:`optimizer_states`): ``load_state_dict`` keeps the very tensors it is
+    given where their dtype and device already fit, so loading ``state`` itself would let the next step write the
+    saved copy in place, and a later put-back would restore that step's state."""
+    import copy
+
+    opt.load_state_dict(copy.deepcopy(state))

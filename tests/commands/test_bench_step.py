@@ -65,3 +65,32 @@ def test_the_api_times_a_step_and_leaves_its_weights_and_optimizer_as_they_were(
     assert r.report.own_step["kind"] == "train_step"
     assert [m.status for m in r.report.modes] == ["ok", "ok"]
     assert torch.equal(net.weight, before) and not opt.state  # the caller's step, as it was handed over
+
+
+@pytest.mark.slow
+def test_a_caller_who_trained_already_gets_its_optimizer_state_back_after_two_loads():
+    """trace --bench loads the step twice (the trace, the bench); each load puts the optimizer back. Loading the saved
+    state itself let the bench's steps write into it, so the caller got the bench's state back (AdamW's ``step``,
+    ``exp_avg`` and ``exp_avg_sq`` all changed)."""
+    torch = pytest.importorskip("torch")
+    import graphtool
+
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.AdamW(net.parameters(), lr=0.1)
+
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    x, y = torch.randn(3, 4), torch.randn(3, 2)
+    step(x, y)  # one step of the caller's own training
+    before = {k: v.clone() for k, v in opt.state[net.weight].items()}
+    weight = net.weight.detach().clone()
+    graphtool.trace(step, x, y, bench=True)
+    after = opt.state[net.weight]
+    assert {k: torch.equal(v, after[k]) for k, v in before.items()} == {k: True for k in before}
+    assert torch.equal(net.weight, weight)

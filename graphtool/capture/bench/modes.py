@@ -114,39 +114,32 @@ def step_state(torch, model) -> Callable[[], None]:
     """Save what a training step writes besides its inputs: every parameter it reaches (values and ``.grad``) and
     the state of every optimizer it reaches; return ``restore``, which puts them back in place (an optimizer's
     lazily made state, absent before the first step, is absent again)."""
-    import copy
-
-    from graphtool.capture.train_step import optimizers_reached
+    from graphtool.capture.train_step import optimizer_states, put_back_optimizer
     from graphtool.capture.user.input_names import named_state
 
-    params = list({id(p): p for _name, p in named_state(model)[0]}.values())
-    optimizers = [opt for _name, opt in optimizers_reached(model)]
-    for opt in optimizers:
-        params += [p for group in opt.param_groups for p in group["params"] if all(p is not q for q in params)]
-    saved = [(p.detach().clone(), None if p.grad is None else p.grad.detach().clone()) for p in params]
-    states = [copy.deepcopy(opt.state_dict()) for opt in optimizers]
+    optimizers = optimizer_states(model)
+    params = {id(p): p for _name, p in named_state(model)[0]}
+    params.update((id(p), p) for _opt, _state, kept in optimizers for p, _copy in kept)
+    saved = [(p, p.detach().clone(), None if p.grad is None else p.grad.detach().clone()) for p in params.values()]
 
     def restore() -> None:
         with torch.no_grad():
-            for p, (value, grad) in zip(params, saved):
+            for p, value, grad in saved:
                 p.copy_(value)
                 p.grad = None if grad is None else grad.clone()
-        for opt, state in zip(optimizers, states):
-            opt.state.clear()
-            opt.load_state_dict(copy.deepcopy(state))
+        for opt, state, _kept in optimizers:
+            put_back_optimizer(opt, state)
 
     return restore
 
 
 def runs_own_backward(torch, spec: ModelSpec, sets, restore) -> Any:
-    """Whether the model's call is a training step that runs its own backward (an
-    :class:`~graphtool.capture.train_step.OwnStep`, else None): one eager call with gradients on, watched as the
-    trace watches it, then everything it wrote put back."""
+    """Whether the model's call (a function, or a module said to be a step) is a training step that runs its own
+    backward (an :class:`~graphtool.capture.train_step.OwnStep`, else None): one eager call with gradients on,
+    watched as the trace watches it, then everything it wrote put back."""
     from graphtool.capture.train_step import StepWatch, declared, optimizer_of_step
     from graphtool.capture.user.input_names import named_state
 
-    if is_module(spec.model) and declared(spec) is not True:
-        return None  # a module's forward: the backward, if any, is bench's own (--backward)
     said = StepWatch(spec, _NoCalls(), [p for _name, p in named_state(spec.model)[0]])
     if declared(spec) is not None or optimizer_of_step(spec.model) is not None:
         return said.verdict()
