@@ -127,11 +127,8 @@ def _load_standin(target, entry, device, progress: Progress):
     """The stand-in's spec and accelerator; a caller's model object (``graphtool.shapes(model, ...)``) as a meta
     copy, as a script's is, the object itself left where it is."""
     spec, accel = shared.load_standin(target, entry, device, progress)
-    if accel == "meta" and spec.borrowed:
-        from graphtool.capture.standin.meta import copy_to_meta
-
-        spec = copy_to_meta(spec)
-    return spec, accel
+    with shared.quiet_stdout():
+        return shared.on_standin(spec, accel, progress), accel
 
 
 def _schedule(spec, given, opts: ShapeOptions, from_object: bool = False):

@@ -79,7 +79,7 @@ def load(target: Optional[str], entry: Optional[str], device: Optional[str], pro
     imported: its spec comes back with the caller's state put back; inside :func:`one_load` neither is
     a script run twice. ``factory_args`` go to the script's factory (``get_distributed_model(world_size)``
     under ``--ddp``); ``wrapped``: the trace runs the model under ``--ddp``/``--fsdp2``'s wrapper."""
-    if _is_object(target):
+    if is_model_object(target):
         return _load_object(target, device)
     target = target or str(bundled_example())
     with quiet_stdout():
@@ -94,7 +94,7 @@ def load_standin(target, entry, device, progress: Progress = SILENT, factory_arg
     """``(spec, accelerator)`` for the stand-in trace: inside :func:`one_load` a fresh meta copy of the
     model the script built (or the model itself on its GPU), else a fresh load that the trace moves to meta."""
     once = _ONE_LOAD.get()
-    if once is None or _is_object(target):
+    if once is None or is_model_object(target):
         from graphtool.capture.standin.meta import accelerator_of
 
         spec = load(target, entry, device, progress, factory_args)
@@ -108,9 +108,6 @@ def load_standin(target, entry, device, progress: Progress = SILENT, factory_arg
 def is_model_object(target) -> bool:
     """``target`` is a caller's model object (:mod:`graphtool.api`), not a script's path."""
     return hasattr(target, "load") and not isinstance(target, (str, Path))
-
-
-_is_object = is_model_object
 
 
 def _import_torch(target: str, progress: Progress) -> None:
@@ -185,14 +182,22 @@ def trace_standin(target, entry, device, inference: bool, *, backend: str = "ind
     return capture, accel
 
 
-def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None, steps=1, wrapper=None):
+def on_standin(spec, accel: str, progress: Progress = SILENT):
+    """``spec`` as the stand-in trace takes it: moved to meta when meta stands for the accelerator, the caller's own
+    object (``spec.borrowed``) as a meta copy so that it stays where it is."""
+    if accel != "meta":
+        return spec
     from graphtool.capture.standin.meta import copy_to_meta, to_meta
+
+    progress.phase("moving the model to the meta device (the accelerator stand-in)...")
+    return to_meta(spec) if not spec.borrowed else copy_to_meta(spec)
+
+
+def _standin_trace(spec, accel, inference, backend, dynamic, debug, progress, host_values=None, steps=1, wrapper=None):
     from graphtool.capture.tracer import trace_model
 
     with quiet_stdout():
-        if accel == "meta":
-            progress.phase("moving the model to the meta device (the accelerator stand-in)...")
-            spec = to_meta(spec) if not spec.borrowed else copy_to_meta(spec)  # the caller's object: a copy
+        spec = on_standin(spec, accel, progress)
         progress.phase("tracing on the accelerator stand-in..." if accel == "meta" else "tracing on the GPU...")
         return trace_model(
             spec, inference=inference, backend=backend, standin=accel == "meta", dynamic=dynamic, quiet=not debug,
