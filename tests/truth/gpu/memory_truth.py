@@ -21,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from truth_common import device, emit, env_facts, error_text, main, sync
+from truth_common import device, emit, env_facts, error_text, main, pool_bytes, sync
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 MODELS = ["mlp", "decoder", "cnn"]
@@ -108,10 +108,12 @@ def run_one(case: str) -> None:
             loss, row["loss"] = loss_of(out)
             sync()
             after_fwd, fwd_peak, _ = mem()
+            pool_fwd = pool_bytes()
             reset()
             loss.backward()
             sync()
             after_bwd, bwd_peak, _ = mem()
+            pool_bwd = pool_bytes()
             row["grad_bytes"] = tensor_bytes(p.grad for p in model.parameters())
             out = loss = None
             sync()
@@ -126,7 +128,8 @@ def run_one(case: str) -> None:
             phases = {"start": start, "forward_peak": fwd_peak, "after_forward": after_fwd, "backward_peak": bwd_peak,
                       "after_backward": after_bwd, "after_outputs_released": after_release, "optimizer_peak": opt_peak,
                       "after_optimizer": after_opt, "end": end, "reserved": reserved,
-                      "step_peak": max(fwd_peak, bwd_peak, opt_peak)}
+                      "step_peak": max(fwd_peak, bwd_peak, opt_peak), "pool_after_forward": pool_fwd,
+                      "pool_after_backward": pool_bwd, "pool_end": pool_bytes()}
             if step == 1:
                 row["step1"] = phases
             elif step == 5:

@@ -13,11 +13,16 @@ A case is MODEL.VARIANT. Models and their schedules (the size that changes, call
 Variants: ``auto`` (torch's default: automatic dynamic after the first size change), ``mark_dynamic``
 (``torch._dynamo.mark_dynamic`` on the changing dimension of every call's input), ``dynamic_true``
 (``torch.compile(dynamic=True)``), ``dynamic_false``; ``decoder_infer.cudagraphs_backend`` uses
-``backend="cudagraphs"`` (automatic dynamic).
+``backend="cudagraphs"`` (automatic dynamic). ``capture_sizes``: ``mark_dynamic`` with
+``torch._inductor.config.triton.cudagraph_capture_sizes = CAPTURE_SIZES``; ``capture_sizes_static``: the same
+setting with ``dynamic=False`` (a graph with no symbolic int has the key None, never in the list);
+``eager_on_recompile``: ``torch.compiler.set_stance("eager_on_recompile")`` after the first call.
 Each call: ``cudagraph_mark_step_begin()``, the peak counter reset, the call (and backward in training). After
 each call: the size, graphs dynamo compiled so far, recordings (``torch.cuda.graph`` entered), replays in the
 call, distinct functions cudagraph trees recorded, ``cudagraph_skips``, the allocator's allocated, peak and
-reserved bytes (cudagraph trees' pool is part of reserved). At the end: the guard failures of every recompile.
+reserved bytes (cudagraph trees' pool is part of reserved), the private pools' own reserved and allocated bytes
+(``pool_reserved``, ``pool_allocated``, from ``torch.cuda.memory_snapshot()``) and, for each recording in the call,
+the pool right after it (``recorded``). At the end: the guard failures of every recompile.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ CNN_SCHEDULE = [32, 32, 32, 7, 32, 32, 32, 7]
 KV_STEPS = 20
 MODELS = ["decoder_train", "decoder_infer", "cnn_last_batch", "kv_decode"]
 VARIANTS = ["auto", "mark_dynamic", "dynamic_true", "dynamic_false"]
-CASES = [f"{m}.{v}" for m in MODELS for v in VARIANTS] + ["decoder_infer.cudagraphs_backend"]
+CASES = [f"{m}.{v}" for m in MODELS for v in VARIANTS] + ["decoder_infer.cudagraphs_backend"] + [
+    f"{m}.{v}" for m in ("decoder_train", "decoder_infer") for v in ("capture_sizes", "capture_sizes_static",
+                                                                       "eager_on_recompile")]
+CAPTURE_SIZES = (17, 64)
 
 
 def build(model_name: str, dev: str):
@@ -117,8 +125,11 @@ def run_one(case: str) -> None:
     kwargs = {"backend": "cudagraphs"} if variant == "cudagraphs_backend" else {"mode": "reduce-overhead"}
     if variant == "dynamic_true":
         kwargs["dynamic"] = True
-    elif variant == "dynamic_false":
+    elif variant in ("dynamic_false", "capture_sizes_static"):
         kwargs["dynamic"] = False
+    if variant.startswith("capture_sizes"):
+        torch._inductor.config.triton.cudagraph_capture_sizes = CAPTURE_SIZES
+    row["cudagraph_capture_sizes"] = getattr(torch._inductor.config.triton, "cudagraph_capture_sizes", None)
     fn = torch.compile(net, **kwargs)
     k_cache = v_cache = None
     try:
@@ -132,10 +143,13 @@ def run_one(case: str) -> None:
             else:
                 args, dim = schedule[i]
                 marked = args[:1]
-            if variant == "mark_dynamic":
+            if variant == "eager_on_recompile" and i == 1:
+                torch.compiler.set_stance("eager_on_recompile")
+            if variant in ("mark_dynamic", "capture_sizes"):
                 for t in marked:
                     torch._dynamo.mark_dynamic(t, dim)
             before = counting.replays
+            recorded_before = len(counting.recorded)
             if torch.cuda.is_available():
                 torch.cuda.reset_peak_memory_stats()
             torch.compiler.cudagraph_mark_step_begin()
@@ -149,7 +163,8 @@ def run_one(case: str) -> None:
             snap = counting.snapshot()
             snap.pop("recompiles", None)
             snap.pop("break_reasons", None)
-            snap.update(call=i + 1, size=size, replays_this_call=counting.replays - before)
+            snap.update(call=i + 1, size=size, replays_this_call=counting.replays - before,
+                        recorded=counting.recorded[recorded_before:])
             row["calls"].append(snap)
     except Exception as e:
         row["error"] = error_text(e)

@@ -36,6 +36,7 @@ class Counting:
         self.captures = 0
         self.replays = 0
         self.functions: set = set()
+        self.recorded: list = []  # per recording: cudagraph trees' pool right after it
         orig_enter = torch.cuda.graph.__enter__
         orig_replay = torch.cuda.CUDAGraph.replay
         counting = self
@@ -56,8 +57,9 @@ class Counting:
             orig_init = trees.CUDAGraphNode.__init__
 
             def node_init(self_, *a, **k):
-                orig_init(self_, *a, **k)
+                orig_init(self_, *a, **k)  # records the CUDA graph
                 counting.functions.add(self_.wrapped_function.id)
+                counting.recorded.append({"function": str(self_.wrapped_function.id), **pool_bytes()})
 
             trees.CUDAGraphNode.__init__ = node_init
         except Exception:
@@ -83,7 +85,27 @@ class Counting:
             out["allocated"] = torch.cuda.memory_allocated()
             out["max_allocated"] = torch.cuda.max_memory_allocated()
             out["reserved"] = torch.cuda.memory_reserved()
+            out.update(pool_bytes())
         return out
+
+
+def pool_bytes() -> dict:
+    """The caching allocator's private pools (cudagraph trees' pool; ``torch.cuda.graph``'s): their segments'
+    reserved and allocated bytes, read from ``torch.cuda.memory_snapshot()``."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    reserved = allocated = 0
+    pools = set()
+    for seg in torch.cuda.memory_snapshot():
+        pid = tuple(seg.get("segment_pool_id") or (0, 0))
+        if pid == (0, 0):
+            continue
+        pools.add(pid)
+        reserved += int(seg["total_size"])
+        allocated += int(seg["allocated_size"])
+    return {"pool_reserved": reserved, "pool_allocated": allocated, "pools": len(pools)}
 
 
 def recompile_reasons() -> list:
