@@ -29,16 +29,27 @@ class ShapeStep:
     graphs_compiled: int
     recompiles: tuple  # torch's guard failures, one per recompile in this step
     symbolic: tuple  # "input_ids:1": dimensions a graph compiled in this step takes as symbolic
-    eager: bool  # no compiled graph ran: the frame is past recompile_limit and this size was never compiled
+    eager: bool | str  # no compiled graph ran: "limit" (past recompile_limit) or the stance; False: compiled
     warmups: int
     recordings: int
     replays: int
     settled: bool = False  # a signature seen before with nothing compiled since: its calls repeated, not re-run
+    uncaptured: int = 0  # compiled calls run without CUDA graphs: their sizes are not in cudagraph_capture_sizes
+    # per recording: (graph, bytes of its outputs, bytes live in the pool right after it); None: not evaluated
+    pool: tuple = ()
+
+    @property
+    def pool_after(self) -> int | None:
+        """What lives in cudagraph trees' pool after this step's last recording."""
+        return self.pool[-1][2] if self.pool else None
 
     def to_dict(self) -> dict:
         return {"step": self.step, "sizes": dict(self.sizes), "graphs_compiled": self.graphs_compiled,
-                "recompiles": list(self.recompiles), "symbolic": list(self.symbolic), "eager": self.eager,
-                "warmups": self.warmups, "recordings": self.recordings, "replays": self.replays, "settled": self.settled}
+                "recompiles": list(self.recompiles), "symbolic": list(self.symbolic), "eager": bool(self.eager),
+                "eager_why": ("recompile_limit" if self.eager == "limit" else self.eager) or None, "warmups": self.warmups,
+                "recordings": self.recordings, "replays": self.replays, "settled": self.settled,
+                "uncaptured": self.uncaptured,
+                "pool": [{"graph": g, "output_bytes": own, "pool_live_bytes": live} for g, own, live in self.pool]}
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,20 @@ class ShapeReport:
         return sum(1 for s in self.per_step if s.recordings or s.replays)
 
     @property
+    def pool_peak(self) -> tuple[int, int] | None:
+        """(bytes, step): the most cudagraph trees' pool holds right after a recording, from the traced graphs."""
+        best = None
+        for s in self.per_step:
+            for _g, _own, live in s.pool:
+                if live is not None and (best is None or live > best[0]):
+                    best = (live, s.step)
+        return best
+
+    @property
+    def stance(self) -> str:
+        return str(self.settings.get("stance", "default"))
+
+    @property
     def symbolic(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(d for s in self.per_step for d in s.symbolic))
 
@@ -93,11 +118,27 @@ class ShapeReport:
                 f"{count(self.functions_recorded, 'function')}; {self.graphed_steps} of {self.steps} steps run CUDA graphs")
         if self.symbolic:
             text += f"; symbolic: {', '.join(self.symbolic)}"
+        peak = self.pool_peak
+        if peak is not None:
+            from graphtool.analysis.memory.saved import format_bytes
+
+            sizes = next((s.sizes for s in self.per_step if s.step == peak[1]), {})
+            at = " ".join(f"{k}={v}" for k, v in sizes.items())
+            text += f"; the pool holds up to {format_bytes(peak[0])} of recorded outputs (step {peak[1]}{', ' + at if at else ''})"
+        uncaptured = sum(s.uncaptured for s in self.per_step)
+        if uncaptured:
+            text += (f"; {count(uncaptured, 'compiled call')} outside cudagraph_capture_sizes "
+                     f"{list(self.settings.get('cudagraph_capture_sizes') or ())} run without CUDA graphs")
         return text
 
     def loud(self) -> str | None:
-        """The worst silent case, said loudly: the frame runs eagerly past ``recompile_limit``."""
+        """The worst silent case, said loudly: the frame runs eagerly past ``recompile_limit`` (or under a stance
+        that never recompiles)."""
         if self.limit_step is None:
+            if self.eager_steps and self.stance != "default":
+                return (f"EAGER under torch.compiler.set_stance(\"{self.stance}\"): {self.eager_steps} of {self.steps} "
+                        "steps run eagerly, uncompiled, with no error: their sizes were never compiled (mark the size "
+                        "dynamic or pad, so that the graphs compiled before the stance cover them)")
             return None
         return (f"RECOMPILE LIMIT HIT at step {self.limit_step}: torch._dynamo hit config.recompile_limit "
                 f"({self.recompile_limit}); {self.eager_steps} of {self.steps} steps run EAGERLY, uncompiled, "
@@ -121,11 +162,17 @@ class ShapeReport:
         if s.symbolic:
             bits.append(f"symbolic {', '.join(s.symbolic)}")
         if s.eager:
-            bits.append("EAGER (past recompile_limit)")
+            bits.append("EAGER (past recompile_limit)" if s.eager == "limit" else f"EAGER ({s.eager})")
         for n, word, plural in ((s.warmups, "warm-up", None), (s.recordings, "recorded", "recorded"),
                                 (s.replays, "replayed", "replayed")):
             if n:
                 bits.append(f"{n} {word}" if word != "warm-up" else count(n, word, plural))
+        if s.pool and s.pool_after is not None:
+            from graphtool.analysis.memory.saved import format_bytes
+
+            bits[-1] += f" (pool holds {format_bytes(s.pool_after)} after)"
+        if s.uncaptured:
+            bits.append(f"{s.uncaptured} without CUDA graphs (size not in cudagraph_capture_sizes)")
         return f"step {s.step}  {sizes}  " + (", ".join(bits) if bits else "nothing compiled or graphed")
 
     def to_dict(self) -> dict:
@@ -141,14 +188,20 @@ class ShapeReport:
         }
 
 
+#: ``torch.compiler.set_stance`` stances under which a size dynamo has not compiled runs eagerly
+EAGER_STANCES = ("eager_on_recompile", "force_eager")
+
+
 def shape_report(capture, verdict, *, labels: list, source: str, settings: dict, backend: str = "inductor",
                  symbolic: dict | None = None, left_out: str | None = None) -> ShapeReport:
     """The report of one stand-in run over a schedule (``labels``: each step's varying sizes)."""
+    from graphtool.analysis.cudagraphs.pool import recording_bytes
     from graphtool.analysis.steady_state import steady_state
     from graphtool.capture.graph_breaks import hit_recompile_limit
 
     log = capture.steps
-    steady = steady_state(capture, verdict)
+    steady = steady_state(capture, verdict, capture_sizes=settings.get("cudagraph_capture_sizes"))
+    stance = str(settings.get("stance", "default"))
     symbolic = symbolic or {}
     limit = settings.get("recompile_limit")
     limit_step = next((step for step, _kind, reason in log.frame_failures if hit_recompile_limit(reason)), None)
@@ -158,10 +211,16 @@ def shape_report(capture, verdict, *, labels: list, source: str, settings: dict,
     for f in steady.per_step:
         new_regions = [r for r in capture.regions if r.step == f.step]
         sym = tuple(dict.fromkeys(d for r in new_regions for d in symbolic.get(r.index, ())))
-        eager = limit_step is not None and f.step >= limit_step and f.step not in called
+        eager: bool | str = False
+        if f.step not in called:
+            if limit_step is not None and f.step >= limit_step:
+                eager = "limit"
+            elif stance in EAGER_STANCES:
+                eager = f"set_stance {stance}"
+        pool = tuple((graph,) + recording_bytes(capture, region, graph, ints) for region, graph, ints in f.recorded)
         steps.append(ShapeStep(f.step, labels[f.step - 1] if f.step - 1 < len(labels) else {}, f.graphs_compiled,
                                tuple(r.reason for r in f.recompiles), sym, eager, f.warmups, f.recordings, f.replays,
-                               f.step in settled))
+                               f.step in settled, f.uncaptured, pool))
     failed = steady.failed
     backend_failure = None if failed else _cudagraphs_backend_failure(log, symbolic, backend)
     if backend_failure is not None:  # the steps after the failing one do not run
@@ -171,10 +230,11 @@ def shape_report(capture, verdict, *, labels: list, source: str, settings: dict,
     return ShapeReport(
         steps=len(steps), source=source, backend=backend, per_step=tuple(steps), graphs_compiled=steady.graphs_compiled,
         recompiles=len(log.recompiles), recompile_limit=limit, limit_step=limit_step,
-        eager_steps=sum(s.eager for s in steps), distinct_sizes=distinct,
+        eager_steps=sum(1 for s in steps if s.eager), distinct_sizes=distinct,
         functions_recorded=steady.functions_graphed, recordings=sum(s.recordings for s in steps),
         replays=sum(s.recordings + s.replays for s in steps), captures=steady.captures,
-        warnings=tuple(_size_warnings(log, settings, verdict)), settings=dict(settings), left_out=left_out, failed=failed,
+        warnings=tuple(_size_warnings(log, settings, verdict) + _capture_size_warnings(log, settings, verdict)),
+        settings=dict(settings), left_out=left_out, failed=failed,
     )
 
 
@@ -199,6 +259,19 @@ def _size_warnings(log, settings: dict, verdict) -> list[str]:
                            f"cudagraph_dynamic_shape_warn_limit ({limit}): torch warns \"We have observed {limit + 1} "
                            "distinct sizes\" and records one CUDA graph per size")
     return out
+
+
+def _capture_size_warnings(log, settings: dict, verdict) -> list[str]:
+    """``cudagraph_capture_sizes`` set, and a CUDA-graphed graph with no integer input: its key is None, never in
+    the list, so torch never CUDA-graphs it (``cudagraph_trees.py``: ``is_cudagraph_capture_sizes``), silently."""
+    sizes = settings.get("cudagraph_capture_sizes")
+    if sizes is None:
+        return []
+    graphed = {(p.region, p.graph) for p in verdict.partitions if p.cudagraphed}
+    static = sorted({(c.region, c.graph) for c in log.calls if not c.ints and (c.region, c.graph) in graphed})
+    return [f"region {region}'s {graph} graph has no dynamic size: its key is None, never in cudagraph_capture_sizes "
+            f"{list(sizes)}, so torch never CUDA-graphs it (mark the size dynamic to graph only the listed sizes)"
+            for region, graph in static]
 
 
 def _cudagraphs_backend_failure(log, symbolic: dict, backend: str) -> tuple[int, str] | None:

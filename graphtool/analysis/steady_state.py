@@ -10,7 +10,11 @@ cudagraph_trees.py``, the same for ``backend="cudagraphs"``):
 - after that each call records a CUDA graph the first time it is reached at its place in the step's
   path (a region called k times in a step is k recordings), and replays it afterwards;
 - the memory pool's creation is one more ``torch.cuda.graph`` capture, once, when the first function
-  reaches the trees (run-time skips included: the trees check them).
+  reaches the trees (run-time skips included: the trees check them);
+- with ``triton.cudagraph_capture_sizes`` set, a call whose integer inputs are not listed runs the compiled
+  graph without CUDA graphs, before the trees see it (``cudagraphify_impl``: the key is ``None`` without
+  integer inputs, the integer itself with one, their tuple with several; a graph with no dynamic size has the
+  key ``None``, never in the list, so it is never CUDA-graphed).
 
 The loop is steady when its last step compiled no graph and recorded no CUDA graph; a graph recorded
 again in every step is the worst case for ``mode="reduce-overhead"``.
@@ -44,11 +48,13 @@ class StepFacts:
     recordings: int  # CUDA graphs recorded (each also runs once)
     replays: int  # recorded CUDA graphs replayed
     skipped_calls: int  # calls of graphs torch skips (run without a CUDA graph)
+    uncaptured: int = 0  # calls whose sizes are not in triton.cudagraph_capture_sizes (run without a CUDA graph)
+    recorded: tuple = ()  # (region, graph, ints) of each CUDA graph recorded in this step, in order
 
     def to_dict(self) -> dict:
         return {"step": self.step, "graphs_compiled": self.graphs_compiled, "recompiles": len(self.recompiles),
                 "calls": self.calls, "warmups": self.warmups, "recordings": self.recordings, "replays": self.replays,
-                "skipped_calls": self.skipped_calls}
+                "skipped_calls": self.skipped_calls, "uncaptured": self.uncaptured}
 
 
 @dataclass(frozen=True)
@@ -153,8 +159,18 @@ def _skipped(verdict) -> tuple[set, set]:
     return skipped, at_run_time
 
 
-def steady_state(capture, verdict) -> SteadyState | None:
-    """Replay the calls of ``capture.steps`` through cudagraph trees' rules; None without a step log."""
+def capture_key(ints: tuple):
+    """The key ``cudagraphify_impl`` checks against ``triton.cudagraph_capture_sizes``.
+
+    >>> capture_key(()), capture_key((17,)), capture_key((2, 17))
+    (None, 17, (2, 17))
+    """
+    return None if not ints else ints[0] if len(ints) == 1 else tuple(ints)
+
+
+def steady_state(capture, verdict, capture_sizes=None) -> SteadyState | None:
+    """Replay the calls of ``capture.steps`` through cudagraph trees' rules; None without a step log.
+    ``capture_sizes``: ``triton.cudagraph_capture_sizes`` (None: every size is CUDA-graphed)."""
     log = getattr(capture, "steps", None)
     if log is None:
         return None
@@ -170,12 +186,16 @@ def steady_state(capture, verdict) -> SteadyState | None:
     for step in range(1, log.steps + 1):
         calls = [c for c in log.calls if c.step == step]
         node, in_warmup = None, False
-        warm = record = replay = skip = step_rerecords = 0
+        warm = record = replay = skip = step_rerecords = uncaptured = 0
+        recorded = []
         for call in calls:
             key = (call.region, call.graph)
             if key in skipped or not pieces.get(key):
                 skip += key in skipped
                 pool = pool or key in at_run_time
+                continue
+            if capture_sizes is not None and capture_key(call.ints) not in capture_sizes:
+                uncaptured += 1
                 continue
             for index in pieces[key]:
                 fid = (call.region, call.graph, index, call.ints)
@@ -189,6 +209,7 @@ def steady_state(capture, verdict) -> SteadyState | None:
                 if child is None:
                     child = tree[(node, fid)] = len(tree) + 1
                     record += 1
+                    recorded.append((call.region, call.graph, call.ints))
                     functions.add(fid)
                     piece = fid[:3]
                     rerecords += piece in recorded_pieces
@@ -199,7 +220,8 @@ def steady_state(capture, verdict) -> SteadyState | None:
                 node = child
         compiled = sum(1 for s in log.region_steps if s == step)
         recompiles = tuple(r for r in log.recompiles if r.step == step)
-        per_step.append(StepFacts(step, compiled, recompiles, len(calls), warm, record, replay, skip))
+        per_step.append(StepFacts(step, compiled, recompiles, len(calls), warm, record, replay, skip, uncaptured,
+                                  tuple(recorded)))
     steady_from = None
     for f in reversed(per_step):
         if f.graphs_compiled or f.recordings or f.warmups:

@@ -468,7 +468,16 @@ def settings_in_effect() -> dict:
             out[name] = compat.dynamo_flag(name)
         except Exception:  # a torch without it: not a setting there
             continue
-    for name in ("cudagraph_dynamic_shape_warn_limit", "cudagraph_unexpected_rerecord_limit", "cudagraph_skip_dynamic_graphs"):
+    for name in ("cudagraph_dynamic_shape_warn_limit", "cudagraph_unexpected_rerecord_limit", "cudagraph_skip_dynamic_graphs",
+                 "cudagraph_capture_sizes"):
         if compat.has_inductor_flag(f"triton.{name}"):
-            out[name] = compat.inductor_flag(f"triton.{name}")
+            value = compat.inductor_flag(f"triton.{name}")
+            if name != "cudagraph_capture_sizes" or value is not None:
+                out[name] = tuple(value) if isinstance(value, list) else value
+    try:
+        stance = compat.compiler_stance()
+    except Exception:  # a torch without set_stance
+        stance = "default"
+    if stance != "default":
+        out["stance"] = stance
     return out

@@ -25,6 +25,8 @@ def register(app: typer.Typer) -> None:
             "graphtool shapes model.py --sizes 'input_ids:1={17: 40, 33: 12}'",
             "graphtool shapes model.py --sizes input_ids:1=1..512 --steps 200",
             "graphtool shapes model.py --mark-dynamic input_ids:1",
+            "graphtool shapes model.py --set cudagraph_capture_sizes=64,128,256",
+            "graphtool shapes model.py --stance eager_on_recompile  # after step 1",
         ),
     )(shapes)
 
@@ -50,6 +52,9 @@ def shapes(
     backend: str = typer.Option("inductor", "--backend", help='inductor (mode="reduce-overhead") or cudagraphs (backend="cudagraphs").'),
     settings: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
                                        help="Override a cudagraph setting (cudagraph_skip_dynamic_graphs, graph_partition, ...); repeatable."),
+    stance: Optional[str] = typer.Option(None, "--stance", metavar="STANCE",
+                                         help="torch.compiler.set_stance(STANCE) from step 2 on, as a loop sets it after its "
+                                              "first compile: eager_on_recompile, fail_on_recompile, force_eager, default."),
     advise: bool = typer.Option(True, "--advice/--no-advice", help="Check padding to buckets and mark_dynamic by predicting again."),
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
@@ -61,7 +66,7 @@ def shapes(
     options.check_format(fmt)
     opts = check_options(sizes=sizes, steps=n_steps, max_steps=max_steps, seed=seed, mark_dynamic=mark_dynamic,
                          maybe_mark_dynamic=maybe_mark_dynamic, dynamic=dynamic, settings=settings, inference=inference,
-                         backend=backend, advise=advise)
+                         backend=backend, advise=advise, stance=stance)
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, options=opts, debug=options.debug_enabled(), progress=progress)
     return console.show_models(results, fmt, check)

@@ -33,12 +33,17 @@ class ShapeOptions:
     inference: bool = False
     backend: str = "inductor"
     advise: bool = True
+    stance: Optional[str] = None  # torch.compiler.set_stance from step 2 on
+
+
+#: the stances ``--stance`` takes (torch.compiler.set_stance's)
+STANCES = ("default", "eager_on_recompile", "fail_on_recompile", "force_eager")
 
 
 def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max_steps: int = 1000, seed: int = 0,
                   mark_dynamic: Sequence[str] = (), maybe_mark_dynamic: Sequence[str] = (), dynamic: Optional[str] = None,
                   settings: Sequence[str] = (), inference: bool = False, backend: str = "inductor",
-                  advise: bool = True) -> ShapeOptions:
+                  advise: bool = True, stance: Optional[str] = None) -> ShapeOptions:
     """Every flag read and checked: a mistake is a usage error (exit 2) that names the flag."""
     from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend, parse_settings
     from graphtool.capture.schedule import parse_marks, parse_sizes
@@ -56,10 +61,13 @@ def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max
     if key not in modes:
         raise UsageError(f"--dynamic {dynamic!r}: one of auto, true, false",
                          hint="auto is torch.compile's default (a size that changes becomes symbolic); true/false are dynamic=True/False")
+    if stance is not None and stance not in STANCES:
+        raise UsageError(f"--stance {stance!r}: one of {', '.join(STANCES)}",
+                         hint="eager_on_recompile: after the first compile, a size not compiled yet runs eagerly")
     return ShapeOptions(rules=tuple(parse_sizes(s) for s in sizes), steps=steps, max_steps=max_steps, seed=seed,
                         marks=tuple(parse_marks(mark_dynamic)), maybe_marks=tuple(parse_marks(maybe_mark_dynamic)),
                         compile_dynamic=modes[key], overrides=parse_settings(settings), inference=inference, backend=backend,
-                        advise=advise)
+                        advise=advise, stance=stance)
 
 
 class ShapesResult(shared.ModelResult):
@@ -112,6 +120,9 @@ def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, pr
     schedule = _schedule(spec, given, opts, from_object=shared.is_model_object(target))
     standin = _standin_schedule(schedule, spec, opts)
     settings = settings_in_effect()  # after the script ran: its own torch._dynamo settings count
+    settings.update(opts.overrides or {})  # --set, as torch would have them
+    if opts.stance is not None:
+        settings["stance"] = opts.stance
     capture, verdict = _predict(spec, standin, opts, debug, progress)
     from graphtool.capture.schedule import symbolic_dims
 
@@ -178,16 +189,48 @@ def _predict(spec, standin, opts: ShapeOptions, debug: bool, progress: Progress,
     from graphtool.capture.tracer import trace_model
 
     total = len(standin.steps)
-    standin.on_step = lambda step, steps: progress.advance(step, steps, f"predicting{what}: step")
+    stance = _StanceFromStep2(opts.stance)
+
+    def on_step(step, steps):
+        stance.at(step)
+        progress.advance(step, steps, f"predicting{what}: step")
+
+    standin.on_step = on_step
     first_args, first_kwargs = standin.steps[0]
     spec = dataclasses.replace(spec, args=first_args, kwargs=first_kwargs)
     progress.phase(f"tracing{what} step 1 of {total} on the accelerator stand-in...")
-    with shared.quiet_stdout():
+    with shared.quiet_stdout(), stance:
         capture = trace_model(spec, inference=opts.inference, backend=opts.backend, standin=True, quiet=not debug,
                               schedule=standin if total > 1 else None, steps=total, compile_dynamic=opts.compile_dynamic)
     if capture.stopped:
         progress.note(capture.stopped)
     return capture, cudagraph_verdict(capture, backend=opts.backend, predicted=True, settings=opts.overrides)
+
+
+class _StanceFromStep2:
+    """``torch.compiler.set_stance(stance)`` entered as step 2 starts, the caller's stance put back on the way out."""
+
+    def __init__(self, stance: Optional[str]):
+        self.stance, self.before = stance, None
+
+    def __enter__(self):
+        return self
+
+    def at(self, step: int) -> None:
+        if self.stance is not None and step == 2 and self.before is None:
+            import torch
+
+            from graphtool.capture import compat
+
+            self.before = compat.compiler_stance()
+            torch.compiler.set_stance(self.stance)
+
+    def __exit__(self, *exc):
+        if self.before is not None:
+            import torch
+
+            torch.compiler.set_stance(self.before)
+        return False
 
 
 def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, debug: bool, progress: Progress) -> list:

@@ -16,7 +16,9 @@ INFERENCE = {"decoder_infer", "kv_decode"}
 #: decode and the decoder's other variants check on every torch (automatic dynamic in training, the recompile limit,
 #: mark_dynamic, the cudagraphs backend), each 15-75 s of a real loop and a prediction on 2 cores
 ONE_TORCH = {("decoder_train", "dynamic_false"), ("decoder_train", "dynamic_true"), ("decoder_train", "mark_dynamic"),
-             ("decoder_infer", "dynamic_true"), ("decoder_infer", "auto")}
+             ("decoder_infer", "dynamic_true"), ("decoder_infer", "auto"), ("decoder_train", "capture_sizes"),
+             ("decoder_train", "capture_sizes_static"), ("decoder_train", "eager_on_recompile"),
+             ("decoder_infer", "capture_sizes_static")}
 
 
 def marks(model: str, variant: str, fast: bool) -> list:
@@ -26,13 +28,19 @@ def marks(model: str, variant: str, fast: bool) -> list:
     return ([] if fast else [pytest.mark.slow]) + ([pytest.mark.one_torch] if (model, variant) in ONE_TORCH else [])
 
 
+#: shapes_truth.py's CAPTURE_SIZES
+CAPTURE_SIZES = "17,64"
+
+
 def options(model: str, variant: str):
     from graphtool.commands.shapes import check_options
 
     return check_options(
-        mark_dynamic=MARKS[model] if variant == "mark_dynamic" else (),
-        dynamic={"dynamic_true": "true", "dynamic_false": "false"}.get(variant, "auto"),
+        mark_dynamic=MARKS[model] if variant in ("mark_dynamic", "capture_sizes") else (),
+        dynamic={"dynamic_true": "true", "dynamic_false": "false", "capture_sizes_static": "false"}.get(variant, "auto"),
         backend="cudagraphs" if variant == "cudagraphs_backend" else "inductor",
+        settings=[f"cudagraph_capture_sizes={CAPTURE_SIZES}"] if variant.startswith("capture_sizes") else (),
+        stance="eager_on_recompile" if variant == "eager_on_recompile" else None,  # set after call 1, as the rows do
         inference=model in INFERENCE, advise=False)
 
 

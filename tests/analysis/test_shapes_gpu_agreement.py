@@ -23,13 +23,21 @@ def _rows(card: str) -> dict:
 
 
 ROWS = {"h200": _rows("h200"), "h100": _rows("h100")}
-CASES = sorted(ROWS["h200"])
+#: (card, case): every row of each card (the H200's second run, 2026-11-27, added cudagraph_capture_sizes, the
+#: eager_on_recompile stance and the pool's bytes per recording)
+CARD_CASES = [(card, case) for card in ROWS for case in sorted(ROWS[card])]
 #: the decoder's cases trace a Llama 2-16 times: over 5 s each on 2 cores
 FAST = {"cnn_last_batch.auto", "kv_decode.auto"}
+#: where graphtool and the GPU disagree, and why (strict: the test says so once they agree)
+KNOWN = {("h200", "decoder_train.capture_sizes"): (
+    "the stand-in's compiled backward gets two integer inputs, the length s and 2*s (a size the partitioner saves), "
+    "so its cudagraph_capture_sizes key is (17, 34), not listed, and graphtool predicts the backward runs without a "
+    "CUDA graph; on the H200 (torch 2.11) the backward was recorded at 17 and 64 (docs/gpu-results.md)")}
 
 
 def _per_call(row: dict) -> list[tuple]:
-    calls, out, before = row["calls"], [], 1
+    calls, out = row["calls"], []
+    before = 1 if calls[-1]["captures"] else 0  # the pool's own capture; none where no call reaches the trees
     for c in calls:
         out.append((c["call"], c["unique_graphs"], c["captures"] - before, c["replays_this_call"], c["functions_graphed"]))
         before = c["captures"]
@@ -45,8 +53,12 @@ def _predicted(report, n: int) -> list[tuple]:
     return out
 
 
-@pytest.mark.parametrize("card", ["h200", "h100"])
-@pytest.mark.parametrize("case", [pytest.param(c, marks=marks(*c.split("."), c in FAST)) for c in CASES])
+def _marks(card: str, case: str) -> list:
+    known = KNOWN.get((card, case))
+    return marks(*case.split("."), case in FAST) + ([pytest.mark.xfail(reason=known, strict=True)] if known else [])
+
+
+@pytest.mark.parametrize("card, case", [pytest.param(k, c, marks=_marks(k, c), id=f"{c}-{k}") for k, c in CARD_CASES])
 def test_each_call_agrees_with_the_gpu(case, card):
     row = ROWS[card][case]
     model, variant = case.split(".")
@@ -59,6 +71,8 @@ def test_each_call_agrees_with_the_gpu(case, card):
     assert report.steps == n
     assert _predicted(report, n) == _per_call(row)
     assert report.captures == row["calls"][-1]["captures"]
+    if "recorded" in row["calls"][0]:
+        assert _pool_after(report, n, exact_only=True) == _pool_measured(row, exact_only=_graphs(report, n))
     limit_hit = row["frames"]["total"] > row["frames"]["ok"]
     assert (report.limit_step is not None) == limit_hit
     if limit_hit:
@@ -66,6 +80,28 @@ def test_each_call_agrees_with_the_gpu(case, card):
         assert report.recompile_limit == row["recompile_limit"] == 8
         # sizes compiled before the limit still run their graphs; new sizes run eagerly
         assert all(c["unique_graphs"] == 8 for c in row["calls"][eager[0] - 1:])
+
+
+def _graphs(report, n: int) -> list[list[str]]:
+    return [[g for g, _own, _live in s.pool] for s in report.per_step[:n]]
+
+
+def _pool_after(report, n: int, exact_only: bool) -> list[list]:
+    """Per step, the bytes live in cudagraph trees' pool right after each recording, as graphtool predicts them.
+    ``exact_only``: the inference and backward recordings (a forward's saved activations are the partitioner's on
+    the stand-in; inductor's kernels on the GPU save other sets: docs/gpu-results.md)."""
+    return [[live for g, _own, live in s.pool if not (exact_only and g == "forward")] for s in report.per_step[:n]]
+
+
+def _pool_measured(row: dict, exact_only: list[list[str]]) -> list[list]:
+    """Per call, ``torch.cuda.memory_snapshot()``'s private-pool allocated bytes right after each recording, the
+    forward recordings left out where graphtool's are."""
+    out = []
+    for c, graphs in zip(row["calls"], exact_only):
+        rec = c["recorded"]
+        assert len(rec) == len(graphs), (c["call"], rec, graphs)
+        out.append([r["pool_allocated"] for r, g in zip(rec, graphs) if g != "forward"])
+    return out
 
 
 def test_a_size_records_on_its_second_call_so_a_growing_cache_never_records():

@@ -40,6 +40,9 @@ def test_a_histogram_as_a_counter_prints_it():
     (["--max-steps", "0"], "--max-steps 0: a whole number >= 1"),
     (["--mark-dynamic", "input_ids"], "--mark-dynamic 'input_ids': expected INPUT:DIM"),
     (["--backend", "aot_eager"], "--backend 'aot_eager' is not one of inductor, cudagraphs"),
+    (["--stance", "eager"], "--stance 'eager': one of default, eager_on_recompile, fail_on_recompile, force_eager"),
+    (["--set", "cudagraph_capture_sizes=17,x"], "cudagraph_capture_sizes takes sizes separated by commas"),
+    (["--set", "cudagraph_capture_sizes=none"], "cudagraph_capture_sizes takes sizes separated by commas"),
 ])
 def test_bad_flags_are_usage_errors(args, said, capsys):
     assert run(["shapes", str(FIX / "endless.py"), *args]) == 2

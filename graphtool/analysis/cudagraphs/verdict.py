@@ -262,6 +262,7 @@ SETTINGS: dict[str, tuple[str, str, type]] = {
     "cudagraph_support_input_mutation": ("inductor", "triton.cudagraph_support_input_mutation", bool),
     "cudagraph_skip_dynamic_graphs": ("inductor", "triton.cudagraph_skip_dynamic_graphs", bool),
     "cudagraph_min_partition_size": ("inductor", "triton.cudagraph_min_partition_size", int),
+    "cudagraph_capture_sizes": ("inductor", "triton.cudagraph_capture_sizes", tuple),
     "cpp_wrapper": ("inductor", "cpp_wrapper", bool),
     "cudagraph_backend_support_input_mutation": ("dynamo", "cudagraph_backend_support_input_mutation", bool),
 }
@@ -271,8 +272,8 @@ _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 def parse_settings(items) -> dict:
     """``["graph_partition=false"]`` -> ``{"graph_partition": False}``; a mistake is a UsageError (exit 2).
 
-    >>> parse_settings(["graph_partition=off", "cudagraph_min_partition_size=3"])
-    {'graph_partition': False, 'cudagraph_min_partition_size': 3}
+    >>> parse_settings(["graph_partition=off", "cudagraph_min_partition_size=3", "cudagraph_capture_sizes=17,64"])
+    {'graph_partition': False, 'cudagraph_min_partition_size': 3, 'cudagraph_capture_sizes': (17, 64)}
     """
     from graphtool.errors import UsageError
 
@@ -288,6 +289,12 @@ def parse_settings(items) -> dict:
             if raw not in _TRUE | _FALSE:
                 raise UsageError(f"--set {item!r}: {key} takes true or false", hint="true/false, on/off, 1/0, yes/no")
             out[key] = raw in _TRUE
+        elif kind is tuple:
+            parts = [p.strip() for p in raw.split(",")]
+            if raw in ("none", "") or not all(p.isdigit() for p in parts):
+                raise UsageError(f"--set {item!r}: {key} takes sizes separated by commas",
+                                 hint=f"--set {key}=17,64: only these sizes are CUDA-graphed")
+            out[key] = tuple(int(p) for p in parts)
         else:
             if not raw.isdigit():
                 raise UsageError(f"--set {item!r}: {key} takes a whole number >= 0")
@@ -317,7 +324,8 @@ def _read_settings() -> dict:
     for key, (where, path, kind) in SETTINGS.items():
         if where == "inductor":
             if compat.has_inductor_flag(path):
-                found[key] = kind(compat.inductor_flag(path))
+                value = compat.inductor_flag(path)
+                found[key] = value if value is None else kind(value)
         else:
             found[key] = kind(compat.dynamo_flag(path))
     return found
