@@ -243,17 +243,18 @@ def render(model, *args, graph: str = "autograd", output=None, fmt: Optional[str
 
 @with_stack_room
 def report(model, *args, output=None, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
-           memory: bool = True, layout_timeout: float = 30.0, debug: bool = False,
-           model_kwargs: Optional[dict] = None, **kwargs) -> Result:
+           memory: bool = True, layout_timeout: float = 30.0, debug: bool = False, fit: Optional[str] = None,
+           budgets: Optional[str] = None, model_kwargs: Optional[dict] = None, **kwargs) -> Result:
     """Every fact about the model in one self-contained HTML page (``graphtool report``): shown inline in a
-    notebook, ``result.html()`` is the page, ``output=`` also writes it."""
+    notebook, ``result.html()`` is the page, ``output=`` also writes it; ``fit=``/``budgets=`` add the "Will it fit"
+    section with the step's live-bytes timeline (as ``graphtool report --fit``)."""
     from dataclasses import replace
 
     from graphtool.commands.report import report as run
 
     with _model(model, args, kwargs, model_kwargs) as obj:
         res = _one(run(obj, device=device, inference=inference, backend=backend, memory=memory,
-                       layout_timeout=layout_timeout, debug=debug))
+                       layout_timeout=layout_timeout, debug=debug, fit=fit, budgets=budgets))
     result = replace(res, made_by=f"graphtool.report({obj.spec.entry}, ...)")
     if output is not None:
         result.save(output)

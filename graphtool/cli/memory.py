@@ -10,7 +10,7 @@ from graphtool.cli import console, options
 
 
 def bare_budgets(argv: list[str]) -> list[str]:
-    """``memory --budgets`` with no list after it sweeps the default budgets: give it the value ``default``.
+    """``memory --budgets`` (or ``report --budgets``) with no list after it sweeps the default budgets: give it the value ``default``.
 
     >>> bare_budgets(["memory", "m.py", "--budgets"]), bare_budgets(["memory", "--budgets", "m.py"])
     (['memory', 'm.py', '--budgets', 'default'], ['memory', '--budgets', 'default', 'm.py'])
@@ -19,7 +19,7 @@ def bare_budgets(argv: list[str]) -> list[str]:
     """
     import os
 
-    if not argv or argv[0] != "memory" or "--budgets" not in argv:
+    if not argv or argv[0] not in ("memory", "report") or "--budgets" not in argv:
         return argv
     out = list(argv)
     i = out.index("--budgets")

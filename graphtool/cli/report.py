@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
             "graphtool report model.py -o report.html",
             "graphtool report model.py:build --device meta --no-memory",
             "graphtool report model.py --fsdp2 --world-size 8 -o fsdp2.html",
+            "graphtool report model.py --fit 24GiB --budgets   # will it fit: the step's timeline",
         ),
     )(report)
 
@@ -43,9 +44,27 @@ def report(
     bucket_cap_mb: float = options.BucketCapOpt,
     find_unused: bool = options.FindUnusedOpt,
     fsdp2: bool = options.Fsdp2Opt,
+    fit: Optional[str] = typer.Option(
+        None, "--fit", metavar="SIZE|GPU",
+        help="A 'Will it fit' section: the training step's predicted peak, its live-bytes timeline as a picture, and "
+             "whether it fits this size or GPU (as graphtool memory --fit).",
+    ),
+    budgets: Optional[str] = typer.Option(
+        None, "--budgets", metavar="[LIST]",
+        help="With it, torch's activation_memory_budget swept (alone: 1,0.8,0.6,0.4,0.2,0), as graphtool memory --budgets.",
+    ),
 ) -> int:
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
     ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
+    from graphtool.commands.fit import check_fit
+
+    check_fit(fit, budgets, ddp=ddp_settings, fsdp2=fsdp2_settings)
+    if (fit is not None or budgets is not None) and (not memory or inference):
+        from graphtool.errors import UsageError
+
+        flag = "--no-memory" if not memory else "--inference"
+        raise UsageError(f"--fit/--budgets with {flag}: the step's peak needs the memory of a training step",
+                         hint=f"drop {flag}")
     if model:  # before torch is imported: a wrong path costs no seconds
         from graphtool.capture.user.script import check_script_path
 
@@ -66,14 +85,15 @@ def report(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, memory=memory, layout_timeout=layout_timeout,
                       debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
-                      fsdp2=fsdp2_settings)
+                      fsdp2=fsdp2_settings, fit=fit, budgets=budgets)
         progress.phase("writing the page...")
         command = _command(model, ("--entry", entry, None), ("--device", device, None), ("--inference", inference, False),
                            ("--backend", backend, "inductor"), ("-o", output, None), ("--no-memory", not memory, False),
                            ("--layout-timeout", layout_timeout, 30.0), ("--ddp", ddp, False),
                            ("--fsdp2", fsdp2, False), ("--world-size", world_size if ddp or fsdp2 else None, 2),
                            ("--bucket-cap-mb", bucket_cap_mb if ddp else None, 25.0),
-                           ("--find-unused-parameters", find_unused, False))
+                           ("--find-unused-parameters", find_unused, False), ("--fit", fit, None),
+                           ("--budgets", budgets, None))
         results = [replace(r, made_by=command) for r in results]
         pages = [r.html() for r in results]
     for result, page in zip(results, pages):

@@ -58,9 +58,9 @@ class MemoryResult(shared.ModelResult):
         return ""  # the page's memory section is all tables: nothing to list under Findings
 
     def sections(self) -> list[str]:
-        from graphtool.render.report import memory_section
+        from graphtool.render.report import fit_section, memory_section
 
-        return [memory_section(self.report)]
+        return [memory_section(self.report)] + ([fit_section(self.fit)] if self.fit is not None else [])
 
 
 def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,

@@ -77,6 +77,7 @@ class ReportResult(Result):
     ddp: Any = None  # DdpReport (``--ddp``): the split graphs, each with its CUDA-graph verdict
     fsdp2: Any = None  # Fsdp2Report (``--fsdp2``): units, graphs with their CUDA-graph verdicts, collectives, ranks
     rank_memory: Any = None  # RankMemory (``--fsdp2`` with memory): each rank's bytes, activations included
+    fit: Any = None  # FitReport (``--fit``/``--budgets``): the step's predicted peak and its timeline
     made_by: str = ""  # the command that makes this report again, as the page says it
 
     def summary(self) -> str:
@@ -162,16 +163,19 @@ def versions() -> dict:
 def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            inference: bool = False, backend: str = "inductor", memory: bool = True, layout_timeout: float = LAYOUT_TIMEOUT,
            debug: bool = False, progress: Progress = SILENT, ddp: Optional[dict] = None,
-           fsdp2: Optional[dict] = None) -> list[ReportResult]:
+           fsdp2: Optional[dict] = None, fit: Optional[str] = None, budgets: Optional[str] = None) -> list[ReportResult]:
     """One :class:`ReportResult` per model, its pictures laid out (SVG); a picture whose layout
     takes longer than ``layout_timeout`` seconds is left out, and the page says so. ``ddp``
     (``world_size``, ``bucket_cap_mb``, ``find_unused_parameters``): both traces run as
     ``DDP(torch.compile(model))``, each split graph is a region, and the page has a DDP section. ``fsdp2``
     (``world_size``): both traces run under ``fully_shard`` per block and root as rank 0 of a fake
     process group, and the page has an FSDP2 section (units, each graph's CUDA-graph verdict, the eager
-    collectives, each rank's memory)."""
+    collectives, each rank's memory). ``fit``/``budgets``: a "Will it fit" section, as ``memory --fit``/``--budgets``
+    compute it from the same trace."""
+    from graphtool.commands.fit import check_fit
 
     shared.check_aot_backend(backend)
+    check_fit(fit, budgets, ddp=ddp, fsdp2=fsdp2)
     from graphtool.capture.user.deadline import check_timeout
 
     check_timeout(layout_timeout, "--layout-timeout")
@@ -180,7 +184,7 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     for target, ent in shared.targets(model, entry):
         with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
             results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug,
-                                progress, launch))
+                                progress, launch, fit, budgets))
     return results
 
 
@@ -216,16 +220,18 @@ class _Layout:
         return Level(name, depth, svg, len(drawing.nodes), members, time.perf_counter() - start)
 
 
-def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, launch: Launch) -> ReportResult:
+def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, launch: Launch,
+         fit=None, budgets=None) -> ReportResult:
     from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
     from graphtool.analysis.devices import device_report
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import build_trace_report
 
     with launch.opened(target, ent, progress) as run:
-        capture, memory, memory_note = _own_device(target, run.entry, device, inference, backend, want_memory, debug,
-                                                   progress, wrapper=run.session, factory_args=run.factory_args,
-                                                   n_steps=launch.own_steps)
+        capture, memory, memory_note, fitted = _own_device(target, run.entry, device, inference, backend, want_memory,
+                                                           debug, progress, wrapper=run.session,
+                                                           factory_args=run.factory_args, n_steps=launch.own_steps,
+                                                           fit=fit, budgets=budgets)
         wrapped = launch.report(run, capture)
     standin, accel, standin_wrapped = launch.standin(target, ent, device, inference, backend, debug=debug,
                                                      progress=progress)
@@ -239,13 +245,15 @@ def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, p
     findings = build_findings(trace, capture.breaks, verdict, devices, index, marks)
     notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
     return ReportResult(target, trace, verdict, devices, memory, memory_note, tuple(pictures), findings, accel, notes,
-                        rank_memory=rank_memory, **launch.fields(wrapped))
+                        rank_memory=rank_memory, fit=fitted, **launch.fields(wrapped))
 
 
 def _own_device(target, ent, device, inference, backend, want_memory, debug, progress, wrapper=None, factory_args=(),
-                n_steps=1):
-    """The own-device trace, and the memory report from the same loaded model when asked for."""
+                n_steps=1, fit=None, budgets=None):
+    """The own-device trace, and the memory report from the same loaded model when asked for (and from them the
+    step's fit, with ``fit``/``budgets``)."""
     from graphtool.capture.tracer import trace_model
+    from graphtool.commands.fit import recording
     from graphtool.errors import GraphtoolError
 
     spec = shared.load(target, ent, device, progress, factory_args, wrapped=wrapper is not None)
@@ -263,16 +271,20 @@ def _own_device(target, ent, device, inference, backend, want_memory, debug, pro
     elif inference:
         note = "not measured: --inference traces no backward"
     progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
-    with shared.quiet_stdout():
+    with shared.quiet_stdout(), recording(fit, budgets) as joints:
         capture = trace_model(spec, inference=inference, backend=backend, quiet=not debug,
                               on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
                               steps=n_steps)
-    memory = None
+    memory = fitted = None
     if eager is not None:
         from graphtool.analysis.memory.saved import build_memory_report
 
         memory = build_memory_report(eager, capture)
-    return capture, memory, note
+        if fit is not None or budgets is not None:
+            from graphtool.commands.fit import fit_report
+
+            fitted = fit_report(spec, memory, capture, joints, fit, budgets, progress)
+    return capture, memory, note, fitted
 
 
 def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list[Picture], dict]:

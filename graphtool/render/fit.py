@@ -72,3 +72,64 @@ def fit_view(fit, width: int = 78) -> Group:
     for note in fit.notes:
         lines.extend(wrapped(note, width, "  note: ", "        ", "dim"))
     return Group(*lines)
+
+
+_PHASE_COLOURS = {"forward": "#2b6cb0", "backward": "#c05621", "optimizer": "#2f855a"}
+
+
+def timeline_svg(fit, width: int = 720, height: int = 220) -> str:
+    """The compiled step's live bytes, node by node (``fit.timeline``), as an inline SVG: one line per phase,
+    the peak marked with its node, the named device's size as a dashed line when it is on the scale."""
+    from html import escape
+
+    from graphtool.analysis.memory.saved import format_bytes
+
+    points = list(fit.timeline)
+    if not points:
+        return ""
+    left, right, top, bottom = 64, 12, 14, 26
+    top_bytes = max(p.bytes for p in points)
+    target = fit.target.bytes if fit.target is not None else None
+    scale = max(top_bytes, target if target is not None and target <= 1.5 * top_bytes else 0) * 1.08 or 1
+    w, h = width - left - right, height - top - bottom
+
+    def x(i: int) -> float:
+        return left + (w * i / max(1, len(points) - 1))
+
+    def y(b: int) -> float:
+        return top + h - h * b / scale
+
+    parts = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="live bytes through the compiled step">']
+    for frac in (0, 0.5, 1):  # the axis: 0, half and the scale's top
+        b = int(scale * frac / 1.08) if frac else 0
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(b):.1f}" y2="{y(b):.1f}" stroke="#ddd"/>'
+                     f'<text x="{left - 6}" y="{y(b) + 4:.1f}" text-anchor="end" font-size="11">{escape(format_bytes(b))}</text>')
+    start = 0
+    for k in range(1, len(points) + 1):  # one polyline per run of one phase
+        if k == len(points) or points[k].phase != points[start].phase:
+            run = points[start:k]
+            colour = _PHASE_COLOURS.get(run[0].phase, "#555")
+            if len(run) == 1:
+                parts.append(f'<circle cx="{x(start):.1f}" cy="{y(run[0].bytes):.1f}" r="3" fill="{colour}"/>')
+            else:
+                xy = " ".join(f"{x(start + j):.1f},{y(p.bytes):.1f}" for j, p in enumerate(run))
+                parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{xy}"/>')
+            near_end = x(start) > width - right - 70
+            at, anchor = ((width - right), "end") if near_end else (x(start) + 2, "start")
+            parts.append(f'<text x="{at:.1f}" y="{height - 8}" font-size="11" fill="{colour}" '
+                         f'text-anchor="{anchor}">{run[0].phase}</text>')
+            start = k
+    peak = max(range(len(points)), key=lambda i: points[i].bytes)
+    p = points[peak]
+    anchor = "end" if x(peak) > width / 2 else "start"
+    parts.append(f'<circle cx="{x(peak):.1f}" cy="{y(p.bytes):.1f}" r="3.5" fill="#c53030"/>'
+                 f'<text x="{x(peak) + (-6 if anchor == "end" else 6):.1f}" y="{y(p.bytes) + 4:.1f}" font-size="11" '
+                 f'text-anchor="{anchor}" fill="#c53030">peak {escape(format_bytes(p.bytes))} at {escape(p.node)} '
+                 f'({p.phase})</text>')
+    if target is not None and target <= scale:
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(target):.1f}" y2="{y(target):.1f}" stroke="#c53030" '
+                     f'stroke-dasharray="5,4"/><text x="{width - right}" y="{y(target) - 4:.1f}" font-size="11" '
+                     f'text-anchor="end" fill="#c53030">{escape(fit.target.label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -113,6 +113,7 @@ def format_report(result, *, command: str, versions: dict) -> str:
         _ddp_section(getattr(result, "ddp", None)),
         _fsdp2_section(getattr(result, "fsdp2", None), getattr(result, "rank_memory", None)),
         _memory_section(result.memory, result.memory_note),
+        *([fit_section(result.fit)] if getattr(result, "fit", None) is not None else []),
         _regions_section(t, result.devices),
         _model_section(result, command, versions),
     ]
@@ -458,6 +459,43 @@ def cudagraphs_section(verdict) -> str:
 
 def memory_section(report, note: str | None = None) -> str:
     return _memory_section(report, note)
+
+
+def fit_section(fit) -> str:
+    """``memory --fit``/``--budgets``' part of a page: the answer, the phases eager beside compiled, what is held,
+    the biggest contributors, the compiled step's live-bytes timeline as a picture, and the budget sweep."""
+    from graphtool.analysis.memory.saved import format_bytes
+    from graphtool.render.fit import timeline_svg
+
+    def b(n):
+        return "-" if n is None else escape(format_bytes(n))
+
+    head = fit.verdict or f"predicted step peak: compiled {format_bytes(fit.compiled.peak)}"
+    body = f'<p class="verdict">{escape(head)}</p>'
+    body += _table(["step", "forward", "backward", "optimizer", "peak", "peaks in"],
+                   [[escape(s.label), b(s.forward), b(s.backward), b(s.optimizer), b(s.peak), escape(s.phase)]
+                    for s in (fit.eager, fit.compiled) if s is not None])
+    h = fit.held
+    held = [("parameters", h.parameters), ("gradients", h.gradients), ("buffers", h.buffers), ("inputs", h.inputs),
+            ("optimizer state", h.optimizer_state), ("cuBLAS workspaces", h.workspace or None)]
+    body += _table(["held", "bytes"], [[escape(k), b(v)] for k, v in held if v is not None])
+    if fit.contributors:
+        body += "<h3>Biggest contributors</h3>" + _table(
+            ["what", "where", "bytes"], [[escape(c.what), _src_cell(c.source), b(c.bytes)] for c in fit.contributors])
+    svg = timeline_svg(fit)
+    if svg:
+        body += ("<h3>Live bytes through the compiled step</h3>" + svg +
+                 '<p class="note">After each node of each region\'s forward graph, then each backward graph, then the '
+                 "optimizer's step, with what the caller holds (parameters, inputs, optimizer state, gradients as they "
+                 "are made); every tensor rounded to the caching allocator's 512-byte blocks.</p>")
+    if fit.budgets:
+        rows = [[f"{p.budget:g}", b(p.saved_bytes), str(p.recomputed_ops), b(p.step.peak),
+                 escape(", ".join(w for w, on in (("rises", p.rises), ("fits", p.fits is True), ("over", p.fits is False),
+                                                  ("largest that fits", fit.fit_budget == p.budget)) if on))]
+                for p in fit.budgets]
+        body += "<h3>activation_memory_budget</h3>" + _table(["budget", "saved", "recomputed ops", "step peak", ""], rows)
+    body += "".join(f'<p class="note">{escape(n)}</p>' for n in fit.notes)
+    return _section("fit", "Will it fit", body)
 
 
 def shapes_section(report, limit: int = 200) -> str:

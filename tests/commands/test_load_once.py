@@ -69,6 +69,9 @@ IN_PROCESS = [
     pytest.param(("memory", FIXTURE, "--dynamic"), 0, id="memory-dynamic", marks=SLOW),
     pytest.param(("memory", FIXTURE, "--ddp"), 0, id="memory-ddp", marks=SLOW),
     pytest.param(("memory", FIXTURE, "--fsdp2"), 0, id="memory-fsdp2", marks=SLOW),
+    pytest.param(("memory", FIXTURE, "--fit", "24GiB", "--budgets", "1,0.5"), 0, id="memory-fit", marks=SLOW),
+    pytest.param(("report", FIXTURE, "--fit", "24GiB", "--budgets", "1,0.5", "-o", "{tmp}/r.html"), 0, id="report-fit",
+                 marks=SLOW),
     # a schedule of sizes and the advice, each piece checked by predicting again on a stand-in of the one load
     pytest.param(("shapes", FIXTURE, "--sizes", "x:0=4,6,4,6"), 0, id="shapes-advice", marks=SLOW),
     pytest.param(("render", FIXTURE, "-o", "{tmp}/a.dot"), 0, id="render-autograd", marks=SLOW),

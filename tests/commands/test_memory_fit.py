@@ -40,6 +40,19 @@ def test_bad_input_exits_2_saying_what_is_accepted(cli, args, says):
     assert ("GiB" in err and "H100" in err) if "--fit" in args else "between 0 and 1" in err or "1.0 saves" in err
 
 
+@pytest.mark.parametrize("args,says", [
+    (["--fit", "H300"], "not a size or a GPU graphtool knows"),
+    (["--budgets", "2"], "outside 0..1"),
+    (["--fit", "24GiB", "--no-memory"], "--fit/--budgets with --no-memory"),
+    (["--fit", "24GiB", "--inference"], "--fit/--budgets with --inference"),
+])
+def test_report_takes_fit_as_memory_does(cli, args, says, tmp_path):
+    out = tmp_path / "page.html"
+    rc, _, err = cli("report", FIT / "mlp.py", "-o", out, *args)
+    assert rc == 2 and says in err, err
+    assert not out.exists()
+
+
 def test_bare_budgets_is_the_default_sweep():
     assert parse_budgets("default") == (1.0, 0.8, 0.6, 0.4, 0.2, 0.0)
 
@@ -109,3 +122,13 @@ def test_sweep_document_matches_the_schema(swept):
     doc = result.to_dict()
     assert [p["budget"] for p in doc["fit"]["budgets"]] == list(BUDGETS)
     jsonschema.validate(doc, json.loads(resources.files("graphtool.schema").joinpath("memory.schema.json").read_text()))
+    # the timeline: forward points, backward points, the optimizer's step, in that order; its highest point of the
+    # forward and backward is the compiled step's peak there (the same walk, node by node)
+    timeline, compiled = doc["fit"]["timeline"], doc["fit"]["compiled"]
+    phases = [p["phase"] for p in timeline]
+    assert phases == sorted(phases, key=["forward", "backward", "optimizer"].index)
+    for phase in ("forward", "backward"):
+        assert max(p["bytes"] for p in timeline if p["phase"] == phase) == compiled[phase]
+    page = result.html()  # the page's "Will it fit" section draws it, the peak named at its node
+    peak = max(timeline, key=lambda p: p["bytes"])
+    assert '<section id="fit">' in page and '<svg class="timeline"' in page and f"at {peak['node']} ({peak['phase']})" in page

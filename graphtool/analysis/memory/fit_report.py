@@ -102,13 +102,14 @@ class FitReport:
     fit_budget: float | None = None  # the largest swept budget whose compiled step fits the target
     contributors: tuple[Contributor, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    timeline: tuple = ()  # Point: the compiled step's live bytes node by node (thinned), then the optimizer's step
 
     def to_dict(self) -> dict:
         return {"held": self.held.to_dict(), "eager": self.eager.to_dict() if self.eager else None,
                 "compiled": self.compiled.to_dict(), "budgets": [b.to_dict() for b in self.budgets],
                 "target": self.target.to_dict() if self.target else None, "verdict": self.verdict,
                 "fit_budget": self.fit_budget, "contributors": [c.to_dict() for c in self.contributors],
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "timeline": [p.to_dict() for p in self.timeline]}
 
 
 # ---------------------------------------------------------------- the compiled step over a set of partitions
@@ -118,25 +119,59 @@ def _held_names(fw) -> set[str]:
     return {n.name for n in fw.graph.nodes if n.op == "placeholder"}
 
 
-def compiled_step(label: str, held: Held, graphs: list[tuple]) -> tuple[StepPeak, list[Timeline]]:
-    """The phases of a step whose regions run ``graphs`` ((forward, backward) per region, in order)."""
+@dataclass(frozen=True)
+class Point:
+    """One point of the step's live-bytes timeline: after ``node`` of region ``region``'s ``phase`` graph ran."""
+
+    phase: str  # forward | backward | optimizer
+    region: int | None
+    node: str
+    bytes: int
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "region": self.region, "node": self.node, "bytes": self.bytes}
+
+
+def compiled_step(label: str, held: Held, graphs: list[tuple]) -> tuple[StepPeak, list[Timeline], list[Point]]:
+    """The phases of a step whose regions run ``graphs`` ((forward, backward) per region, in order), and its
+    live-bytes timeline: the device's bytes after each node, what the caller holds included."""
     fw_lines = [timeline(fw, held=_held_names(fw)) for fw, _ in graphs]
     forward, made = 0, 0
-    for tl in fw_lines:
+    points: list[Point] = []
+    for i, tl in enumerate(fw_lines):
         forward = max(forward, held.steady + made + tl.peak)
+        points += [Point("forward", i, name, held.steady + made + b) for name, b in tl.series]
         made += tl.end
     backward, grads = 0, 0
     bw_lines = []
-    for fw, bw in reversed(graphs):
+    for i, (fw, bw) in reversed(list(enumerate(graphs))):
         if bw is None:
             continue
         tl = timeline(bw, held=_held_names(fw))
         bw_lines.append(tl)
         saved = tl.start - tl.tangents
-        backward = max(backward, held.steady + (made - saved) + grads + tl.peak)
+        base = held.steady + (made - saved) + grads
+        backward = max(backward, base + tl.peak)
+        points += [Point("backward", i, name, base + b) for name, b in tl.series]
         made -= saved
         grads += tl.end
-    return _phases(label, held, forward, backward if bw_lines else None), fw_lines + bw_lines
+    step = _phases(label, held, forward, backward if bw_lines else None)
+    if step.optimizer is not None:
+        points.append(Point("optimizer", None, "optimizer.step()", step.optimizer))
+    return step, fw_lines + bw_lines, points
+
+
+def thinned(points: list[Point], most: int = 240) -> tuple[Point, ...]:
+    """At most ``most`` points, in order: the largest of each run of neighbours, so every peak survives.
+
+    >>> pts = [Point("forward", 0, f"n{i}", b) for i, b in enumerate([1, 5, 2, 2, 9, 1])]
+    >>> [p.bytes for p in thinned(pts, most=3)]
+    [5, 2, 9]
+    """
+    if len(points) <= most:
+        return tuple(points)
+    step = -(-len(points) // most)
+    return tuple(max(points[k:k + step], key=lambda p: p.bytes) for k in range(0, len(points), step))
 
 
 def budget_sweep(capture, records: list, budgets, held: Held, target: Target | None) -> tuple[BudgetPoint, ...]:
@@ -152,7 +187,7 @@ def budget_sweep(capture, records: list, budgets, held: Held, target: Target | N
             graphs.append((fw, bw))
             replaced.append(dataclasses.replace(region, forward=fw, backward=bw))
         side, _, recomputed, _ = compiled_side(types.SimpleNamespace(regions=replaced))
-        step, _ = compiled_step(f"budget {b:g}", held, graphs)
+        step, _, _ = compiled_step(f"budget {b:g}", held, graphs)
         saved = tuple(tuple(n.name for n in bw.graph.nodes if n.op == "placeholder" and not _tangent(n))
                       for _, bw in graphs)
         points.append(BudgetPoint(b, side.by_kind["activation"][0], side.by_kind["activation"][1], saved,
@@ -191,30 +226,30 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
                      budgets=(), target: Target | None = None) -> FitReport:
     regions = [r for r in capture.regions if r.forward is not None]
     graphs = [(r.forward, r.backward) for r in regions]
-    compiled, _ = compiled_step("compiled", held, graphs)
+    compiled, _, points = compiled_step("compiled", held, graphs)
     eager = _phases("eager", held, None, held.steady + eager_peak) if eager_peak is not None else None
     notes = []
     if eager is not None:
         notes.append("eager: one peak for forward and backward together (a live-bytes count of the eager run)")
-    points = budget_sweep(capture, records, budgets, held, target) if budgets else ()
-    if any(p.rises for p in points):
+    budget_points = budget_sweep(capture, records, budgets, held, target) if budgets else ()
+    if any(p.rises for p in budget_points):
         notes.append("the peak is not monotonic in the budget: a smaller budget costs more memory at "
-                     + ", ".join(f"{p.budget:g}" for p in points if p.rises))
+                     + ", ".join(f"{p.budget:g}" for p in budget_points if p.rises))
     if target is not None and target.gpu is None:
         notes.append("a size, not a GPU name: no CUDA library workspace is counted (a named Hopper GPU counts "
                      "2 x 32 MiB of cuBLAS workspace)")
     fit_budget = None
-    if target is not None and points:
-        fitting = [p.budget for p in points if p.fits]
+    if target is not None and budget_points:
+        fitting = [p.budget for p in budget_points if p.fits]
         fit_budget = max(fitting) if fitting else None
     line = verdict(compiled.peak, target) if target is not None else None
     if line is not None and eager is not None:
         line += f"; eager {format_bytes(eager.peak)}"
-    if target is not None and points and compiled.peak > target.bytes:
+    if target is not None and budget_points and compiled.peak > target.bytes:
         line += (f"; fits at activation_memory_budget {fit_budget:g}" if fit_budget is not None
                  else "; no swept budget makes it fit")
-    return FitReport(held, eager, compiled, points, target, line, fit_budget, contributors(report, held, compiled),
-                     tuple(notes))
+    return FitReport(held, eager, compiled, budget_points, target, line, fit_budget, contributors(report, held, compiled),
+                     tuple(notes), thinned(points))
 
 
 def held_bytes(spec, report, optimizer: tuple[int, int] | None, target: Target | None) -> Held:

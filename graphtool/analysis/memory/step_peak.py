@@ -57,6 +57,7 @@ class Timeline:
     peak_node: str | None
     end: int
     biggest: tuple = field(default_factory=tuple)  # (node name, bytes) of the largest tensors made, largest first
+    series: tuple = field(default_factory=tuple)  # (node name, live bytes once it ran, before its inputs are freed)
 
 
 def timeline(gm, *, held: set[str]) -> Timeline:
@@ -95,10 +96,12 @@ def timeline(gm, *, held: set[str]) -> Timeline:
         if p not in last and p not in outputs:
             live -= size[p]
     made = []
+    series = []
     for i, n in enumerate(nodes):
         if n.op == "call_function" and root[n.name] == n.name:
             live += size[n.name]
             made.append((n.name, size[n.name]))
+            series.append((n.name, live))
             if n.name not in last and n.name not in outputs:  # made and never read
                 freeing.setdefault(i, []).append(n.name)
         if live > peak:
@@ -106,4 +109,4 @@ def timeline(gm, *, held: set[str]) -> Timeline:
         for r in freeing.get(i, ()):
             live -= size.get(r, 0)
     made.sort(key=lambda x: -x[1])
-    return Timeline(start, tangents, peak, peak_node, live, tuple(made[:3]))
+    return Timeline(start, tangents, peak, peak_node, live, tuple(made[:3]), tuple(series))
