@@ -94,15 +94,17 @@ def devices(model, *args, backend: str = "inductor", inference: bool = False, de
 
 @with_stack_room
 def cudagraphs(model, *args, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
-               dynamic: bool = False, settings: Sequence[str] = (), debug: bool = False,
+               dynamic: bool = False, settings: Sequence[str] = (), debug: bool = False, schedule=None,
                model_kwargs: Optional[dict] = None, **kwargs) -> Result:
     """Would CUDA graphs be applied, and if not, why (``graphtool cudagraphs``): ``.eligible``, ``.reasons``.
-    ``backend`` is ``inductor`` (``mode="reduce-overhead"``) or ``cudagraphs``; ``settings`` as ``--set``."""
+    ``backend`` is ``inductor`` (``mode="reduce-overhead"``) or ``cudagraphs``; ``settings`` as ``--set``;
+    ``schedule``: the model's inputs for each step of a loop (as ``graphtool.shapes`` takes them): ``.shapes`` is
+    the loop's prediction (``cudagraphs --schedule``)."""
     from graphtool.commands.cudagraphs import cudagraphs as run
 
     with _model(model, args, kwargs, model_kwargs) as obj:
         return _one(run(obj, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
-                        debug=debug))
+                        debug=debug, schedule=False if schedule is None else schedule))
 
 
 @with_stack_room
@@ -244,7 +246,7 @@ def render(model, *args, graph: str = "autograd", output=None, fmt: Optional[str
 @with_stack_room
 def report(model, *args, output=None, backend: str = "inductor", inference: bool = False, device: Optional[str] = None,
            memory: bool = True, layout_timeout: float = 30.0, debug: bool = False, fit: Optional[str] = None,
-           budgets: Optional[str] = None, model_kwargs: Optional[dict] = None, **kwargs) -> Result:
+           budgets: Optional[str] = None, schedule: bool = False, model_kwargs: Optional[dict] = None, **kwargs) -> Result:
     """Every fact about the model in one self-contained HTML page (``graphtool report``): shown inline in a
     notebook, ``result.html()`` is the page, ``output=`` also writes it; ``fit=``/``budgets=`` add the "Will it fit"
     section with the step's live-bytes timeline (as ``graphtool report --fit``)."""
@@ -254,7 +256,7 @@ def report(model, *args, output=None, backend: str = "inductor", inference: bool
 
     with _model(model, args, kwargs, model_kwargs) as obj:
         res = _one(run(obj, device=device, inference=inference, backend=backend, memory=memory,
-                       layout_timeout=layout_timeout, debug=debug, fit=fit, budgets=budgets))
+                       layout_timeout=layout_timeout, debug=debug, fit=fit, budgets=budgets, schedule=schedule))
     result = replace(res, made_by=f"graphtool.report({obj.spec.entry}, ...)")
     if output is not None:
         result.save(output)

@@ -167,10 +167,14 @@ class ShapeReport:
                                 (s.replays, "replayed", "replayed")):
             if n:
                 bits.append(f"{n} {word}" if word != "warm-up" else count(n, word, plural))
-        if s.pool and s.pool_after is not None:
+        held = [(g, live) for g, _own, live in s.pool if live is not None]
+        if held:
             from graphtool.analysis.memory.saved import format_bytes
 
-            bits[-1] += f" (pool holds {format_bytes(s.pool_after)} after)"
+            if len(held) == 1:
+                bits[-1] += f" (pool holds {format_bytes(held[0][1])} after)"
+            else:
+                bits[-1] += " (pool holds " + ", ".join(f"{format_bytes(b)} after the {g}" for g, b in held) + ")"
         if s.uncaptured:
             bits.append(f"{s.uncaptured} without CUDA graphs (size not in cudagraph_capture_sizes)")
         return f"step {s.step}  {sizes}  " + (", ".join(bits) if bits else "nothing compiled or graphed")

@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
             "graphtool cudagraphs model.py --set graph_partition=false",
             "graphtool cudagraphs model.py --ddp --world-size 8    # each DDP split",
             "graphtool cudagraphs model.py --fsdp2 --world-size 8  # each block graph",
+            "graphtool cudagraphs model.py --schedule   # and over get_input_schedule()'s shapes",
         ),
     )(cudagraphs)
 
@@ -47,6 +48,11 @@ def cudagraphs(
         help="Run the model's step N times on the stand-in, as a loop would (grads reset, inputs and buffers as the step "
              "left them): each step's compiles, recompiles and CUDA-graph recordings; N >= 1.",
     ),
+    schedule: bool = typer.Option(
+        False, "--schedule",
+        help="Also predict the loop over the script's get_input_schedule() (as graphtool shapes does, from the same "
+             "load): recompiles and CUDA graphs recorded per size, and what each recording holds in the pool.",
+    ),
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
     timeout: Optional[float] = options.TimeoutOpt,
@@ -64,5 +70,5 @@ def cudagraphs(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, dynamic=dynamic, settings=settings,
                       debug=options.debug_enabled(), progress=progress, steps=n_steps, ddp=ddp_settings,
-                      fsdp2=fsdp2_settings)
+                      fsdp2=fsdp2_settings, schedule=schedule)
     return console.show_models(results, fmt, check)

@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
             "graphtool report model.py:build --device meta --no-memory",
             "graphtool report model.py --fsdp2 --world-size 8 -o fsdp2.html",
             "graphtool report model.py --fit 24GiB --budgets   # will it fit: the step's timeline",
+            "graphtool report model.py --schedule   # the loop over get_input_schedule()'s shapes",
         ),
     )(report)
 
@@ -52,6 +53,10 @@ def report(
     budgets: Optional[str] = typer.Option(
         None, "--budgets", metavar="[LIST]",
         help="With it, torch's activation_memory_budget swept (alone: 1,0.8,0.6,0.4,0.2,0), as graphtool memory --budgets.",
+    ),
+    schedule: bool = typer.Option(
+        False, "--schedule",
+        help="A section with the loop over the script's get_input_schedule(), as graphtool shapes predicts it.",
     ),
 ) -> int:
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
@@ -85,7 +90,7 @@ def report(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, memory=memory, layout_timeout=layout_timeout,
                       debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
-                      fsdp2=fsdp2_settings, fit=fit, budgets=budgets)
+                      fsdp2=fsdp2_settings, fit=fit, budgets=budgets, schedule=schedule)
         progress.phase("writing the page...")
         command = _command(model, ("--entry", entry, None), ("--device", device, None), ("--inference", inference, False),
                            ("--backend", backend, "inductor"), ("-o", output, None), ("--no-memory", not memory, False),
@@ -93,7 +98,7 @@ def report(
                            ("--fsdp2", fsdp2, False), ("--world-size", world_size if ddp or fsdp2 else None, 2),
                            ("--bucket-cap-mb", bucket_cap_mb if ddp else None, 25.0),
                            ("--find-unused-parameters", find_unused, False), ("--fit", fit, None),
-                           ("--budgets", budgets, None))
+                           ("--budgets", budgets, None), ("--schedule", schedule, False))
         results = [replace(r, made_by=command) for r in results]
         pages = [r.html() for r in results]
     for result, page in zip(results, pages):

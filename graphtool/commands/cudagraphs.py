@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -34,6 +35,10 @@ class CudagraphsResult(shared.ModelResult):
         from graphtool.render.cudagraphs import cudagraphs_view
 
         view = cudagraphs_view(self.report, self.stopped)
+        if self.shapes is not None:
+            from graphtool.render.shapes import shapes_view
+
+            view = Group(view, shapes_view(self.shapes))
         if self.fsdp2 is not None:
             from graphtool.render.distributed import fsdp2_view
 
@@ -54,15 +59,15 @@ class CudagraphsResult(shared.ModelResult):
         return format_plain(Group(*[diagnostic(r) for r in self.report.reasons if r.skips]), 0)
 
     def sections(self) -> list[str]:
-        from graphtool.render.report import cudagraphs_section
+        from graphtool.render.report import cudagraphs_section, shapes_section
 
-        return [cudagraphs_section(self.report)]
+        return [cudagraphs_section(self.report)] + ([shapes_section(self.shapes)] if self.shapes is not None else [])
 
 
 def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
                inference: bool = False, backend: str = "inductor", dynamic: bool = False, debug: bool = False,
                settings: Sequence[str] = (), progress: Progress = SILENT, steps: int = 3,
-               ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[CudagraphsResult]:
+               ddp: Optional[dict] = None, fsdp2: Optional[dict] = None, schedule=False) -> list[CudagraphsResult]:
     """One :class:`CudagraphsResult` (a Verdict) per model; ``found`` when a reason makes torch skip.
 
     ``settings`` (``["graph_partition=false"]``) override the installed torch's inductor and dynamo
@@ -72,25 +77,51 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
     DDP's optimizer splits off is one region, and the result's ``ddp`` gives each one's verdict. ``fsdp2``
     (``world_size``): the steps run under ``fully_shard`` per block and root, ``torch.compile(model)``, as
     rank 0 of a fake process group over the meta stand-in; the result's ``fsdp2`` gives each compiled
-    graph's verdict and how many times a step runs it."""
-    from dataclasses import replace
-
-    from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend, cudagraph_verdict, parse_settings
-    from graphtool.analysis.steady_state import steady_state
+    graph's verdict and how many times a step runs it. ``schedule``: also predict the loop over the script's
+    ``get_input_schedule()`` (True; or the model's inputs per step, an iterable, as ``graphtool.shapes`` takes them),
+    as ``graphtool shapes`` does, from the same load: the result's ``shapes``."""
+    from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend, parse_settings
     from graphtool.capture.steady_state import check_steps
 
     check_cudagraph_backend(backend)
     overrides = parse_settings(settings)
     n_steps = check_steps(steps)
     launch = launch_of(ddp, fsdp2, device)
+    if schedule is not False and launch.wrapped:
+        from graphtool.errors import UsageError
+
+        raise UsageError("--schedule with --ddp/--fsdp2: not supported yet", hint="drop --schedule, or run graphtool shapes")
     results = []
     for target, ent in shared.targets(model, entry):
-        capture, accel, wrapped = launch.standin(target, ent, device, inference, backend, dynamic=dynamic, debug=debug,
-                                                 progress=progress, n_steps=n_steps)
-        verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta", settings=overrides)
-        verdict = replace(verdict, steady=steady_state(capture, verdict))
-        found = any(r.skips for r in verdict.reasons) or bool(capture.no_graph) or not verdict.eligible
-        found = found or launch.fails(wrapped)  # under DDP: a loop fails at its second step
-        extra = launch.fields(launch.judged(wrapped, verdict, capture))
-        results.append(CudagraphsResult(shared.model_header(capture), verdict, found, stopped=capture.stopped, **extra))
+        with shared.one_load(standin=True) if schedule is not False else contextlib.nullcontext():
+            results.append(_one(target, ent, device, inference, backend, dynamic, debug, progress, n_steps, launch,
+                                overrides, settings, schedule))
     return results
+
+
+def _one(target, ent, device, inference, backend, dynamic, debug, progress, n_steps, launch, overrides, settings,
+         schedule) -> CudagraphsResult:
+    from dataclasses import replace
+
+    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
+    from graphtool.analysis.steady_state import steady_state
+
+    capture, accel, wrapped = launch.standin(target, ent, device, inference, backend, dynamic=dynamic, debug=debug,
+                                             progress=progress, n_steps=n_steps)
+    verdict = cudagraph_verdict(capture, backend=backend, predicted=accel == "meta", settings=overrides)
+    verdict = replace(verdict, steady=steady_state(capture, verdict))
+    found = any(r.skips for r in verdict.reasons) or bool(capture.no_graph) or not verdict.eligible
+    found = found or launch.fails(wrapped)  # under DDP: a loop fails at its second step
+    extra = launch.fields(launch.judged(wrapped, verdict, capture))
+    shapes = None
+    if schedule:
+        from graphtool.commands.shapes import check_options
+        from graphtool.commands.shapes import shapes as predict
+
+        progress.phase("predicting the loop over get_input_schedule()...")
+        (over,) = predict(target, entry=ent, device=device, progress=progress,
+                          options=check_options(inference=inference, backend=backend, settings=settings, advise=False))
+        shapes = over.report
+        found = found or over.found
+    return CudagraphsResult(shared.model_header(capture), verdict, found, stopped=capture.stopped, shapes=shapes,
+                            **extra)

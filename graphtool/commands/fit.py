@@ -19,13 +19,15 @@ def check_fit(fit: Optional[str], budgets: Optional[str], *, ddp=None, fsdp2=Non
     """Refuse (exit 2) what ``--fit``/``--budgets`` cannot take, before anything runs."""
     from graphtool.analysis.memory.fit import parse_budgets, parse_target
 
+    if fit is None and budgets is None:
+        return
     if fit is not None:
         parse_target(fit)
     if budgets is not None:
         parse_budgets(budgets)
     for flag, given in (("--ddp", ddp), ("--fsdp2", fsdp2), ("--dynamic", dynamic)):
         if given:
-            raise UsageError(f"memory --fit/--budgets with {flag}: not supported yet", hint=f"drop {flag}")
+            raise UsageError(f"--fit/--budgets with {flag}: not supported yet", hint=f"drop {flag}")
 
 
 @contextlib.contextmanager

@@ -78,6 +78,7 @@ class ReportResult(Result):
     fsdp2: Any = None  # Fsdp2Report (``--fsdp2``): units, graphs with their CUDA-graph verdicts, collectives, ranks
     rank_memory: Any = None  # RankMemory (``--fsdp2`` with memory): each rank's bytes, activations included
     fit: Any = None  # FitReport (``--fit``/``--budgets``): the step's predicted peak and its timeline
+    shapes: Any = None  # ShapeReport (``--schedule``): the loop over the script's get_input_schedule()
     made_by: str = ""  # the command that makes this report again, as the page says it
 
     def summary(self) -> str:
@@ -163,7 +164,8 @@ def versions() -> dict:
 def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
            inference: bool = False, backend: str = "inductor", memory: bool = True, layout_timeout: float = LAYOUT_TIMEOUT,
            debug: bool = False, progress: Progress = SILENT, ddp: Optional[dict] = None,
-           fsdp2: Optional[dict] = None, fit: Optional[str] = None, budgets: Optional[str] = None) -> list[ReportResult]:
+           fsdp2: Optional[dict] = None, fit: Optional[str] = None, budgets: Optional[str] = None,
+           schedule: bool = False) -> list[ReportResult]:
     """One :class:`ReportResult` per model, its pictures laid out (SVG); a picture whose layout
     takes longer than ``layout_timeout`` seconds is left out, and the page says so. ``ddp``
     (``world_size``, ``bucket_cap_mb``, ``find_unused_parameters``): both traces run as
@@ -171,7 +173,8 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     (``world_size``): both traces run under ``fully_shard`` per block and root as rank 0 of a fake
     process group, and the page has an FSDP2 section (units, each graph's CUDA-graph verdict, the eager
     collectives, each rank's memory). ``fit``/``budgets``: a "Will it fit" section, as ``memory --fit``/``--budgets``
-    compute it from the same trace."""
+    compute it from the same trace. ``schedule``: a section with the loop over the script's ``get_input_schedule()``
+    (``graphtool shapes``' prediction, from the same load)."""
     from graphtool.commands.fit import check_fit
 
     shared.check_aot_backend(backend)
@@ -180,11 +183,24 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
 
     check_timeout(layout_timeout, "--layout-timeout")
     launch = launch_of(ddp, fsdp2, device)
+    if schedule and launch.wrapped:
+        from graphtool.errors import UsageError
+
+        raise UsageError("--schedule with --ddp/--fsdp2: not supported yet", hint="drop --schedule, or run graphtool shapes")
     results = []
     for target, ent in shared.targets(model, entry):
         with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
-            results.append(_one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug,
-                                progress, launch, fit, budgets))
+            result = _one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress,
+                          launch, fit, budgets)
+            if schedule:
+                from graphtool.commands.shapes import check_options
+                from graphtool.commands.shapes import shapes as predict
+
+                progress.phase("predicting the loop over get_input_schedule()...")
+                (over,) = predict(target, entry=ent, device=device, progress=progress,
+                                  options=check_options(inference=inference, advise=False))
+                result = replace(result, shapes=over.report)
+            results.append(result)
     return results
 
 

@@ -61,6 +61,11 @@ def one_load(*, standin: bool = False, plain: bool = False):
         _ONE_LOAD.reset(token)
 
 
+def loading_once() -> bool:
+    """Whether a :func:`one_load` is open: a command calling another's function inside it shares its one load."""
+    return _ONE_LOAD.get() is not None
+
+
 @contextlib.contextmanager
 def own_load():
     """Inside, a load runs the script afresh: another rank's model, built as that rank's process would
@@ -274,6 +279,7 @@ class ModelResult(Result):
     rank: Any = None  # RankMemory (``memory --ddp``): what one rank holds
     fsdp2: Any = None  # Fsdp2Report (``cudagraphs --fsdp2``, ``memory --fsdp2``): what FSDP2 does, per rank
     fit: Any = None  # FitReport (``memory --fit``/``--budgets``): the step's predicted peak, per budget
+    shapes: Any = None  # ShapeReport (``cudagraphs --schedule``): the loop's schedule, step by step
 
     def to_dict(self) -> dict:
         body = self.report.to_dict()
@@ -281,7 +287,8 @@ class ModelResult(Result):
                 **({"ddp": self.ddp.to_dict()} if self.ddp is not None else {}),
                 **({"fsdp2": self.fsdp2.to_dict()} if self.fsdp2 is not None else {}),
                 **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {}),
-                **({"fit": self.fit.to_dict()} if self.fit is not None else {})}
+                **({"fit": self.fit.to_dict()} if self.fit is not None else {}),
+                **({"shapes": self.shapes.to_dict()} if self.shapes is not None else {})}
 
     def summary(self) -> str:
         return self.report.verdict()

@@ -114,6 +114,7 @@ def format_report(result, *, command: str, versions: dict) -> str:
         _fsdp2_section(getattr(result, "fsdp2", None), getattr(result, "rank_memory", None)),
         _memory_section(result.memory, result.memory_note),
         *([fit_section(result.fit)] if getattr(result, "fit", None) is not None else []),
+        *([shapes_section(result.shapes)] if getattr(result, "shapes", None) is not None else []),
         _regions_section(t, result.devices),
         _model_section(result, command, versions),
     ]

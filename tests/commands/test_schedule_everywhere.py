@@ -1,0 +1,43 @@
+"""The loop's shape schedule where it belongs (issue 34): ``cudagraphs --schedule`` and ``report --schedule`` carry
+``graphtool shapes``' own prediction over the script's ``get_input_schedule()``, from the same load (the script runs
+once: tests/commands/test_load_once.py), and refuse what they cannot do with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CNN = ROOT / "tests" / "fixtures" / "shapes" / "cnn_last_batch.py"
+
+
+@pytest.mark.slow  # two predictions of 8 steps, about 20 s: the slow tier (docs/ci.md)
+def test_cudagraphs_schedule_is_the_shapes_prediction(cli):
+    rc, out, err = cli("cudagraphs", CNN, "--schedule", "--format", "json")
+    assert rc == 0, err
+    got = json.loads(out)
+    rc, out, err = cli("shapes", CNN, "--no-advice", "--format", "json")
+    assert rc == 0, err
+    want = json.loads(out)["shapes"]
+    assert got["shapes"] == want
+    assert [s["recordings"] for s in got["shapes"]["per_step"]] == [0, 2, 0, 0, 0, 2, 0, 2]  # the H200's row
+    assert got["cudagraphs"]["eligible"] is True  # the verdict of the example inputs is still there
+
+
+@pytest.mark.slow  # a report and a prediction, about 12 s
+def test_report_schedule_has_the_changing_shapes_section(cli, tmp_path):
+    page = tmp_path / "r.html"
+    rc, _, err = cli("report", CNN, "--schedule", "-o", page)
+    assert rc == 0, err
+    html = page.read_text()
+    assert '<section id="shapes">' in html and "get_input_schedule() at" in html
+    assert "made by: graphtool report" in html and "--schedule" in html
+
+
+@pytest.mark.parametrize("command", ["cudagraphs", "report"])
+def test_schedule_under_ddp_is_refused(cli, command, tmp_path):
+    rc, _, err = cli(command, CNN, "--schedule", "--ddp", *(["-o", tmp_path / "r.html"] if command == "report" else []))
+    assert rc == 2 and "--schedule with --ddp/--fsdp2: not supported yet" in err, err
+    assert not (tmp_path / "r.html").exists()
