@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
             "graphtool memory model.py --fsdp2 --world-size 8 # each rank's shards",
             "graphtool memory model.py --fit 24GiB --budgets  # will the step fit",
             "graphtool memory model.py --fit H100 --budgets 1,0.5,0.1",
+            "graphtool memory model.py --schedule      # at get_input_schedule()'s largest step",
         ),
     )(memory)
 
@@ -65,6 +66,11 @@ def memory(
         False, "--dynamic",
         help="Trace the input sizes that differ in the script's dynamic_inputs or dynamic_dims (else the sequence of "
              "token ids, or the batch) as symbols: bytes become formulas.",
+    ),
+    schedule: bool = typer.Option(
+        False, "--schedule",
+        help="Measure at the largest step of the script's get_input_schedule() (the most input elements), and say what "
+             "the CUDA graphs recorded at that size hold in cudagraph trees' pool.",
     ),
     fmt: str = options.FormatOpt,
     timeout: Optional[float] = options.TimeoutOpt,
@@ -93,7 +99,7 @@ def memory(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, backend=backend, by=by, depth=depth, top=top, dynamic=dynamic,
                       debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
-                      fsdp2=fsdp2_settings, fit=fit, budgets=budgets)
+                      fsdp2=fsdp2_settings, fit=fit, budgets=budgets, schedule=schedule)
     if fmt == "table":
         for r in results:
             console.print_view(r)

@@ -67,7 +67,7 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
            backend: str = "inductor", by: str = "line", depth: Optional[int] = None, top: int = 10,
            dynamic: bool = False, debug: bool = False, progress: Progress = SILENT,
            ddp: Optional[dict] = None, fsdp2: Optional[dict] = None, fit: Optional[str] = None,
-           budgets: Optional[str] = None) -> list[MemoryResult]:
+           budgets: Optional[str] = None, schedule: bool = False) -> list[MemoryResult]:
     """One :class:`MemoryResult` (a MemoryReport, key ``memory``) per model; ``found`` is never set.
 
     ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``;
@@ -81,7 +81,9 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     ``fsdp2`` the FSDP2 report (units, collectives, each rank's shards). ``fit`` (a size such as ``24GiB`` or a
     GPU name) and ``budgets`` (``"1,0.5,0.1"``, or ``""`` for the default sweep): the result's ``fit`` (a
     :class:`~graphtool.analysis.memory.fit_report.FitReport`) predicts the training step's peak, eager beside compiled,
-    and at each activation-memory budget (:mod:`graphtool.commands.fit`)."""
+    and at each activation-memory budget (:mod:`graphtool.commands.fit`). ``schedule``: measure at the largest step
+    of the script's ``get_input_schedule()`` (the most input elements) instead of the example inputs, and say what
+    the CUDA graphs recorded at that size hold in cudagraph trees' pool (the report's notes)."""
     from graphtool.errors import UsageError
 
     shared.check_aot_backend(backend)
@@ -95,11 +97,62 @@ def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         check_fit(fit, budgets, ddp=ddp, fsdp2=fsdp2, dynamic=dynamic)
     launch = launch_of(ddp, fsdp2, device)
     launch.check("memory", dynamic=dynamic)
-    return [_one(target, ent, device, backend, by, depth, top, dynamic, debug, progress, launch, fit, budgets)
+    for flag, given in (("--dynamic", dynamic), ("--ddp/--fsdp2", launch.wrapped)):
+        if schedule and given:
+            raise UsageError(f"memory --schedule with {flag}: not supported yet", hint=f"drop {flag}")
+    return [_one(target, ent, device, backend, by, depth, top, dynamic, debug, progress, launch, fit, budgets, schedule)
             for target, ent in shared.targets(model, entry)]
 
 
-def _one(target, ent, device, backend, by, depth, top, dynamic, debug, progress, launch: Launch, fit, budgets):
+def _largest_step(spec):
+    """``(spec at the schedule's largest step, note)``: the step whose inputs hold the most elements."""
+    import dataclasses
+
+    from graphtool.capture.schedule import script_schedule
+    from graphtool.capture.tensors import iter_tensors
+    from graphtool.errors import UsageError
+
+    found = script_schedule(spec)
+    if found is None:
+        raise UsageError(f"{spec.path}: memory --schedule: the script has no get_input_schedule()",
+                         hint="define get_input_schedule() yielding the model's inputs for each step, or drop --schedule")
+    sizes = [sum(t.numel() for t in iter_tensors((args, kwargs))) for args, kwargs in found.steps]
+    k = max(range(len(sizes)), key=lambda i: sizes[i])
+    args, kwargs = found.steps[k]
+    label = " ".join(f"{name}={n}" for name, n in found.labels[k].items()) if k < len(found.labels) else ""
+    from graphtool.display_paths import display_path
+
+    source = found.source
+    if " at " in source:  # get_input_schedule() at /abs/path.py:12: the path as the user's folder sees it
+        head, _, where = source.rpartition(" at ")
+        path, _, line = where.rpartition(":")
+        source = f"{head} at {display_path(path) or path}:{line}"
+    note = (f"measured at step {k + 1} of {len(found.steps)} of {source}, the largest"
+            + (f" ({label})" if label else "") + ", not at the example inputs")
+    return dataclasses.replace(spec, args=tuple(args), kwargs=dict(kwargs)), note
+
+
+def _pool_note(capture) -> str | None:
+    """What the CUDA graphs recorded at this size hold in cudagraph trees' pool, forward and backward."""
+    from graphtool.analysis.cudagraphs.pool import recording_bytes
+    from graphtool.analysis.memory.saved import format_bytes
+
+    bits = []
+    for r in capture.regions:
+        for graph, gm in (("forward", r.forward), ("backward", r.backward)):
+            if gm is None:
+                continue
+            _own, live = recording_bytes(capture, r.index, "inference" if r.inference else graph, ())
+            if live is not None:
+                bits.append(f"region {r.index} {'inference' if r.inference else graph} {format_bytes(live)}")
+    if not bits:
+        return None
+    return ("under reduce-overhead, right after recording at this size, cudagraph trees' pool holds: " + ", ".join(bits)
+            + " (each recording's live outputs; the pool also keeps warm-ups and cuBLAS's workspace: docs/gpu-results.md)")
+
+
+def _one(target, ent, device, backend, by, depth, top, dynamic, debug, progress, launch: Launch, fit, budgets,
+         schedule=False):
     """The memory report of one model: its forward run eagerly under ``saved_tensors_hooks``, then traced under the
     launch (``--ddp``: what one rank holds, DDP's bucket bytes from torch's own figures and the optimizer state of
     the script's ``get_optimizer``; ``--fsdp2``: each rank's shards, gradients, optimizer state, all-gathered
@@ -111,20 +164,26 @@ def _one(target, ent, device, backend, by, depth, top, dynamic, debug, progress,
 
     with launch.opened(target, ent, progress) as run:
         spec = shared.load(target, run.entry, device, progress, run.factory_args, wrapped=launch.wrapped)
+        notes: tuple[str, ...] = ()
+        if schedule:
+            spec, note = _largest_step(spec)
+            notes += (note,)
         progress.phase("running the forward eagerly, recording what autograd saves...")
         with shared.quiet_stdout():
             eager = capture_saved(spec)
-        notes: tuple[str, ...] = ()
         if dynamic:
             varying = mark_varying_sizes(spec)
-            notes = (f"--dynamic: symbolic sizes for {', '.join(varying)}; bytes at the example inputs' sizes"
-                     if varying else "--dynamic: no input size differs between the example inputs and their variant",)
+            notes += (f"--dynamic: symbolic sizes for {', '.join(varying)}; bytes at the example inputs' sizes"
+                      if varying else "--dynamic: no input size differs between the example inputs and their variant",)
         progress.phase(f"tracing{launch.under} with dynamo + {backend}'s AOT stage...")
         with shared.quiet_stdout(), recording(fit, budgets) as joints:
             capture = trace_model(spec, backend=backend, record_breaks=launch.record_memory_breaks, quiet=not debug,
                                   wrapper=run.session, on_region=lambda i: progress.phase(f"tracing region {i}..."))
             held = launch.held(run, spec)
         wrapped = launch.report(run, capture)
+    if schedule:
+        pool = _pool_note(capture)
+        notes += (pool,) if pool else ()
     report = build_memory_report(eager, capture, by=by, depth=depth, top=top, notes=notes)
     fitted = None
     if fit is not None or budgets is not None:

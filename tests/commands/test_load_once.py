@@ -75,6 +75,7 @@ IN_PROCESS = [
     # a schedule of sizes and the advice, each piece checked by predicting again on a stand-in of the one load
     pytest.param(("shapes", FIXTURE, "--sizes", "x:0=4,6,4,6"), 0, id="shapes-advice", marks=SLOW),
     pytest.param(("cudagraphs", FIXTURE, "--schedule"), 0, id="cudagraphs-schedule", marks=SLOW),
+    pytest.param(("memory", FIXTURE, "--schedule"), 0, id="memory-schedule", marks=SLOW),
     pytest.param(("report", FIXTURE, "--schedule", "-o", "{tmp}/r.html"), 0, id="report-schedule", marks=SLOW),
     pytest.param(("render", FIXTURE, "-o", "{tmp}/a.dot"), 0, id="render-autograd", marks=SLOW),
     pytest.param(("render", HOST_READ, "--graph", "joint", "-o", "{tmp}/j.dot"), 0, id="render-joint-replay", marks=SLOW),

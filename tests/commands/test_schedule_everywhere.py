@@ -41,3 +41,19 @@ def test_schedule_under_ddp_is_refused(cli, command, tmp_path):
     rc, _, err = cli(command, CNN, "--schedule", "--ddp", *(["-o", tmp_path / "r.html"] if command == "report" else []))
     assert rc == 2 and "--schedule with --ddp/--fsdp2: not supported yet" in err, err
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.slow  # a memory run of the CNN, about 8 s
+def test_memory_schedule_measures_the_largest_step_and_its_pool(cli):
+    rc, out, err = cli("memory", CNN, "--schedule", "--format", "json")
+    assert rc == 0, err
+    notes = json.loads(out)["memory"]["notes"]
+    assert any("measured at step 1 of 8 of get_input_schedule() at" in n and "(input:0=32)" in n for n in notes), notes
+    # the backward's recording at batch 32: gradients and the output, 27,136 bytes in the H200's pool
+    # (tests/truth/gpu/shapes-h200-torch2.11.jsonl, cnn_last_batch, call 2)
+    assert any("region 0 backward 26.5 KiB" in n for n in notes), notes
+
+
+def test_memory_schedule_without_one_says_so(cli):
+    rc, _, err = cli("memory", ROOT / "examples" / "mlp.py", "--schedule")
+    assert rc == 2 and "memory --schedule: the script has no get_input_schedule()" in err, err
