@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
             "graphtool cudagraphs model.py --set graph_partition=false",
             "graphtool cudagraphs model.py --ddp --world-size 8    # each DDP split",
             "graphtool cudagraphs model.py --fsdp2 --world-size 8  # each block graph",
-            "graphtool cudagraphs model.py --schedule   # and over get_input_schedule()'s shapes",
+            "graphtool cudagraphs model.py --schedule   # over get_input_schedule()",
         ),
     )(cudagraphs)
 

@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
             "graphtool memory model.py --fsdp2 --world-size 8 # each rank's shards",
             "graphtool memory model.py --fit 24GiB --budgets  # will the step fit",
             "graphtool memory model.py --fit H100 --budgets 1,0.5,0.1",
-            "graphtool memory model.py --schedule      # at get_input_schedule()'s largest step",
+            "graphtool memory model.py --schedule   # at the schedule's largest step",
         ),
     )(memory)
 

@@ -24,8 +24,8 @@ def register(app: typer.Typer) -> None:
             "graphtool report model.py -o report.html",
             "graphtool report model.py:build --device meta --no-memory",
             "graphtool report model.py --fsdp2 --world-size 8 -o fsdp2.html",
-            "graphtool report model.py --fit 24GiB --budgets   # will it fit: the step's timeline",
-            "graphtool report model.py --schedule   # the loop over get_input_schedule()'s shapes",
+            "graphtool report model.py --fit 24GiB --budgets   # and will it fit",
+            "graphtool report model.py --schedule   # and the loop's shapes",
         ),
     )(report)
 
