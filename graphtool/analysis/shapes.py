@@ -135,6 +135,9 @@ class ShapeReport:
         """The worst silent case, said loudly: the frame runs eagerly past ``recompile_limit`` (or under a stance
         that never recompiles)."""
         if self.limit_step is None:
+            if self.eager_steps and self.stance == "force_eager":
+                return (f"EAGER under torch.compiler.set_stance(\"force_eager\"): {self.eager_steps} of {self.steps} "
+                        "steps run eagerly: the stance skips every compiled graph, with no error")
             if self.eager_steps and self.stance != "default":
                 return (f"EAGER under torch.compiler.set_stance(\"{self.stance}\"): {self.eager_steps} of {self.steps} "
                         "steps run eagerly, uncompiled, with no error: their sizes were never compiled (mark the size "

@@ -197,6 +197,8 @@ def _predict(spec, standin, opts: ShapeOptions, debug: bool, progress: Progress,
         progress.advance(step, steps, f"predicting{what}: step")
 
     standin.on_step = on_step
+    if opts.stance == "force_eager":  # no step takes the compiled code again, a settled signature's neither
+        standin.signature = None
     first_args, first_kwargs = standin.steps[0]
     spec = dataclasses.replace(spec, args=first_args, kwargs=first_kwargs)
     progress.phase(f"tracing{what} step 1 of {total} on the accelerator stand-in...")

@@ -40,7 +40,7 @@ def options(model: str, variant: str):
         dynamic={"dynamic_true": "true", "dynamic_false": "false", "capture_sizes_static": "false"}.get(variant, "auto"),
         backend="cudagraphs" if variant == "cudagraphs_backend" else "inductor",
         settings=[f"cudagraph_capture_sizes={CAPTURE_SIZES}"] if variant.startswith("capture_sizes") else (),
-        stance="eager_on_recompile" if variant == "eager_on_recompile" else None,  # set after call 1, as the rows do
+        stance=variant if variant in ("eager_on_recompile", "force_eager") else None,  # set after call 1, as the rows do
         inference=model in INFERENCE, advise=False)
 
 

@@ -4,7 +4,8 @@ inference, a CNN over a short last batch, a decode step over a growing KV cache)
 what dynamo hands it, against graphtool's prediction on the meta stand-in: after each step, the graphs dynamo
 compiled so far; which steps ran a compiled graph (past ``recompile_limit`` a new size runs eagerly); the guard
 failures; whether the limit was hit. Per variant: torch's default (automatic dynamic), ``mark_dynamic`` on the
-dimension that changes, ``dynamic=True``, ``dynamic=False``."""
+dimension that changes, ``dynamic=True``, ``dynamic=False``; and ``torch.compiler.set_stance`` from the second step
+(``eager_on_recompile``, ``force_eager``: graphtool's ``--stance``) for the CNN and the decode step."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from tests.analysis.shapes_cases import FIXTURES, INFERENCE, MARKS, marks, predi
 
 VARIANTS = ["auto", "mark_dynamic", "dynamic_true", "dynamic_false"]
 MODELS = ["decoder_train", "decoder_infer", "cnn_last_batch", "kv_decode"]
-FAST = {("kv_decode", "auto")}
+STANCES = ["eager_on_recompile", "force_eager"]
+#: under 2 s each here (the stances stop compiling after step 1)
+FAST = {("kv_decode", "auto")} | {(m, v) for m in ("cnn_last_batch", "kv_decode") for v in STANCES}
 #: where the CPU itself differs from the GPU the stand-in stands for: the CPU's conv fake kernel guards
 #: ``16 <= args[0].size()[0]`` (a CPU-only kernel choice), so a marked batch of 7 recompiles on the CPU; the H200 and
 #: H100 compiled 1 graph, as graphtool predicts (tests/analysis/test_shapes_gpu_agreement.py)
@@ -27,13 +30,10 @@ CPU_ONLY_GRAPHS = {("cnn_last_batch", "mark_dynamic"): 2}
 def real_loop(model: str, variant: str) -> dict:
     """Run the fixture's schedule through ``torch.compile`` on the CPU: per step, graphs compiled so far and
     whether a compiled graph ran; the recompile reasons; dynamo's frame counters."""
-    import dataclasses
 
     import torch
     from torch._dynamo.utils import counters
 
-    from graphtool.capture.schedule import _normalize
-    from graphtool.capture.user.input_names import all_named_inputs
     from graphtool.capture.user.script import load_model
 
     spec = load_model(str(FIXTURES / f"{model}.py"))
@@ -55,7 +55,28 @@ def real_loop(model: str, variant: str) -> dict:
     dynamic = {"dynamic_true": True, "dynamic_false": False}.get(variant)
     fn = torch.compile(spec.model, backend=counting, dynamic=dynamic)
     reasons = []
+    try:
+        _steps(spec, module, model, variant, fn, state)
+    finally:
+        torch.compiler.set_stance("default")
+    for key, n in counters["recompiles"].items() if "recompiles" in counters else ():
+        reasons.append((key, n))
+    steps = state["step"]
+    return {"compiled": [sum(1 for s in compiled_at if s <= k) for k in range(1, steps + 1)],
+            "ran": sorted(ran), "steps": steps, "frames": dict(counters["frames"])}
+
+
+def _steps(spec, module, model: str, variant: str, fn, state: dict) -> None:
+    import dataclasses
+
+    import torch
+
+    from graphtool.capture.schedule import _normalize
+    from graphtool.capture.user.input_names import all_named_inputs
+
     for k, item in enumerate(module.get_input_schedule()):
+        if variant in STANCES and k == 1:
+            torch.compiler.set_stance(variant)  # after the first step, as graphtool's --stance
         args, kwargs = _normalize(spec, item, k + 1, "schedule")
         if variant == "mark_dynamic":
             named = dict(all_named_inputs(dataclasses.replace(spec, args=args, kwargs=kwargs)))
@@ -72,14 +93,10 @@ def real_loop(model: str, variant: str) -> dict:
             out = fn(*args, **kwargs)
             loss = out.loss if hasattr(out, "loss") and out.loss is not None else out.sum()
             loss.backward()
-    for key, n in counters["recompiles"].items() if "recompiles" in counters else ():
-        reasons.append((key, n))
-    steps = state["step"]
-    return {"compiled": [sum(1 for s in compiled_at if s <= k) for k in range(1, steps + 1)],
-            "ran": sorted(ran), "steps": steps, "frames": dict(counters["frames"])}
 
 
-CASES = [pytest.param(m, v, marks=marks(m, v, (m, v) in FAST)) for m in MODELS for v in VARIANTS]
+CASES = [pytest.param(m, v, marks=marks(m, v, (m, v) in FAST)) for m in MODELS for v in VARIANTS] + [
+    pytest.param(m, v, marks=marks(m, v, (m, v) in FAST)) for m in ("cnn_last_batch", "kv_decode") for v in STANCES]
 
 
 @pytest.mark.parametrize("model,variant", CASES)
