@@ -251,12 +251,14 @@ def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, d
         return []
     out = []
 
-    def again(changed, what, marks=None):
+    def again(changed, what, marks=None, options=None):
+        used = options or opts
         fresh, _ = _load_standin(target, entry, device, progress)
-        standin = _standin_schedule(changed, fresh, opts, marks=marks)
-        capture, verdict = _predict(fresh, standin, opts, debug, progress, what)
-        return shape_report(capture, verdict, labels=changed.labels, source=changed.source, settings=report.settings,
-                            backend=opts.backend, symbolic=symbolic_dims(capture))
+        standin = _standin_schedule(changed, fresh, used, marks=marks)
+        capture, verdict = _predict(fresh, standin, used, debug, progress, what)
+        settings = {**report.settings, **(used.overrides or {})}
+        return shape_report(capture, verdict, labels=changed.labels, source=changed.source, settings=settings,
+                            backend=used.backend, symbolic=symbolic_dims(capture))
 
     first = next(iter(varying))
     key = f"{first}:{varying[first]}"
@@ -283,7 +285,38 @@ def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, d
             f"{count(checked.recompiles, 'recompile')}, {count(checked.recordings, 'CUDA graph')} recorded"
             + (", no eager fallback" if report.limit_step and not checked.limit_step else "")),
             _checked(checked, marks=[f"{n}:{d}" for n, d in marks])))
+    out += _capture_sizes_advice(report, schedule, opts, varying, values, again)
     return out
+
+
+def _capture_sizes_advice(report, schedule, opts: ShapeOptions, varying: dict, values: list[int], again) -> list:
+    """CUDA-graph only the most frequent sizes (``triton.cudagraph_capture_sizes``, the dimension marked dynamic so
+    one graph serves every size): fewer recordings, and the pool holds only theirs; checked by predicting again."""
+    from collections import Counter
+
+    from graphtool.analysis.shapes import Advice
+    from graphtool.text import count
+
+    if len(varying) != 1 or opts.backend != "inductor" or report.recordings <= 4 or "cudagraph_capture_sizes" in (
+            opts.overrides or {}):
+        return []
+    listed = tuple(sorted(size for size, _ in Counter(values).most_common(4)))
+    marks = [(name, dim) for name, dim in varying.items()]
+    options = dataclasses.replace(opts, overrides={**(opts.overrides or {}), "cudagraph_capture_sizes": listed})
+    checked = again(schedule, " (capture sizes)", marks=marks, options=options)
+    if checked.recordings >= report.recordings or checked.limit_step:
+        return []
+    name, dim = marks[0]
+    peak = checked.pool_peak
+    from graphtool.analysis.memory.saved import format_bytes
+
+    return [Advice("capture_sizes", (
+        f"torch._dynamo.mark_dynamic({name}, {dim}) and torch._inductor.config.triton.cudagraph_capture_sizes = "
+        f"{listed} (the 4 most frequent sizes): {count(checked.recordings, 'CUDA graph')} recorded instead of "
+        f"{report.recordings}, {checked.graphed_steps} of {checked.steps} steps run CUDA graphs (now {report.graphed_steps}), "
+        f"the others compiled without them"
+        + (f"; the pool holds up to {format_bytes(peak[0])} of recorded outputs" if peak else "")),
+        _checked(checked, capture_sizes=list(listed), marks=[f"{name}:{dim}"]))]
 
 
 def _checked(r, **extra) -> dict:

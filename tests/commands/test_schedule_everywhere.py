@@ -57,3 +57,24 @@ def test_memory_schedule_measures_the_largest_step_and_its_pool(cli):
 def test_memory_schedule_without_one_says_so(cli):
     rc, _, err = cli("memory", ROOT / "examples" / "mlp.py", "--schedule")
     assert rc == 2 and "memory --schedule: the script has no get_input_schedule()" in err, err
+
+
+@pytest.mark.slow  # four predictions of 15 steps of a tiny model, about 15 s
+def test_capture_sizes_advice_is_its_own_prediction(cli):
+    """The advice to CUDA-graph only the most frequent sizes says what predicting that change gives: the same
+    numbers as ``shapes --mark-dynamic --set cudagraph_capture_sizes=...`` run on its own."""
+    fixture = ROOT / "tests" / "fixtures" / "load_once" / "counted.py"
+    sizes = "x:0=4,6,8,10,12,4,6,8,10,12,4,6,8,4,6"
+    rc, out, err = cli("shapes", fixture, "--sizes", sizes, "--format", "json")
+    assert rc == 0, err
+    advice = {a["kind"]: a for a in json.loads(out)["shapes"]["advice"]}
+    got = advice["capture_sizes"]["checked"]
+    assert got["capture_sizes"] == [4, 6, 8, 10]  # the four most frequent lengths
+    rc, out, err = cli("shapes", fixture, "--sizes", sizes, "--mark-dynamic", "x:0", "--set",
+                       "cudagraph_capture_sizes=4,6,8,10", "--no-advice", "--format", "json")
+    assert rc == 0, err
+    alone = json.loads(out)["shapes"]
+    assert {k: got[k] for k in ("recordings", "graphed_steps", "graphs_compiled")} == {
+        k: alone[k] for k in ("recordings", "graphed_steps", "graphs_compiled")}
+    assert alone["recordings"] < json.loads(cli("shapes", fixture, "--sizes", sizes, "--no-advice", "--format",
+                                                "json")[1])["shapes"]["recordings"]
