@@ -239,6 +239,7 @@ def trace_model(
     recorder = BreakRecorder()  # always: its frame events explain a run that compiled nothing
     grad_mode = torch.no_grad() if inference else contextlib.nullcontext()
     meta_nonzero = compat.meta_nonzero_config() if standin else contextlib.nullcontext()
+    fused_on_meta = compat.fused_optimizers_on_meta() if standin else contextlib.nullcontext()
     out, stopped = None, None
     host = contextlib.nullcontext()
     if host_values is not None and host_mode == "record":
@@ -247,7 +248,8 @@ def trace_model(
         host = host_values.replaying()
     # a model built on meta makes real meta constants inside the trace (pytorch#139092): accept them
     meta_constants = compat.meta_constants_as_fake()
-    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, compat.capture_config(), host, meta_constants:
+    with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, fused_on_meta, compat.capture_config(), host, \
+            meta_constants:
         grad_enabled = torch.is_grad_enabled()  # a script's own torch.set_grad_enabled(False) included
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,

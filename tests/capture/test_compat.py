@@ -845,3 +845,21 @@ def test_the_package_re_exports_every_public_name_of_its_modules():
                     defined[name] = getattr(module, name)
     assert sorted(defined) == sorted(compat.__all__)
     assert all(getattr(compat, name) is obj for name, obj in defined.items())
+
+
+def test_fused_optimizers_on_meta_lets_a_fused_adamw_step_on_meta_and_puts_the_check_back():
+    import torch
+
+    from graphtool.capture import compat
+
+    def step():
+        p = torch.nn.Parameter(torch.randn(4, 4, device="meta"))
+        p.grad = torch.randn(4, 4, device="meta")
+        torch.optim.AdamW([p], fused=True).step()
+
+    with pytest.raises(RuntimeError, match="fused=True"):
+        step()  # torch's own list of devices with fused kernels has no meta
+    with compat.fused_optimizers_on_meta():
+        step()  # torch._fused_adamw_'s meta kernel runs
+    with pytest.raises(RuntimeError, match="fused=True"):
+        step()

@@ -117,6 +117,7 @@ from graphtool.capture.compat.dynamo import (
 from graphtool.capture.compat.meta import (
     composites_keep_autograd_on_meta,
     fake_tensor_mode,
+    fused_optimizers_on_meta,
     meta_constants_as_fake,
     meta_constructors_make_fake,
     meta_nonzero_config,
@@ -242,6 +243,7 @@ __all__ = [
     "fake_tensor_mode",
     "meta_constants_as_fake",
     "meta_constructors_make_fake",
+    "fused_optimizers_on_meta",
     "meta_nonzero_config",
     # ops
     "dispatch_mode_base",

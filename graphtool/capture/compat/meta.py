@@ -1,7 +1,7 @@
 """What the meta-device stand-in needs of torch to run a model as a GPU would, with no data: the ops whose
 Python ``Meta`` kernel would shadow their autograd decomposition taken out while it traces (so ``nll_loss``
 records a backward on meta), real meta constants accepted by fake tensor mode (pytorch/pytorch#139092),
-``nonzero`` allowed on meta, and the ``FakeTensorMode`` its eager runs go through."""
+``nonzero`` allowed on meta, fused optimizers allowed on meta, and the ``FakeTensorMode`` its eager runs go through."""
 
 from __future__ import annotations
 
@@ -66,6 +66,29 @@ def meta_nonzero_config():
 
         return contextlib.nullcontext()
     return importlib.import_module("torch.fx.experimental._config").patch(meta_nonzero_assume_all_nonzero=True)
+
+
+@contextlib.contextmanager
+def fused_optimizers_on_meta():
+    """While open, an optimizer built with ``fused=True`` takes parameters on meta: ``torch.optim.optimizer``'s
+    supported-device list for fused kernels (read by ``_device_dtype_check_for_fused`` and
+    ``_default_to_fused_or_foreach`` at each call) gains ``meta``, whose fused kernels exist
+    (``torch._fused_adamw_`` runs on meta); the stand-in stands for a GPU, where fused is supported. A no-op where
+    torch lacks the function."""
+    module = importlib.import_module("torch.optim.optimizer")
+    original = getattr(module, "_get_fused_kernels_supported_devices", None)
+    if original is None:
+        yield
+        return
+
+    def with_meta() -> list:
+        return [*original(), "meta"]
+
+    module._get_fused_kernels_supported_devices = with_meta
+    try:
+        yield
+    finally:
+        module._get_fused_kernels_supported_devices = original
 
 
 def meta_constants_as_fake():
