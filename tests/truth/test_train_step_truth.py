@@ -22,15 +22,25 @@ import pytest
 from tests.truth import torch_truth as tt
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "train_step"
-CASES = ["sgd_momentum", "adam", "adamw", "grad_accum", "clip", "lr_float", "lr_tensor", "optimizer_step"]
+CASES = ["sgd_momentum", "adam", "adamw", "grad_accum", "clip", "lr_float", "lr_tensor", "optimizer_step",
+         "trace_autograd_ops"]
 STEPS = 3
 
 pytestmark = pytest.mark.slow  # over 30 s a case on 2 cores (a real inductor compile, 3 steps, both sides): the slow tier (docs/ci.md)
 
 
+def _own_config():
+    """The script's own ``torch._dynamo.config`` settings (trace_autograd_ops.py turns one on at import) last while
+    it runs, and are put back after, as they would end with its process."""
+    import torch
+
+    return torch._dynamo.config.patch(trace_autograd_ops=torch._dynamo.config.trace_autograd_ops)
+
+
 @functools.cache
 def _torch(name: str, backend: str) -> tt.StepRun:
-    return tt.run_torch_steps(str(FIXTURES / f"{name}.py"), backend, steps=STEPS)
+    with _own_config():
+        return tt.run_torch_steps(str(FIXTURES / f"{name}.py"), backend, steps=STEPS)
 
 
 @functools.cache
@@ -38,7 +48,8 @@ def _graphtool(name: str, backend: str):
     from graphtool.capture.tracer import trace_model
     from graphtool.capture.user.script import load_model
 
-    return trace_model(load_model(FIXTURES / f"{name}.py"), backend=backend, steps=STEPS)
+    with _own_config():
+        return trace_model(load_model(FIXTURES / f"{name}.py"), backend=backend, steps=STEPS)
 
 
 @pytest.fixture(scope="module", params=CASES)
@@ -82,6 +93,16 @@ def test_graph_breaks_and_skipped_frames(case):
     mine = {(Path(b.file).name if b.file else None, b.line, b.code) for b in cap.breaks}
     assert mine == run.breaks, f"{name}: graphtool {sorted(mine, key=str)}, torch {sorted(run.breaks, key=str)}"
     assert {f.function for f in cap.skipped_frames} == run.skipped
+
+
+def test_a_script_that_turns_on_trace_autograd_ops_is_traced_with_it():
+    """The script's own ``torch._dynamo.config.trace_autograd_ops = True`` holds in graphtool's trace as in torch's:
+    ``loss.backward()`` is traced (no gb0123 break), and the step breaks where it returns the loss whose grad_fn
+    that backward consumed (gb4927)."""
+    run, cap = _torch("trace_autograd_ops", "inductor"), _graphtool("trace_autograd_ops", "inductor")
+    codes = {b.code for b in cap.breaks}
+    assert "gb4927" in codes and "gb0123" not in codes
+    assert {code for _file, _line, code in run.breaks} == codes
 
 
 def test_recompiles_over_the_steps(case):
