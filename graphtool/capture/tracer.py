@@ -69,6 +69,8 @@ class Region:
     # the tensors dynamo's graph holds as attributes, lifted by AOT as inputs: a compiled optimizer's parameters
     # and state (``self___state_..._exp_avg``), by attribute name
     attributes: dict[str, InputRef] = field(default_factory=dict)
+    # the backward graph AOT's partitioner made for this region, whether or not a backward compiler was handed it
+    partitioned_backward: Any = field(default=None, repr=False)
 
 
 @dataclass
@@ -154,13 +156,24 @@ class KeepingBackend:
         self.regions.append(region)
         if self.on_region:
             self.on_region(region.index)
-        keep = functools.partial(self._keep, region)
+        parts: list = []
+        # compiled autograd (the script's torch._dynamo.config.compiled_autograd) traces each backward itself: only
+        # then is the partitioner's backward kept from the partition (a copy per region costs time)
+        record = contextlib.nullcontext() if not _compiled_autograd_on() else compat.recording_partitions(parts)
+
+        def keep(kind, aot_gm, aot_inputs):
+            if kind == "forward" and parts and region.partitioned_backward is None:
+                # the backward as AOT logged it, before anything compiles it (compiled autograd never hands it to
+                # a backward compiler)
+                region.partitioned_backward = compat.copy_graph_module(parts[-1][1])
+            return self._keep(region, kind, aot_gm, aot_inputs)
+
         # graphs that run on meta (the stand-in, or a model built with --device meta) lose whole
         # subgraphs to inductor's constant folding: the stage is told so
         on_meta = self.standin or any(getattr(getattr(t, "device", None), "type", None) == "meta" for t in example_inputs)
         collected: list = []
         try:
-            with compat.collecting_fw_metadata(collected):
+            with compat.collecting_fw_metadata(collected), record:
                 return compat.run_aot_stage(self.backend, gm, list(example_inputs), keep=keep, standin=on_meta)
         except BaseException:
             # what AOT had computed of the failing region before the failure: its forward's mutations
@@ -226,6 +239,7 @@ def trace_model(
     (``spec``'s own are step 1's); ``compile_dynamic``: ``torch.compile(dynamic=...)``."""
     torch = compat.import_torch()
     compat.dynamo_reset()
+    autograd_captures = compat.compiled_autograd_captures()
     if standin or model_device(spec) == "meta":  # a custom op's eager call on meta runs its fake kernel: not a frame to compile
         compat.skip_fake_kernel_frames()
     training = wants_training(spec, inference)
@@ -266,6 +280,12 @@ def trace_model(
             # On the stand-in, eager code between graphs can need real data (.item() on meta):
             # keep the regions traced so far and say where the trace stopped.
             stopped = _stop_note(exc)
+    if compat.compiled_autograd_captures() > autograd_captures:
+        # compiled autograd traced each region's backward into its own graph (a region of its own here): the
+        # backward AOT partitioned is never handed to a backward compiler, yet it is what that graph runs
+        for region in keeping.regions:
+            if region.backward is None and region.partitioned_backward is not None:
+                region.backward = region.partitioned_backward
     return Capture(
         spec=spec,
         regions=keeping.regions,
@@ -284,6 +304,13 @@ def trace_model(
         module_training=module_training(spec),
         grad_enabled=grad_enabled,
     )
+
+
+def _compiled_autograd_on() -> bool:
+    try:
+        return bool(compat.dynamo_flag("compiled_autograd"))
+    except Exception:  # a torch without the flag
+        return False
 
 
 def module_training(spec: ModelSpec) -> bool | None:

@@ -86,6 +86,9 @@ class StepWatch:
         self.params = params
         self.before = len(calls.calls)
         self.grads = [_grad_key(p) for p in params]
+        from graphtool.capture import compat
+
+        self.autograd_captures = compat.compiled_autograd_captures()
 
     def verdict(self, out: Any = None) -> OwnStep | None:
         said = declared(self.spec)
@@ -97,6 +100,10 @@ class StepWatch:
             return OwnStep("train_step", f"the script sets {DECLARATION} = True")
         if any(c.graph == "backward" for c in self.calls.calls[self.before:]):
             return OwnStep("train_step", "a compiled backward graph ran inside the call")
+        from graphtool.capture import compat
+
+        if compat.compiled_autograd_captures() > self.autograd_captures:
+            return OwnStep("train_step", "compiled autograd captured the backward the call ran")
         changed = [p for p, old in zip(self.params, self.grads) if _grad_key(p) != old and p.grad is not None]
         if changed:
             return OwnStep("train_step", "the call computed parameters' gradients (.grad changed)")

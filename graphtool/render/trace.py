@@ -83,6 +83,9 @@ def own_step_line(report) -> str:
         return f"optimizer step: {step['evidence']}; graphtool ran no backward and left every .grad as the script set it"
     backward = next((r.index for r in report.regions if r.backward is not None), None)
     shown = f"; region {backward}'s backward graph is the one its backward() runs" if backward is not None else ""
+    if backward is not None and "compiled autograd" in step["evidence"]:
+        shown = (f"; region {backward}'s backward graph is what its backward() runs, traced into compiled autograd's "
+                 "own graph (a region of its own here)")
     return f"training step: {step['evidence']}, so graphtool ran no backward of its own{shown}"
 
 

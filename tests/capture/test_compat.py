@@ -863,3 +863,43 @@ def test_fused_optimizers_on_meta_lets_a_fused_adamw_step_on_meta_and_puts_the_c
         step()  # torch._fused_adamw_'s meta kernel runs
     with pytest.raises(RuntimeError, match="fused=True"):
         step()
+
+
+def test_compiled_autograd_captures_counts_what_compiled_autograd_captured():
+    import torch
+
+    from graphtool.capture import compat
+
+    before = compat.compiled_autograd_captures()
+    w = torch.randn(3, requires_grad=True)
+
+    def step(x):
+        (x * w).sin().sum().backward()  # a backward inside the compiled call: compiled autograd captures it
+
+    with torch._dynamo.config.patch(compiled_autograd=True):
+        torch.compile(step, backend="eager")(torch.randn(3))
+    assert compat.compiled_autograd_captures() == before + 1
+    torch._dynamo.reset()
+
+
+def test_recording_partitions_keeps_what_the_partitioner_returned_and_copies_stand_alone():
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+
+    from graphtool.capture import compat
+
+    parts: list = []
+    with compat.recording_partitions(parts):
+        partitioners = importlib.import_module("torch._functorch.partitioners")
+        backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=lambda gm, _: gm,
+                               partition_fn=partitioners.min_cut_rematerialization_partition)
+        w = torch.randn(3, requires_grad=True)
+        torch.compile(lambda x: (x * w).sin().sum(), backend=backend)(torch.randn(3)).backward()
+    torch._dynamo.reset()
+    assert len(parts) == 1
+    forward, backward = parts[0]
+    copy = compat.copy_graph_module(backward)
+    nodes = len(copy.graph.nodes)
+    backward.graph.create_node("call_function", torch.ops.aten.neg.default, (next(iter(backward.graph.nodes)),))
+    assert len(backward.graph.nodes) == nodes + 1
+    assert len(copy.graph.nodes) == nodes  # the copy does not follow later changes to the original

@@ -23,18 +23,19 @@ from tests.truth import torch_truth as tt
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "train_step"
 CASES = ["sgd_momentum", "adam", "adamw", "grad_accum", "clip", "lr_float", "lr_tensor", "optimizer_step",
-         "trace_autograd_ops"]
+         "trace_autograd_ops", "compiled_autograd"]
 STEPS = 3
 
 pytestmark = pytest.mark.slow  # over 30 s a case on 2 cores (a real inductor compile, 3 steps, both sides): the slow tier (docs/ci.md)
 
 
 def _own_config():
-    """The script's own ``torch._dynamo.config`` settings (trace_autograd_ops.py turns one on at import) last while
-    it runs, and are put back after, as they would end with its process."""
+    """The script's own ``torch._dynamo.config`` settings (trace_autograd_ops.py and compiled_autograd.py turn one on at
+    import) last while it runs, and are put back after, as they would end with its process."""
     import torch
 
-    return torch._dynamo.config.patch(trace_autograd_ops=torch._dynamo.config.trace_autograd_ops)
+    config = torch._dynamo.config
+    return config.patch(trace_autograd_ops=config.trace_autograd_ops, compiled_autograd=config.compiled_autograd)
 
 
 @functools.cache

@@ -248,6 +248,32 @@ def recording_joint_partitions(records: list):
         yield records
 
 
+@contextlib.contextmanager
+def recording_partitions(out: list):
+    """Within: every call of ``min_cut_rematerialization_partition`` appends the ``(forward, backward)`` graphs it
+    returns to ``out``: the backward a region gets before any backward compiler sees it (compiled autograd traces
+    that graph itself and never hands it to the backend). Nothing about the partition changes."""
+    from unittest import mock
+
+    def recording_over(original):
+        @functools.wraps(original)
+        def recording(*args, **kwargs):
+            parts = original(*args, **kwargs)
+            out.append(parts)
+            return parts
+
+        return recording
+
+    modules = [importlib.import_module(name) for name in ("torch._functorch.partitioners", "torch._inductor.compile_fx")]
+    with contextlib.ExitStack() as stack:
+        for module in modules:
+            original = getattr(module, "min_cut_rematerialization_partition", None)
+            if original is not None:
+                stack.enter_context(mock.patch.object(module, "min_cut_rematerialization_partition",
+                                                      recording_over(original)))
+        yield out
+
+
 def partition_at_budget(record: JointRecord, budget: float) -> tuple[Any, Any]:
     """``(forward, backward)``: torch's own ``min_cut_rematerialization_partition`` run again on a copy of
     ``record``'s joint graph with ``torch._functorch.config.activation_memory_budget`` set to ``budget``."""
@@ -259,6 +285,11 @@ def partition_at_budget(record: JointRecord, budget: float) -> tuple[Any, Any]:
     args = kwargs.pop("_args", ())
     with cfg.patch({"activation_memory_budget": float(budget)}):
         return partition(_copy_graph_module(record.joint), record.joint_inputs, *args, **kwargs)
+
+
+def copy_graph_module(gm: Any) -> Any:
+    """A GraphModule over a copy of ``gm``'s graph, as it is now (later passes on ``gm`` do not reach it)."""
+    return _copy_graph_module(gm)
 
 
 def _copy_graph_module(gm: Any) -> Any:

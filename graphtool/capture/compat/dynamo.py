@@ -137,6 +137,13 @@ def compile_backends() -> list[str]:
     return [n for n in names if "TESTING_ONLY" not in n]
 
 
+def compiled_autograd_captures() -> int:
+    """How many autograd graphs compiled autograd (``torch._dynamo.config.compiled_autograd``) has captured in this
+    process: dynamo's ``counters["compiled_autograd"]["captures"]``."""
+    counters = _require("torch._dynamo.utils", "counters")
+    return int(counters["compiled_autograd"].get("captures", 0))
+
+
 def compiler_stance() -> str:
     """The stance ``torch.compiler.set_stance`` last set (``"default"``, ``"force_eager"``...);
     torch has no public getter, so dynamo's own record of it is read."""
