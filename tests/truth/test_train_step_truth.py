@@ -23,7 +23,7 @@ from tests.truth import torch_truth as tt
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "train_step"
 CASES = ["sgd_momentum", "adam", "adamw", "grad_accum", "clip", "lr_float", "lr_tensor", "optimizer_step",
-         "trace_autograd_ops", "compiled_autograd"]
+         "trace_autograd_ops", "compiled_autograd", "adamw_fused"]
 STEPS = 3
 
 pytestmark = pytest.mark.slow  # over 30 s a case on 2 cores (a real inductor compile, 3 steps, both sides): the slow tier (docs/ci.md)
