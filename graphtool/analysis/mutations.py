@@ -228,7 +228,8 @@ def analyze_mutations(capture) -> MutationReport:
             entry["under_no_grad"] |= rec.under_no_grad
             index = index_of.get(id(rec.ref))
             entry["source"] = (entry["source"] or sources.get(index) or written.get(rec.graph_name)
-                               or user_source(region.input_writes.get(index)))
+                               or user_source(region.input_writes.get(index))
+                               or user_source(getattr(region, "called_from", None)))
             entry["in_graph"] |= rec.graph_name in written
         outputs.extend(_output_aliases(region))
     for name, how in capture.metadata_changes.items():

@@ -38,6 +38,7 @@ from graphtool.capture.user.boundary import (
     full_traceback,
     graphtool_frame,
     graphtool_frames,
+    innermost_user_call,
     nearest_user_frame,
     torch_stage,
 )
@@ -71,6 +72,9 @@ class Region:
     attributes: dict[str, InputRef] = field(default_factory=dict)
     # the backward graph AOT's partitioner made for this region, whether or not a backward compiler was handed it
     partitioned_backward: Any = field(default=None, repr=False)
+    # the user's line that called into this region's frame (a one-frame stack trace): an optimizer's step, whose
+    # own lines are all torch's, is placed at the user's ``opt.step()``
+    called_from: str | None = None
 
 
 @dataclass
@@ -151,6 +155,7 @@ class KeepingBackend:
             cudagraph_annotation=compat.cudagraph_annotation(gm),
             step=self.calls.step,
             input_writes=_in_place_writes(gm),
+            called_from=innermost_user_call(),
             attributes=_attribute_refs(gm, self.names),
         )
         self.regions.append(region)

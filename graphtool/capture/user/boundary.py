@@ -45,6 +45,17 @@ def user_location_now(skip: int = 0) -> str | None:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
 
+def innermost_user_call() -> str | None:
+    """The innermost user frame on the stack now, as a one-frame stack trace (``  File "m.py", line 16, in step``):
+    where the user's code called into what dynamo is compiling (``opt.step()`` for an optimizer's frame, all of
+    whose own lines are torch's). None when no user frame is on the stack."""
+    frames = [f for f in traceback.extract_stack()[:-1] if _is_user_file(f.filename)]
+    if not frames:
+        return None
+    f = frames[-1]
+    return f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
+
+
 def _is_user_file(filename: str) -> bool:
     if filename.startswith("<") or filename.startswith(_GRAPHTOOL_DIR):
         return False
