@@ -44,6 +44,7 @@ VERSIONED = (
     "tests/commands/test_memory.py",
     "tests/commands/test_memory_fit.py",
     "tests/commands/test_memory_fit_h200.py",
+    "tests/commands/test_memory_memtracker.py",
     "tests/commands/test_written_models.py",
     "tests/commands/test_no_graph.py",
     "tests/commands/test_regions_judged.py",

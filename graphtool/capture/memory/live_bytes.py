@@ -87,23 +87,49 @@ class LiveBytes:
         return False
 
 
+def step_loss(out):
+    """The loss a training step calls ``backward()`` on, as tests/truth/gpu/memory_truth.py takes it: the
+    model's own ``out.loss`` where it computes one, else the sum of the first tensor output (in float32).
+    None when no output requires grad.
+
+    Only the loss: ones for the gradient of every output (as the trace's backward has a tangent for each) would
+    also make a gradient the size of each other output, the decoder's logits (128 MiB), that no loop makes.
+
+    >>> import torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> step_loss((x * 2, x * 3)).item()
+    4.0
+    """
+    import torch
+
+    loss = getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+        return loss
+    first = next((t for t in iter_tensors(out) if t.requires_grad and t.grad_fn is not None), None)
+    return first.float().sum() if first is not None else None
+
+
 def eager_step_peak(spec) -> Optional[int]:
     """Peak bytes made by one eager forward and backward of ``spec`` (on fake tensors made from the model's,
-    so nothing real is computed), over the parameters and inputs; the backward as graphtool runs it (ones for the
-    gradient of every output that requires grad). None when the model raises there."""
+    so nothing real is computed), over the parameters and inputs; the backward from :func:`step_loss`, as a
+    training loop calls it, on parameters with no gradient yet (``zero_grad(set_to_none=True)``): the fake
+    copies of parameters that hold one (the trace's backward leaves them) start without it, or each gradient
+    would be added into the old one in place and never counted. None when the model raises there."""
     import torch
 
     from graphtool.capture.memory.saved_tensors import _runner
 
     fake = compat.fake_tensor_mode()
     try:
-        run, _, _ = _runner(spec, fake)
+        run, named, _ = _runner(spec, fake)
+        for t in named.values():
+            t.grad = None
         with fake, torch.enable_grad(), LiveBytes() as live:
             out = run()
-            leaves = [t for t in iter_tensors(out) if t.requires_grad and t.grad_fn is not None]
-            if leaves:
-                torch.autograd.backward(leaves, [torch.ones_like(t) for t in leaves])
-            del out, leaves
+            loss = step_loss(out)
+            if loss is not None:
+                loss.backward()
+            del out, loss
         return live.peak
     except Exception:
         return None
