@@ -168,6 +168,33 @@ def capture_key(ints: tuple):
     return None if not ints else ints[0] if len(ints) == 1 else tuple(ints)
 
 
+def _symbol_masks(capture) -> dict:
+    """(region, graph) -> for each integer input of the graph, whether it is a size symbol itself (``s0``) rather
+    than one derived from others (``2*s0``, which a partition may save for the backward)."""
+    import torch
+
+    out = {}
+    for r in capture.regions:
+        for graph, gm in (("inference" if r.inference else "forward", r.forward), ("backward", r.backward)):
+            if gm is None:
+                continue
+            vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+            ints = [v for v in vals if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)]
+            out[(r.index, graph)] = [bool(getattr(getattr(getattr(v, "node", None), "expr", None), "is_Symbol", False))
+                                     for v in ints]
+    return out
+
+
+def _bound_ints(call, masks: dict) -> tuple:
+    """The call's integer inputs that are size symbols themselves: the H200's compiled backward of a decoder got
+    the length alone where the stand-in's graph also takes twice it (tests/truth/gpu, 2026-11-27), and keyed its
+    CUDA graphs by the length."""
+    mask = masks.get((call.region, call.graph))
+    if not mask or len(mask) != len(call.ints) or not any(mask):
+        return call.ints
+    return tuple(v for v, keep in zip(call.ints, mask) if keep)
+
+
 def steady_state(capture, verdict, capture_sizes=None) -> SteadyState | None:
     """Replay the calls of ``capture.steps`` through cudagraph trees' rules; None without a step log.
     ``capture_sizes``: ``triton.cudagraph_capture_sizes`` (None: every size is CUDA-graphed)."""
@@ -176,6 +203,7 @@ def steady_state(capture, verdict, capture_sizes=None) -> SteadyState | None:
         return None
     pieces = _pieces(verdict)
     skipped, at_run_time = _skipped(verdict)
+    masks = _symbol_masks(capture) if capture_sizes is not None else {}
     warmed: set = set()
     tree: dict = {}  # (parent node, function) -> node
     recorded_pieces: set = set()
@@ -194,7 +222,7 @@ def steady_state(capture, verdict, capture_sizes=None) -> SteadyState | None:
                 skip += key in skipped
                 pool = pool or key in at_run_time
                 continue
-            if capture_sizes is not None and capture_key(call.ints) not in capture_sizes:
+            if capture_sizes is not None and capture_key(_bound_ints(call, masks)) not in capture_sizes:
                 uncaptured += 1
                 continue
             for index in pieces[key]:

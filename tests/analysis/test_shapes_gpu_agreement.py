@@ -28,11 +28,8 @@ ROWS = {"h200": _rows("h200"), "h100": _rows("h100")}
 CARD_CASES = [(card, case) for card in ROWS for case in sorted(ROWS[card])]
 #: the decoder's cases trace a Llama 2-16 times: over 5 s each on 2 cores
 FAST = {"cnn_last_batch.auto", "kv_decode.auto"}
-#: where graphtool and the GPU disagree, and why (strict: the test says so once they agree)
-KNOWN = {("h200", "decoder_train.capture_sizes"): (
-    "the stand-in's compiled backward gets two integer inputs, the length s and 2*s (a size the partitioner saves), "
-    "so its cudagraph_capture_sizes key is (17, 34), not listed, and graphtool predicts the backward runs without a "
-    "CUDA graph; on the H200 (torch 2.11) the backward was recorded at 17 and 64 (docs/gpu-results.md)")}
+#: where graphtool and the GPU disagree, and why (strict: the test says so once they agree); none now
+KNOWN: dict = {}
 
 
 def _per_call(row: dict) -> list[tuple]:
