@@ -226,7 +226,6 @@ def recording_joint_partitions(records: list):
     """Within: every call of ``min_cut_rematerialization_partition`` (inductor's, through
     ``torch._inductor.compile_fx``, and the one aot_eager is handed) appends a :class:`JointRecord` to
     ``records`` and then partitions as before. Nothing about the partition changes."""
-    from unittest import mock
 
     def recording_over(original):
         @functools.wraps(original)
@@ -236,6 +235,15 @@ def recording_joint_partitions(records: list):
 
         return recording
 
+    with _partitioner_wrapped(recording_over):
+        yield records
+
+
+@contextlib.contextmanager
+def _partitioner_wrapped(wrap):
+    """Within: ``min_cut_rematerialization_partition`` is ``wrap(original)`` where inductor and aot_eager look it up."""
+    from unittest import mock
+
     # import both before patching either: compile_fx binds the partitioner's name when first imported, and a
     # first import under the patch would keep the recording wrapper for good
     modules = [importlib.import_module(name) for name in ("torch._functorch.partitioners", "torch._inductor.compile_fx")]
@@ -243,9 +251,8 @@ def recording_joint_partitions(records: list):
         for module in modules:
             original = getattr(module, "min_cut_rematerialization_partition", None)
             if original is not None:
-                stack.enter_context(mock.patch.object(module, "min_cut_rematerialization_partition",
-                                                      recording_over(original)))
-        yield records
+                stack.enter_context(mock.patch.object(module, "min_cut_rematerialization_partition", wrap(original)))
+        yield
 
 
 @contextlib.contextmanager
@@ -253,7 +260,6 @@ def recording_partitions(out: list):
     """Within: every call of ``min_cut_rematerialization_partition`` appends the ``(forward, backward)`` graphs it
     returns to ``out``: the backward a region gets before any backward compiler sees it (compiled autograd traces
     that graph itself and never hands it to the backend). Nothing about the partition changes."""
-    from unittest import mock
 
     def recording_over(original):
         @functools.wraps(original)
@@ -264,13 +270,7 @@ def recording_partitions(out: list):
 
         return recording
 
-    modules = [importlib.import_module(name) for name in ("torch._functorch.partitioners", "torch._inductor.compile_fx")]
-    with contextlib.ExitStack() as stack:
-        for module in modules:
-            original = getattr(module, "min_cut_rematerialization_partition", None)
-            if original is not None:
-                stack.enter_context(mock.patch.object(module, "min_cut_rematerialization_partition",
-                                                      recording_over(original)))
+    with _partitioner_wrapped(recording_over):
         yield out
 
 
