@@ -14,3 +14,17 @@ def display_path(path: str | None) -> str | None:
     except ValueError:  # another drive on Windows
         return path
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
+
+
+def display_site(text: str) -> str:
+    """``get_input_schedule() at /repo/m.py:12`` -> ``get_input_schedule() at m.py:12`` from ``/repo``: the path after
+    the last `` at `` shown by :func:`display_path`; any other text as is.
+
+    >>> display_site("--sizes x:0=4,6")
+    '--sizes x:0=4,6'
+    """
+    if " at " not in text:
+        return text
+    head, _, where = text.rpartition(" at ")
+    path, _, line = where.rpartition(":")
+    return f"{head} at {display_path(path) or path}:{line}" if path else text

@@ -120,14 +120,9 @@ def _largest_step(spec):
     k = max(range(len(sizes)), key=lambda i: sizes[i])
     args, kwargs = found.steps[k]
     label = " ".join(f"{name}={n}" for name, n in found.labels[k].items()) if k < len(found.labels) else ""
-    from graphtool.display_paths import display_path
+    from graphtool.display_paths import display_site
 
-    source = found.source
-    if " at " in source:  # get_input_schedule() at /abs/path.py:12: the path as the user's folder sees it
-        head, _, where = source.rpartition(" at ")
-        path, _, line = where.rpartition(":")
-        source = f"{head} at {display_path(path) or path}:{line}"
-    note = (f"measured at step {k + 1} of {len(found.steps)} of {source}, the largest"
+    note = (f"measured at step {k + 1} of {len(found.steps)} of {display_site(found.source)}, the largest"
             + (f" ({label})" if label else "") + ", not at the example inputs")
     return dataclasses.replace(spec, args=tuple(args), kwargs=dict(kwargs)), note
 

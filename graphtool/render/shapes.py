@@ -43,14 +43,9 @@ def step_lines(report) -> list:
 
 
 def shapes_view(report) -> Group:
-    from graphtool.display_paths import display_path
+    from graphtool.display_paths import display_site
 
-    source = report.source
-    if " at " in source:  # get_input_schedule() at /abs/path.py:12: the path as the user's folder sees it
-        head, _, where = source.rpartition(" at ")
-        path, _, line = where.rpartition(":")
-        source = f"{head} at {display_path(path) or path}:{line}"
-    parts: list = [Hanging("schedule: ", source, rest="  ", style="header")]
+    parts: list = [Hanging("schedule: ", display_site(report.source), rest="  ", style="header")]
     bad = report.limit_step is not None or report.failed
     parts.append(Hanging("", report.headline(), rest="  ", style="verdict.bad" if bad else "verdict"))
     loud = report.loud()
