@@ -87,10 +87,10 @@ def cudagraphs(model: Optional[str] = None, *, entry: Optional[str] = None, devi
     overrides = parse_settings(settings)
     n_steps = check_steps(steps)
     launch = launch_of(ddp, fsdp2, device)
-    if schedule is not False and launch.wrapped:
-        from graphtool.errors import UsageError
+    if schedule is not False:
+        from graphtool.commands.shapes import refuse_schedule_under
 
-        raise UsageError("--schedule with --ddp/--fsdp2: not supported yet", hint="drop --schedule, or run graphtool shapes")
+        refuse_schedule_under(launch)
     results = []
     for target, ent in shared.targets(model, entry):
         with shared.one_load(standin=True) if schedule is not False else contextlib.nullcontext():
@@ -114,13 +114,11 @@ def _one(target, ent, device, inference, backend, dynamic, debug, progress, n_st
     found = found or launch.fails(wrapped)  # under DDP: a loop fails at its second step
     extra = launch.fields(launch.judged(wrapped, verdict, capture))
     shapes = None
-    if schedule:
-        from graphtool.commands.shapes import check_options
-        from graphtool.commands.shapes import shapes as predict
+    if schedule is not False:
+        from graphtool.commands.shapes import over_schedule
 
-        progress.phase("predicting the loop over get_input_schedule()...")
-        (over,) = predict(target, entry=ent, device=device, progress=progress,
-                          options=check_options(inference=inference, backend=backend, settings=settings, advise=False))
+        over = over_schedule(target, ent, device, progress, inference=inference, backend=backend, settings=settings,
+                             given=None if schedule is True else schedule)
         shapes = over.report
         found = found or over.found
     return CudagraphsResult(shared.model_header(capture), verdict, found, stopped=capture.stopped, shapes=shapes,

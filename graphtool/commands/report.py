@@ -183,23 +183,19 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
 
     check_timeout(layout_timeout, "--layout-timeout")
     launch = launch_of(ddp, fsdp2, device)
-    if schedule and launch.wrapped:
-        from graphtool.errors import UsageError
+    if schedule:
+        from graphtool.commands.shapes import refuse_schedule_under
 
-        raise UsageError("--schedule with --ddp/--fsdp2: not supported yet", hint="drop --schedule, or run graphtool shapes")
+        refuse_schedule_under(launch)
     results = []
     for target, ent in shared.targets(model, entry):
         with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
             result = _one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress,
                           launch, fit, budgets)
             if schedule:
-                from graphtool.commands.shapes import check_options
-                from graphtool.commands.shapes import shapes as predict
+                from graphtool.commands.shapes import over_schedule
 
-                progress.phase("predicting the loop over get_input_schedule()...")
-                (over,) = predict(target, entry=ent, device=device, progress=progress,
-                                  options=check_options(inference=inference, advise=False))
-                result = replace(result, shapes=over.report)
+                result = replace(result, shapes=over_schedule(target, ent, device, progress, inference=inference).report)
             results.append(result)
     return results
 

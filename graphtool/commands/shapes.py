@@ -113,6 +113,24 @@ def shapes(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     return results
 
 
+def refuse_schedule_under(launch) -> None:
+    """Another command's ``--schedule`` under ``--ddp``/``--fsdp2``: not predicted yet, a usage error (exit 2)."""
+    if launch.wrapped:
+        from graphtool.errors import UsageError
+
+        raise UsageError("--schedule with --ddp/--fsdp2: not supported yet", hint="drop --schedule, or run graphtool shapes")
+
+
+def over_schedule(target, entry, device, progress: Progress, *, inference: bool, backend: str = "inductor",
+                  settings: Sequence[str] = (), given: Optional[Iterable] = None) -> ShapesResult:
+    """Another command's ``--schedule``: this command's prediction over the script's ``get_input_schedule()`` (or
+    ``given``, the inputs of each step), without advice, from that command's load when it holds one open."""
+    progress.phase("predicting the loop over its shape schedule...")
+    (result,) = shapes(target, entry=entry, device=device, schedule=given, progress=progress,
+                       options=check_options(inference=inference, backend=backend, settings=settings, advise=False))
+    return result
+
+
 def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, progress: Progress):
     from graphtool.analysis.shapes import shape_report
     from graphtool.capture.schedule import settings_in_effect

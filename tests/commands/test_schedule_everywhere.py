@@ -78,3 +78,17 @@ def test_capture_sizes_advice_is_its_own_prediction(cli):
         k: alone[k] for k in ("recordings", "graphed_steps", "graphs_compiled")}
     assert alone["recordings"] < json.loads(cli("shapes", fixture, "--sizes", sizes, "--no-advice", "--format",
                                                 "json")[1])["shapes"]["recordings"]
+
+
+def test_the_apis_cudagraphs_takes_the_schedule_of_a_model_object():
+    """``graphtool.cudagraphs(model, x, schedule=[...])``: a model object has no get_input_schedule(); the inputs per
+    step given are predicted, as ``graphtool.shapes(model, x, schedule=[...])`` predicts them."""
+    import torch
+
+    import graphtool
+
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    steps = [(torch.randn(n, 8),) for n in (4, 6, 4, 6)]
+    got = graphtool.cudagraphs(net, torch.randn(4, 8), schedule=steps)
+    want = graphtool.shapes(net, torch.randn(4, 8), schedule=steps, advise=False)
+    assert got.shapes is not None and got.shapes.to_dict() == want.report.to_dict()
