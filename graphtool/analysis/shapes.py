@@ -38,11 +38,6 @@ class ShapeStep:
     # per recording: (graph, bytes of its outputs, bytes live in the pool right after it); None: not evaluated
     pool: tuple = ()
 
-    @property
-    def pool_after(self) -> int | None:
-        """What lives in cudagraph trees' pool after this step's last recording."""
-        return self.pool[-1][2] if self.pool else None
-
     def to_dict(self) -> dict:
         return {"step": self.step, "sizes": dict(self.sizes), "graphs_compiled": self.graphs_compiled,
                 "recompiles": list(self.recompiles), "symbolic": list(self.symbolic), "eager": bool(self.eager),

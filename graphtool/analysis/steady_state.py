@@ -171,18 +171,10 @@ def capture_key(ints: tuple):
 def _symbol_masks(capture) -> dict:
     """(region, graph) -> for each integer input of the graph, whether it is a size symbol itself (``s0``) rather
     than one derived from others (``2*s0``, which a partition may save for the backward)."""
-    import torch
+    from graphtool.analysis.cudagraphs.pool import region_graphs, size_symbols
 
-    out = {}
-    for r in capture.regions:
-        for graph, gm in (("inference" if r.inference else "forward", r.forward), ("backward", r.backward)):
-            if gm is None:
-                continue
-            vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-            ints = [v for v in vals if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)]
-            out[(r.index, graph)] = [bool(getattr(getattr(getattr(v, "node", None), "expr", None), "is_Symbol", False))
-                                     for v in ints]
-    return out
+    return {(r.index, name): [sym is not None for sym in size_symbols(gm)]
+            for r in capture.regions for name, gm in region_graphs(r)}
 
 
 def _bound_ints(call, masks: dict) -> tuple:

@@ -129,17 +129,15 @@ def _largest_step(spec):
 
 def _pool_note(capture) -> str | None:
     """What the CUDA graphs recorded at this size hold in cudagraph trees' pool, forward and backward."""
-    from graphtool.analysis.cudagraphs.pool import recording_bytes
+    from graphtool.analysis.cudagraphs.pool import recording_bytes, region_graphs
     from graphtool.analysis.memory.saved import format_bytes
 
     bits = []
     for r in capture.regions:
-        for graph, gm in (("forward", r.forward), ("backward", r.backward)):
-            if gm is None:
-                continue
-            _own, live = recording_bytes(capture, r.index, "inference" if r.inference else graph, ())
+        for graph, _gm in region_graphs(r):
+            _own, live = recording_bytes(capture, r.index, graph, ())
             if live is not None:
-                bits.append(f"region {r.index} {'inference' if r.inference else graph} {format_bytes(live)}")
+                bits.append(f"region {r.index} {graph} {format_bytes(live)}")
     if not bits:
         return None
     return ("under reduce-overhead, right after recording at this size, cudagraph trees' pool holds: " + ", ".join(bits)

@@ -45,18 +45,29 @@ def _tensor_bytes(t, subs: dict) -> int | None:
     return None if got is None else rounded(got)
 
 
-def _substitution(gm, ints: tuple) -> dict:
-    """The graph's symbolic integer placeholders, in order, bound to the call's integer inputs."""
+def size_symbols(gm) -> list:
+    """For each integer input of ``gm``, in order (the integers a call of it gets): its size symbol (``s0``), or None
+    where it is derived from others (``2*s0``, which a partition may save for the backward) or a plain int."""
     import torch
 
-    subs = {}
     holders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-    symbolic = [v for v in holders if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool)]
-    for v, got in zip(symbolic, ints):
-        expr = getattr(getattr(v, "node", None), "expr", None)
-        if expr is not None and getattr(expr, "is_Symbol", False):
-            subs[expr] = got
-    return subs
+    out = []
+    for v in holders:
+        if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool):
+            expr = getattr(getattr(v, "node", None), "expr", None)
+            out.append(expr if expr is not None and getattr(expr, "is_Symbol", False) else None)
+    return out
+
+
+def region_graphs(region) -> list[tuple[str, object]]:
+    """``(graph, GraphModule)`` of a region as its calls name them: ``inference`` or ``forward``, then ``backward``."""
+    pairs = [("inference" if region.inference else "forward", region.forward), ("backward", region.backward)]
+    return [(name, gm) for name, gm in pairs if gm is not None]
+
+
+def _substitution(gm, ints: tuple) -> dict:
+    """The graph's size symbols bound to the call's integer inputs."""
+    return {sym: got for sym, got in zip(size_symbols(gm), ints) if sym is not None}
 
 
 def _outputs(gm) -> list:
