@@ -159,23 +159,40 @@ class ShapeReport:
             bits.append(f"compiled {count(s.graphs_compiled, 'graph')}")
         if s.symbolic:
             bits.append(f"symbolic {', '.join(s.symbolic)}")
+        bits += ShapeReport.run_bits(s)
+        return f"step {s.step}  {sizes}  " + (", ".join(bits) if bits else "nothing compiled or graphed")
+
+    @staticmethod
+    def run_bits(s: ShapeStep) -> list[str]:
+        """How the step ran, for every view of it: eagerly, warm-ups, CUDA graphs recorded (and what each leaves in
+        the pool) and replayed, compiled calls outside ``cudagraph_capture_sizes``.
+
+        >>> ShapeReport.run_bits(ShapeStep(5, {}, 0, (), (), False, 0, 2, 1, pool=(("forward", 9, 4096), ("backward", 1, 1024))))
+        ['2 recorded (pool holds 4.0 KiB after the forward, 1.0 KiB after the backward)', '1 replayed']
+        """
+        from graphtool.text import count
+
+        bits = []
         if s.eager:
             bits.append("EAGER (past recompile_limit)" if s.eager == "limit" else f"EAGER ({s.eager})")
-        for n, word, plural in ((s.warmups, "warm-up", None), (s.recordings, "recorded", "recorded"),
-                                (s.replays, "replayed", "replayed")):
-            if n:
-                bits.append(f"{n} {word}" if word != "warm-up" else count(n, word, plural))
-        held = [(g, live) for g, _own, live in s.pool if live is not None]
-        if held:
-            from graphtool.analysis.memory.saved import format_bytes
+        if s.warmups:
+            bits.append(count(s.warmups, "warm-up"))
+        if s.recordings:
+            recorded = f"{s.recordings} recorded"
+            held = [(g, live) for g, _own, live in s.pool if live is not None]
+            if held:
+                from graphtool.analysis.memory.saved import format_bytes
 
-            if len(held) == 1:
-                bits[-1] += f" (pool holds {format_bytes(held[0][1])} after)"
-            else:
-                bits[-1] += " (pool holds " + ", ".join(f"{format_bytes(b)} after the {g}" for g, b in held) + ")"
+                if len(held) == 1:
+                    recorded += f" (pool holds {format_bytes(held[0][1])} after)"
+                else:
+                    recorded += " (pool holds " + ", ".join(f"{format_bytes(b)} after the {g}" for g, b in held) + ")"
+            bits.append(recorded)
+        if s.replays:
+            bits.append(f"{s.replays} replayed")
         if s.uncaptured:
             bits.append(f"{s.uncaptured} without CUDA graphs (size not in cudagraph_capture_sizes)")
-        return f"step {s.step}  {sizes}  " + (", ".join(bits) if bits else "nothing compiled or graphed")
+        return bits
 
     def to_dict(self) -> dict:
         return {

@@ -515,10 +515,7 @@ def shapes_section(report, limit: int = 200) -> str:
         body += f'<p class="finding">{escape(loud)}</p>'
     rows = []
     for st in report.per_step[:limit]:
-        did = [f"{st.warmups} warm-up" + ("s" if st.warmups != 1 else "")] if st.warmups else []
-        did += [f"{st.recordings} recorded"] if st.recordings else []
-        did += [f"{st.replays} replayed"] if st.replays else []
-        did += [("eager (past recompile_limit)" if st.eager == "limit" else f"eager ({st.eager})")] if st.eager else []
+        did = report.run_bits(st)
         rows.append([str(st.step), escape(", ".join(f"{k}={v}" for k, v in st.sizes.items())), str(st.graphs_compiled),
                      escape("; ".join(st.recompiles)), escape(", ".join(st.symbolic)), escape(", ".join(did))])
     body += _table(["step", "sizes", "graphs compiled", "recompile (guard failure)", "symbolic", "CUDA graphs"], rows)
