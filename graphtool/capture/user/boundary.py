@@ -49,11 +49,15 @@ def innermost_user_call() -> str | None:
     """The innermost user frame on the stack now, as a one-frame stack trace (``  File "m.py", line 16, in step``):
     where the user's code called into what dynamo is compiling (``opt.step()`` for an optimizer's frame, all of
     whose own lines are torch's). None when no user frame is on the stack."""
-    frames = [f for f in traceback.extract_stack()[:-1] if _is_user_file(f.filename)]
-    if not frames:
-        return None
-    f = frames[-1]
-    return f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
+    import sys
+
+    frame = sys._getframe(1)  # every region of every trace asks: walk the frames, read no source line
+    while frame is not None:
+        code = frame.f_code
+        if _is_user_file(code.co_filename):
+            return f'  File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}\n'
+        frame = frame.f_back
+    return None
 
 
 def _is_user_file(filename: str) -> bool:
