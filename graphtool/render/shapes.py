@@ -15,7 +15,14 @@ from graphtool.render.diagnostics import Hanging
 
 
 def _eventful(s) -> bool:
-    return bool(s.graphs_compiled or s.recompiles or s.eager or s.recordings or s.warmups)
+    """A step worth a line: it compiles, records, warms up, runs eagerly or runs compiled calls without CUDA graphs
+    (sizes outside ``cudagraph_capture_sizes``): only a step that replays and nothing else folds into "replay only".
+
+    >>> from graphtool.analysis.shapes import ShapeStep
+    >>> _eventful(ShapeStep(5, {"x:1": 32}, 0, (), (), False, 0, 0, 0, uncaptured=1))
+    True
+    """
+    return bool(s.graphs_compiled or s.recompiles or s.eager or s.recordings or s.warmups or s.uncaptured)
 
 
 def step_lines(report) -> list:
