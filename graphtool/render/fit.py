@@ -87,24 +87,31 @@ def timeline_svg(fit, width: int = 720, height: int = 220) -> str:
     points = list(fit.timeline)
     if not points:
         return ""
-    left, right, top, bottom = 64, 12, 14, 26
+    left, right, top, bottom = 72, 12, 14, 26
     top_bytes = max(p.bytes for p in points)
+    low_bytes = min(p.bytes for p in points)
     target = fit.target.bytes if fit.target is not None else None
-    scale = max(top_bytes, target if target is not None and target <= 1.5 * top_bytes else 0) * 1.08 or 1
+    high = max(top_bytes, target if target is not None and target <= 1.5 * top_bytes else 0)
+    # held bytes (parameters, workspaces) can dwarf what the step makes: then the axis starts near the lowest point,
+    # so the step's own rise and fall stays visible (the axis says where it starts)
+    floor = 0 if low_bytes < 0.5 * high else max(0, low_bytes - (high - low_bytes) * 0.1)
+    scale = (high - floor) * 1.08 or 1
     w, h = width - left - right, height - top - bottom
 
     def x(i: int) -> float:
         return left + (w * i / max(1, len(points) - 1))
 
     def y(b: int) -> float:
-        return top + h - h * b / scale
+        return top + h - h * (b - floor) / scale
 
     parts = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="live bytes through the compiled step">']
-    for frac in (0, 0.5, 1):  # the axis: 0, half and the scale's top
-        b = int(scale * frac / 1.08) if frac else 0
+    for frac in (0, 0.5, 1):  # the axis: its floor, half way and its top
+        b = int(floor + (high - floor) * frac)
+        # a narrow axis (held bytes dwarf the step) in whole KiB, where one-decimal MiB would print one label thrice
+        label = format_bytes(b) if high - floor >= 0.2 * high else f"{b / 1024:,.0f} KiB"
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(b):.1f}" y2="{y(b):.1f}" stroke="#ddd"/>'
-                     f'<text x="{left - 6}" y="{y(b) + 4:.1f}" text-anchor="end" font-size="11">{escape(format_bytes(b))}</text>')
+                     f'<text x="{left - 6}" y="{y(b) + 4:.1f}" text-anchor="end" font-size="11">{escape(label)}</text>')
     start = 0
     for k in range(1, len(points) + 1):  # one polyline per run of one phase
         if k == len(points) or points[k].phase != points[start].phase:
@@ -124,10 +131,10 @@ def timeline_svg(fit, width: int = 720, height: int = 220) -> str:
     p = points[peak]
     anchor = "end" if x(peak) > width / 2 else "start"
     parts.append(f'<circle cx="{x(peak):.1f}" cy="{y(p.bytes):.1f}" r="3.5" fill="#c53030"/>'
-                 f'<text x="{x(peak) + (-6 if anchor == "end" else 6):.1f}" y="{y(p.bytes) + 4:.1f}" font-size="11" '
+                 f'<text x="{x(peak) + (-6 if anchor == "end" else 6):.1f}" y="{y(p.bytes) - 6:.1f}" font-size="11" '
                  f'text-anchor="{anchor}" fill="#c53030">peak {escape(format_bytes(p.bytes))} at {escape(p.node)} '
                  f'({p.phase})</text>')
-    if target is not None and target <= scale:
+    if target is not None and floor <= target <= floor + scale:
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(target):.1f}" y2="{y(target):.1f}" stroke="#c53030" '
                      f'stroke-dasharray="5,4"/><text x="{width - right}" y="{y(target) - 4:.1f}" font-size="11" '
                      f'text-anchor="end" fill="#c53030">{escape(fit.target.label)}</text>')
