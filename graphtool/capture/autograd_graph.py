@@ -92,7 +92,9 @@ def capture_autograd(spec: ModelSpec, *, saved: bool = False, modules: bool = Tr
             hooks.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
             hooks.append(mod.register_forward_hook(post, with_kwargs=True))
     try:
-        with running_user_code("the model raised on its example inputs", where=spec.location), torch.enable_grad():
+        # a region_activation_memory_budget has no effect on the eager autograd graph (torch raises on it there)
+        with running_user_code("the model raised on its example inputs", where=spec.location), torch.enable_grad(), \
+                compat.region_budgets_in_eager():
             out = spec.model(*spec.args, **spec.kwargs)
     except UserCodeFailed as err:
         raise with_call_detail(err, spec) from None

@@ -803,6 +803,45 @@ def test_partition_at_budget_reruns_torchs_partitioner_on_a_recorded_joint():
     assert saved[1.0] and len(saved[0.0]) <= len(saved[1.0]) + 2
 
 
+@pytest.mark.skipif(not compat.has_region_activation_memory_budget(), reason="torch 2.13+: the per-region budget")
+def test_region_budgets_in_eager_records_checks_and_puts_torchs_function_back():
+    import torch.autograd.graph as graph
+
+    original, code = graph.region_activation_memory_budget, graph.region_activation_memory_budget.__code__
+    with pytest.raises(RuntimeError, match="torch.compile"):  # torch's own check, outside the window
+        graph.region_activation_memory_budget(0.5)
+    with compat.region_budgets_in_eager() as found:
+        with graph.region_activation_memory_budget(0.25):
+            y = torch.ones(2) * 2
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            graph.region_activation_memory_budget(1.5)
+        with pytest.raises(TypeError):
+            graph.region_activation_memory_budget(True)
+    assert y.sum().item() == 4.0
+    assert [(b, line) for b, _, line in found.entered] == [(0.25, found.entered[0][2])]
+    assert found.entered[0][1] == __file__
+    assert graph.region_activation_memory_budget is original and original.__code__ is code  # the same object
+
+
+@pytest.mark.skipif(not compat.has_region_activation_memory_budget(), reason="torch 2.13+: the per-region budget")
+def test_region_budget_of_reads_what_the_partitioner_reads():
+    def f(x):
+        with torch.autograd.graph.region_activation_memory_budget(0.0):
+            return (x.sin() * 2).cos()
+
+    graphs = []
+
+    def backend(gm, _):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(f, backend=backend)(torch.randn(4))
+    torch._dynamo.reset()
+    assert compat.region_budget_of(graphs[0]) == 0.0
+    assert compat.region_budget_of(torch.fx.symbolic_trace(lambda x: x + 1)) is None
+
+
 def test_storage_weak_ref_expires_with_the_storage():
     t = torch.ones(4)
     ref = compat.storage_weak_ref(t)

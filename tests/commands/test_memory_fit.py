@@ -132,3 +132,25 @@ def test_sweep_document_matches_the_schema(swept):
     page = result.html()  # the page's "Will it fit" section draws it, the peak named at its node
     peak = max(timeline, key=lambda p: p["bytes"])
     assert '<section id="fit">' in page and '<svg class="timeline"' in page and f"at {peak['node']} ({peak['phase']})" in page
+
+
+@pytest.mark.slow  # three inductor compiles: the slow tier (docs/ci.md)
+def test_a_region_budget_is_honoured_as_inductor_honours_it():
+    """A model's own ``region_activation_memory_budget(0.0)`` (torch 2.13+): graphtool runs the eager column
+    without it (torch raises there) and says so; the compiled saved set is torch's partition at the region's budget,
+    whatever global budget the sweep sets, node for node against real inductor compiles."""
+    from graphtool.capture import compat
+    from graphtool.commands.memory import memory
+
+    if not compat.has_region_activation_memory_budget():
+        pytest.skip("torch.autograd.graph.region_activation_memory_budget is torch 2.13+")
+    path = FIT / "region_budget.py"
+    (result,) = memory(str(path), budgets="1,0.5")
+    truth = inductor_saved(path, 1.0)
+    assert truth == inductor_saved(path, 0.5)  # the region's own budget wins over the global one, in torch too
+    for point in result.fit.budgets:
+        assert [list(names) for names in point.saved] == truth, point.budget
+    notes = " ".join(result.report.notes + result.fit.notes)
+    assert "region_activation_memory_budget(0.0) at" in notes and "region_budget.py:16" in notes
+    assert "region 0's own budget 0.0" in notes
+    assert result.report.eager.by_kind["activation"][0] > result.fit.budgets[0].saved_bytes  # eager: no budget

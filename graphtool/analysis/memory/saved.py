@@ -515,7 +515,15 @@ def build_memory_report(eager, capture, *, by: str = "line", depth: int | None =
     c, regions, recomputed, symbols = compiled_side(capture)
     params = [p for p in eager.parameters]
     grads = [p for p in params if p.requires_grad]
-    extra = list(notes)
+    extra = list(notes) + list(getattr(eager, "notes", ()) or ())
+    from graphtool.capture import compat
+
+    for i, r in enumerate(capture.regions):
+        budget = compat.region_budget_of(r.forward) if r.forward is not None and r.backward is not None else None
+        if budget is not None:
+            extra.append(f"compiled: region {i} is partitioned at its own activation budget {budget:g} "
+                         "(torch.autograd.graph.region_activation_memory_budget), over "
+                         "torch._functorch.config.activation_memory_budget")
     if capture.training and not any(r.backward is not None for r in capture.regions):
         extra.append("no compiled region has a backward graph")
     if getattr(capture, "stopped", None):

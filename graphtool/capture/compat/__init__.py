@@ -26,6 +26,7 @@ from graphtool.capture.compat._lookup import OPTIONAL
 from graphtool.capture.compat.aot import (
     AOT_BACKENDS,
     JointRecord,
+    RegionBudgets,
     aot_input_attribute,
     boxed_fn,
     capture_config,
@@ -38,6 +39,7 @@ from graphtool.capture.compat.aot import (
     describe_aot_input,
     describe_aot_output,
     has_activation_memory_budget,
+    has_region_activation_memory_budget,
     input_mutation_flags,
     node_descriptor,
     output_aliasing,
@@ -46,6 +48,8 @@ from graphtool.capture.compat.aot import (
     partitioner_tag,
     recording_joint_partitions,
     recording_partitions,
+    region_budget_of,
+    region_budgets_in_eager,
     run_aot_stage,
     static_input_indices,
 )
@@ -157,6 +161,7 @@ __all__ = [
     # aot
     "AOT_BACKENDS",
     "JointRecord",
+    "RegionBudgets",
     "aot_input_attribute",
     "boxed_fn",
     "capture_config",
@@ -169,6 +174,7 @@ __all__ = [
     "describe_aot_input",
     "describe_aot_output",
     "has_activation_memory_budget",
+    "has_region_activation_memory_budget",
     "input_mutation_flags",
     "node_descriptor",
     "output_aliasing",
@@ -177,6 +183,8 @@ __all__ = [
     "partitioner_tag",
     "recording_joint_partitions",
     "recording_partitions",
+    "region_budget_of",
+    "region_budgets_in_eager",
     "run_aot_stage",
     "static_input_indices",
     # cudagraphs

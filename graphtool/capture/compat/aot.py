@@ -287,6 +287,89 @@ def partition_at_budget(record: JointRecord, budget: float) -> tuple[Any, Any]:
         return partition(_copy_graph_module(record.joint), record.joint_inputs, *args, **kwargs)
 
 
+# -- torch.autograd.graph.region_activation_memory_budget (torch 2.13+): a budget per compiled graph ---------
+
+#: where torch keeps a region's budget on each FX node it annotates (``torch.fx.traceback``'s
+#: ``MEMORY_BUDGET_ANNOTATION_KEY``; this is its value in 2.13 to 2.15, used when the constant is not there)
+_REGION_BUDGET_KEY = "_region_activation_memory_budget"
+
+
+def has_region_activation_memory_budget() -> bool:
+    """Whether this torch has ``torch.autograd.graph.region_activation_memory_budget`` (2.13 and newer)."""
+    graph = importlib.import_module("torch.autograd.graph")
+    return callable(getattr(graph, "region_activation_memory_budget", None))
+
+
+def region_budget_of(gm: Any) -> float | None:
+    """The ``region_activation_memory_budget`` torch's partitioner applies to the joint graph ``gm`` (one per
+    graph: torch refuses a graph with two), read off its nodes as the partitioner reads it; None: none set."""
+    tb = importlib.import_module("torch.fx.traceback")
+    reader = getattr(tb, "_get_memory_budget_annotation", None)
+    key = getattr(tb, "MEMORY_BUDGET_ANNOTATION_KEY", _REGION_BUDGET_KEY)
+    for node in getattr(getattr(gm, "graph", None), "nodes", ()):
+        if reader is not None:
+            budget = reader(node)
+        else:
+            custom = node.meta.get("custom")
+            budget = custom.get(key) if isinstance(custom, dict) else None
+        if budget is not None:
+            return float(budget)
+    return None
+
+
+class RegionBudgets:
+    """The ``region_activation_memory_budget`` contexts an eager run entered: ``(budget, file, line)`` each."""
+
+    def __init__(self) -> None:
+        self.entered: list[tuple[float, str, int]] = []
+
+
+_HOOK = "_graphtool_region_budget_hook"
+
+
+def _region_budget_stand_in(budget):  # its code runs as torch's function's while graphtool's eager runs last
+    return _graphtool_region_budget_hook(budget)  # noqa: F821  (looked up in torch.autograd.graph's globals)
+
+
+@contextlib.contextmanager
+def region_budgets_in_eager():
+    """Within: ``torch.autograd.graph.region_activation_memory_budget(b)`` checks ``b`` as torch does (a number in
+    0..1, TypeError/ValueError otherwise) and records where it was entered, then does nothing: graphtool's eager
+    runs (what autograd saves, the eager step's peak) measure the model as eager torch would run it without the
+    budget, which has no effect there (torch raises outside ``torch.compile`` instead of running the model). Never
+    entered around dynamo's trace, which must run torch's own function. Yields a :class:`RegionBudgets`.
+
+    The function object stays the same (its ``__code__`` is swapped, then restored): dynamo keys its trace rules
+    by that object and may build them during this window, and a module that imported the name sees the change."""
+    import sys
+
+    graph = importlib.import_module("torch.autograd.graph")
+    original = getattr(graph, "region_activation_memory_budget", None)
+    found = RegionBudgets()
+    if original is None or getattr(original, "__code__", None) is None or original.__code__.co_freevars:
+        yield found
+        return
+
+    def hook(budget):
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+            raise TypeError("torch.autograd.graph.region_activation_memory_budget: expects a float, got "
+                            f"{type(budget).__name__}")
+        if not 0.0 <= budget <= 1.0:
+            raise ValueError(f"torch.autograd.graph.region_activation_memory_budget: must be in [0, 1], got {budget}")
+        frame = sys._getframe(2)
+        found.entered.append((float(budget), frame.f_code.co_filename, frame.f_lineno))
+        return contextlib.nullcontext()
+
+    code = original.__code__
+    original.__globals__[_HOOK] = hook
+    original.__code__ = _region_budget_stand_in.__code__
+    try:
+        yield found
+    finally:
+        original.__code__ = code
+        original.__globals__.pop(_HOOK, None)
+
+
 def copy_graph_module(gm: Any) -> Any:
     """A GraphModule over a copy of ``gm``'s graph, as it is now (later passes on ``gm`` do not reach it)."""
     return _copy_graph_module(gm)

@@ -124,7 +124,7 @@ def eager_step_peak(spec) -> Optional[int]:
         run, named, _ = _runner(spec, fake)
         for t in named.values():
             t.grad = None
-        with fake, torch.enable_grad(), LiveBytes() as live:
+        with fake, torch.enable_grad(), LiveBytes() as live, compat.region_budgets_in_eager():
             out = run()
             loss = step_loss(out)
             if loss is not None:

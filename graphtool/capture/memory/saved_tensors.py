@@ -297,7 +297,7 @@ def capture_saved(spec: ModelSpec) -> EagerCapture:
     out = None
     try:
         with torch.enable_grad(), (fake or contextlib.nullcontext()), record, \
-                torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                torch.autograd.graph.saved_tensors_hooks(pack, unpack), compat.region_budgets_in_eager() as budgets:
             out = run()
     except Exception as exc:
         hop = compat.higher_order_in_traceback(exc)
@@ -313,7 +313,16 @@ def capture_saved(spec: ModelSpec) -> EagerCapture:
         t.requires_grad for t in iter_tensors((spec.args, spec.kwargs)))
     device = next((str(t.device.type) for t in iter_tensors(out)), "meta" if fake else "cpu")
     keep.clear()  # the saved tensors go with the forward's graph
-    return EagerCapture(saved, origins.checkpointed, params, buffers, device, training, wanting)
+    notes = [_region_budget_note(budgets.entered)] if budgets.entered else []
+    return EagerCapture(saved, origins.checkpointed, params, buffers, device, training, wanting, notes)
+
+
+def _region_budget_note(entered) -> str:
+    from graphtool.display_paths import display_path
+
+    where = sorted({f"region_activation_memory_budget({b!r}) at {display_path(f)}:{line}" for b, f, line in entered})
+    return ("eager: " + ", ".join(where) + " has no effect in eager mode (torch raises there, outside "
+            "torch.compile); the eager column is the model run without it, the compiled column honours it")
 
 
 def _on_meta(spec: ModelSpec):
