@@ -5,10 +5,12 @@ contributors at the user's lines, and the activation-budget sweep::
       step peak     forward   backward  optimizer       peak
       eager               -    1.6 GiB  470.6 MiB    1.6 GiB
       compiled    981.4 MiB    1.3 GiB  470.6 MiB    1.3 GiB
+      r-overhead    1.3 GiB    1.5 GiB    1.3 GiB    1.5 GiB
       biggest: activations saved at decoder.py:12 512.0 MiB, optimizer state ...
-    activation_memory_budget   saved   recomputed   step peak
-      1.0                  640.0 MiB          12     1.3 GiB
-      0.5                  ...                       ...  (rises)
+    activation_memory_budget, swept
+      budget        saved recomputed  step peak r-overhead
+      1         640.0 MiB         12    1.3 GiB    1.5 GiB  fits <
+      0.5       ...                                         rises  fits
 """
 
 from __future__ import annotations
@@ -40,22 +42,29 @@ def fit_view(fit, width: int = 78) -> Group:
         f", eager {_b(fit.eager.peak)}" if fit.eager else "")
     lines.extend(wrapped("will it fit: " + head, width, "", "  ", "bold"))
     lines.append(Text(f"  {'step peak':<12} {'forward':>10} {'backward':>10} {'optimizer':>10} {'peak':>10}"))
-    for s in (fit.eager, fit.compiled):
+    ro = getattr(fit, "reduce_overhead", None)
+    for s in (fit.eager, fit.compiled, ro):
         if s is not None:
-            lines.append(Text(f"  {s.label:<12} {_b(s.forward):>10} {_b(s.backward):>10} {_b(s.optimizer):>10} "
+            label = "r-overhead" if s is ro else s.label
+            lines.append(Text(f"  {label:<12} {_b(s.forward):>10} {_b(s.backward):>10} {_b(s.optimizer):>10} "
                               f"{_b(s.peak):>10}"))
     h = fit.held
     held = (f"held: parameters {_b(h.parameters)}, gradients {_b(h.gradients)}, optimizer state "
             f"{_b(h.optimizer_state) if h.optimizer_state is not None else 'none (no get_optimizer)'}, inputs "
             f"{_b(h.inputs)}" + (f", cuBLAS workspaces {_b(h.workspace)}" if h.workspace else ""))
     lines.extend(wrapped(held, width))
+    if ro is not None:
+        lines.extend(wrapped(f"r-overhead: mode=\"reduce-overhead\"; its phases include the CUDA-graph pool, "
+                             f"{_b(ro.pool)} (gradients and workspaces live in it)", width))
     if fit.contributors:
         parts = [f"{c.what}{' ' + _short(c.source) if c.source else ''} {_b(c.bytes)}" for c in fit.contributors]
         lines.extend(wrapped("biggest: " + "; ".join(parts), width))
     if fit.budgets:
         lines.append(Text(""))
-        lines.append(Text(f"{'activation_memory_budget':<25} {'saved':>10} {'recomputed':>10} {'step peak':>10}",
-                          style="bold"))
+        ros = any(p.reduce_overhead is not None for p in fit.budgets)
+        lines.append(Text("activation_memory_budget, swept", style="bold"))
+        lines.append(Text(f"  {'budget':<8} {'saved':>10} {'recomputed':>10} {'step peak':>10}"
+                          + (f" {'r-overhead':>10}" if ros else "")))
         for p in fit.budgets:
             mark = ""
             if p.rises:
@@ -64,8 +73,9 @@ def fit_view(fit, width: int = 78) -> Group:
                 mark += "  fits" if p.fits else "  over"
             if fit.fit_budget is not None and p.budget == fit.fit_budget:
                 mark += " <"
-            lines.append(Text(f"  {p.budget:<23g} {_b(p.saved_bytes):>10} {p.recomputed_ops:>10} "
-                              f"{_b(p.step.peak):>10}{mark}"))
+            ro_peak = f" {_b(p.reduce_overhead.peak if p.reduce_overhead else None):>10}" if ros else ""
+            lines.append(Text(f"  {p.budget:<8g} {_b(p.saved_bytes):>10} {p.recomputed_ops:>10} "
+                              f"{_b(p.step.peak):>10}{ro_peak}{mark}"))
         key = ("recomputed: forward ops the backward runs again (views not counted); rises: the peak is higher "
                "than at a larger budget; <: the largest budget that fits")
         lines.extend(wrapped(key, width, "  ", "  ", "dim"))

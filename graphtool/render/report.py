@@ -475,7 +475,10 @@ def fit_section(fit) -> str:
     body = f'<p class="verdict">{escape(head)}</p>'
     body += _table(["step", "forward", "backward", "optimizer", "peak", "peaks in"],
                    [[escape(s.label), b(s.forward), b(s.backward), b(s.optimizer), b(s.peak), escape(s.phase)]
-                    for s in (fit.eager, fit.compiled) if s is not None])
+                    for s in (fit.eager, fit.compiled, fit.reduce_overhead) if s is not None])
+    if fit.reduce_overhead is not None:
+        body += (f'<p class="note">reduce-overhead: each phase includes cudagraph trees\' private pool, '
+                 f"{b(fit.reduce_overhead.pool)}, where the gradients and cuBLAS workspaces live</p>")
     h = fit.held
     held = [("parameters", h.parameters), ("gradients", h.gradients), ("buffers", h.buffers), ("inputs", h.inputs),
             ("optimizer state", h.optimizer_state), ("cuBLAS workspaces", h.workspace or None)]
@@ -491,10 +494,12 @@ def fit_section(fit) -> str:
                  "are made); every tensor rounded to the caching allocator's 512-byte blocks.</p>")
     if fit.budgets:
         rows = [[f"{p.budget:g}", b(p.saved_bytes), str(p.recomputed_ops), b(p.step.peak),
+                 b(p.reduce_overhead.peak if p.reduce_overhead else None),
                  escape(", ".join(w for w, on in (("rises", p.rises), ("fits", p.fits is True), ("over", p.fits is False),
                                                   ("largest that fits", fit.fit_budget == p.budget)) if on))]
                 for p in fit.budgets]
-        body += "<h3>activation_memory_budget</h3>" + _table(["budget", "saved", "recomputed ops", "step peak", ""], rows)
+        body += "<h3>activation_memory_budget</h3>" + _table(["budget", "saved", "recomputed ops", "step peak",
+                                                                     "reduce-overhead", ""], rows)
     body += "".join(f'<p class="note">{escape(n)}</p>' for n in fit.notes)
     return _section("fit", "Will it fit", body)
 

@@ -42,16 +42,17 @@ class Held:
 class StepPeak:
     """One way of running the step: its phases' peaks (bytes), the whole step's, and where."""
 
-    label: str  # eager | compiled | budget 0.5
+    label: str  # eager | compiled | reduce-overhead | budget 0.5
     forward: int | None
     backward: int | None
     optimizer: int | None
     peak: int
     phase: str  # the phase that peaks
+    pool: int | None = None  # reduce-overhead: the CUDA-graph pool's reserved bytes, in every phase above
 
     def to_dict(self) -> dict:
         return {"label": self.label, "forward": self.forward, "backward": self.backward, "optimizer": self.optimizer,
-                "peak": self.peak, "phase": self.phase}
+                "peak": self.peak, "phase": self.phase, "pool": self.pool}
 
 
 def _phases(label: str, held: Held, forward: int | None, backward: int | None) -> StepPeak:
@@ -74,11 +75,13 @@ class BudgetPoint:
     step: StepPeak
     rises: bool = False  # the peak is higher than at some larger budget: not monotonic
     fits: bool | None = None
+    reduce_overhead: StepPeak | None = None
 
     def to_dict(self) -> dict:
         return {"budget": self.budget, "saved_activation_bytes": self.saved_bytes, "saved_tensors": self.saved_tensors,
                 "recomputed_ops": self.recomputed_ops, "step": self.step.to_dict(), "not_monotonic": self.rises,
-                "fits": self.fits}
+                "fits": self.fits,
+                "reduce_overhead": self.reduce_overhead.to_dict() if self.reduce_overhead else None}
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class FitReport:
     eager: StepPeak | None
     compiled: StepPeak
     budgets: tuple[BudgetPoint, ...] = ()
+    reduce_overhead: StepPeak | None = None
     target: Target | None = None
     verdict: str | None = None
     fit_budget: float | None = None  # the largest swept budget whose compiled step fits the target
@@ -106,7 +110,9 @@ class FitReport:
 
     def to_dict(self) -> dict:
         return {"held": self.held.to_dict(), "eager": self.eager.to_dict() if self.eager else None,
-                "compiled": self.compiled.to_dict(), "budgets": [b.to_dict() for b in self.budgets],
+                "compiled": self.compiled.to_dict(),
+                "reduce_overhead": self.reduce_overhead.to_dict() if self.reduce_overhead else None,
+                "budgets": [b.to_dict() for b in self.budgets],
                 "target": self.target.to_dict() if self.target else None, "verdict": self.verdict,
                 "fit_budget": self.fit_budget, "contributors": [c.to_dict() for c in self.contributors],
                 "notes": list(self.notes), "timeline": [p.to_dict() for p in self.timeline]}
@@ -161,6 +167,31 @@ def compiled_step(label: str, held: Held, graphs: list[tuple]) -> tuple[StepPeak
     return step, fw_lines + bw_lines, points
 
 
+def reduce_overhead_step(held: Held, graphs: list[tuple]) -> StepPeak:
+    """The step under ``mode="reduce-overhead"`` (:mod:`graphtool.analysis.memory.pool_step`): outside the pool
+    the parameters, buffers, inputs and optimizer state, the tangents in the backward and the optimizer's own peak
+    in its step (the gradients and the cuBLAS workspaces are in the pool); the pool's reserved bytes in every
+    phase."""
+    from graphtool.analysis.memory.pool_step import pool_reserved
+
+    pool = pool_reserved(graphs, inputs=held.inputs, workspace=held.workspace // 2)
+    tangents = sum(rounded(_bytes_of(n)) for _, bw in graphs if bw is not None
+                   for n in bw.graph.nodes if n.op == "placeholder" and _tangent(n))
+    base = held.parameters + held.buffers + held.inputs
+    forward = base + (held.optimizer_state or 0) + pool
+    backward = forward + tangents if any(bw is not None for _, bw in graphs) else None
+    optimizer = base + held.optimizer_step_peak + pool if held.optimizer_step_peak is not None else None
+    named = [(p, v) for p, v in (("forward", forward), ("backward", backward), ("optimizer", optimizer)) if v is not None]
+    phase, peak = max(named, key=lambda x: x[1])
+    return StepPeak("reduce-overhead", forward, backward, optimizer, peak, phase, pool)
+
+
+def _bytes_of(node) -> int:
+    from graphtool.analysis.memory.step_peak import _bytes
+
+    return _bytes(node.meta.get("val"))
+
+
 def thinned(points: list[Point], most: int = 240) -> tuple[Point, ...]:
     """At most ``most`` points, in order: the largest of each run of neighbours, so every peak survives.
 
@@ -192,7 +223,8 @@ def budget_sweep(capture, records: list, budgets, held: Held, target: Target | N
                       for _, bw in graphs)
         points.append(BudgetPoint(b, side.by_kind["activation"][0], side.by_kind["activation"][1], saved,
                                   sum(1 for r in recomputed if not r.view), step,
-                                  fits=(step.peak <= target.bytes) if target else None))
+                                  fits=(step.peak <= target.bytes) if target else None,
+                                  reduce_overhead=reduce_overhead_step(held, graphs)))
     ordered = sorted(points, key=lambda p: -p.budget)
     lowest, rising = None, set()
     for p in ordered:
@@ -227,6 +259,7 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
     regions = [r for r in capture.regions if r.forward is not None]
     graphs = [(r.forward, r.backward) for r in regions]
     compiled, _, points = compiled_step("compiled", held, graphs)
+    ro = reduce_overhead_step(held, graphs) if any(bw is not None for _, bw in graphs) else None
     eager = _phases("eager", held, None, held.steady + eager_peak) if eager_peak is not None else None
     notes = []
     if eager is not None:
@@ -235,6 +268,16 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
     if any(p.rises for p in budget_points):
         notes.append("the peak is not monotonic in the budget: a smaller budget costs more memory at "
                      + ", ".join(f"{p.budget:g}" for p in budget_points if p.rises))
+    if budgets:
+        from graphtool.capture import compat
+
+        own = [(i, compat.region_budget_of(r.joint)) for i, r in enumerate(records)]
+        own = [(i, b) for i, b in own if b is not None]
+        if own:
+            notes.append("the sweep sets torch._functorch.config.activation_memory_budget, which "
+                         + ", ".join(f"region {i}'s own budget {b!r}" for i, b in own)
+                         + " (torch.autograd.graph.region_activation_memory_budget) overrides, as in torch: "
+                           "change it in the model to move that region")
     if target is not None and target.gpu is None:
         notes.append("a size, not a GPU name: no CUDA library workspace is counted (a named Hopper GPU counts "
                      "2 x 32 MiB of cuBLAS workspace)")
@@ -245,11 +288,13 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
     line = verdict(compiled.peak, target) if target is not None else None
     if line is not None and eager is not None:
         line += f"; eager {format_bytes(eager.peak)}"
+    if line is not None and ro is not None:
+        line += f"; reduce-overhead {format_bytes(ro.peak)}"
     if target is not None and budget_points and compiled.peak > target.bytes:
         line += (f"; fits at activation_memory_budget {fit_budget:g}" if fit_budget is not None
                  else "; no swept budget makes it fit")
-    return FitReport(held, eager, compiled, budget_points, target, line, fit_budget, contributors(report, held, compiled),
-                     tuple(notes), thinned(points))
+    return FitReport(held, eager, compiled, budget_points, ro, target, line, fit_budget,
+                     contributors(report, held, compiled), tuple(notes), thinned(points))
 
 
 def held_bytes(spec, report, optimizer: tuple[int, int] | None, target: Target | None) -> Held:
