@@ -61,27 +61,36 @@ def fit_view(fit, width: int = 78) -> Group:
         lines.extend(wrapped("biggest: " + "; ".join(parts), width))
     if fit.budgets:
         lines.append(Text(""))
-        ros = any(p.reduce_overhead is not None for p in fit.budgets)
-        lines.append(Text("activation_memory_budget, swept", style="bold"))
-        lines.append(Text(f"  {'budget':<8} {'saved':>10} {'recomputed':>10} {'step peak':>10}"
-                          + (f" {'r-overhead':>10}" if ros else "")))
-        for p in fit.budgets:
-            mark = ""
-            if p.rises:
-                mark += "  rises"
-            if p.fits is not None:
-                mark += "  fits" if p.fits else "  over"
-            if fit.fit_budget is not None and p.budget == fit.fit_budget:
-                mark += " <"
-            ro_peak = f" {_b(p.reduce_overhead.peak if p.reduce_overhead else None):>10}" if ros else ""
-            lines.append(Text(f"  {p.budget:<8g} {_b(p.saved_bytes):>10} {p.recomputed_ops:>10} "
-                              f"{_b(p.step.peak):>10}{ro_peak}{mark}"))
+        lines.extend(_sweep(fit, fit.budgets, "activation_memory_budget, swept", fit.fit_budget))
+        for region in dict.fromkeys(p.region for p in getattr(fit, "region_budgets", ())):
+            lines.append(Text(""))
+            lines.extend(_sweep(fit, [p for p in fit.region_budgets if p.region == region],
+                                f"region {region}'s own budget (region_activation_memory_budget), swept", None))
         key = ("recomputed: forward ops the backward runs again (views not counted); rises: the peak is higher "
                "than at a larger budget; <: the largest budget that fits")
         lines.extend(wrapped(key, width, "  ", "  ", "dim"))
     for note in fit.notes:
         lines.extend(wrapped(note, width, "  note: ", "        ", "dim"))
     return Group(*lines)
+
+
+def _sweep(fit, points, title: str, fit_budget) -> list:
+    ros = any(p.reduce_overhead is not None for p in points)
+    lines = [Text(title, style="bold"),
+             Text(f"  {'budget':<8} {'saved':>10} {'recomputed':>10} {'step peak':>10}"
+                  + (f" {'r-overhead':>10}" if ros else ""))]
+    for p in points:
+        mark = ""
+        if p.rises:
+            mark += "  rises"
+        if p.fits is not None:
+            mark += "  fits" if p.fits else "  over"
+        if fit_budget is not None and p.budget == fit_budget:
+            mark += " <"
+        ro_peak = f" {_b(p.reduce_overhead.peak if p.reduce_overhead else None):>10}" if ros else ""
+        lines.append(Text(f"  {p.budget:<8g} {_b(p.saved_bytes):>10} {p.recomputed_ops:>10} "
+                          f"{_b(p.step.peak):>10}{ro_peak}{mark}"))
+    return lines
 
 
 _PHASE_COLOURS = {"forward": "#2b6cb0", "backward": "#c05621", "optimizer": "#2f855a"}

@@ -492,14 +492,19 @@ def fit_section(fit) -> str:
                  '<p class="note">After each node of each region\'s forward graph, then each backward graph, then the '
                  "optimizer's step, with what the caller holds (parameters, inputs, optimizer state, gradients as they "
                  "are made); every tensor rounded to the caching allocator's 512-byte blocks.</p>")
-    if fit.budgets:
+    def sweep(points, fit_budget):
         rows = [[f"{p.budget:g}", b(p.saved_bytes), str(p.recomputed_ops), b(p.step.peak),
                  b(p.reduce_overhead.peak if p.reduce_overhead else None),
                  escape(", ".join(w for w, on in (("rises", p.rises), ("fits", p.fits is True), ("over", p.fits is False),
-                                                  ("largest that fits", fit.fit_budget == p.budget)) if on))]
-                for p in fit.budgets]
-        body += "<h3>activation_memory_budget</h3>" + _table(["budget", "saved", "recomputed ops", "step peak",
-                                                                     "reduce-overhead", ""], rows)
+                                                  ("largest that fits", fit_budget == p.budget)) if on))]
+                for p in points]
+        return _table(["budget", "saved", "recomputed ops", "step peak", "reduce-overhead", ""], rows)
+
+    if fit.budgets:
+        body += "<h3>activation_memory_budget</h3>" + sweep(fit.budgets, fit.fit_budget)
+    for region in dict.fromkeys(p.region for p in fit.region_budgets):
+        body += (f"<h3>Region {region}'s own budget (region_activation_memory_budget)</h3>"
+                 + sweep([p for p in fit.region_budgets if p.region == region], None))
     body += "".join(f'<p class="note">{escape(n)}</p>' for n in fit.notes)
     return _section("fit", "Will it fit", body)
 

@@ -134,11 +134,12 @@ def test_sweep_document_matches_the_schema(swept):
     assert '<section id="fit">' in page and '<svg class="timeline"' in page and f"at {peak['node']} ({peak['phase']})" in page
 
 
-@pytest.mark.slow  # three inductor compiles: the slow tier (docs/ci.md)
-def test_a_region_budget_is_honoured_as_inductor_honours_it():
+@pytest.mark.slow  # five inductor compiles: the slow tier (docs/ci.md)
+def test_a_region_budget_is_honoured_and_swept_as_inductor_does(monkeypatch):
     """A model's own ``region_activation_memory_budget(0.0)`` (torch 2.13+): graphtool runs the eager column
     without it (torch raises there) and says so; the compiled saved set is torch's partition at the region's budget,
-    whatever global budget the sweep sets, node for node against real inductor compiles."""
+    whatever global budget the sweep sets; the region's own budget swept gives what inductor saves when the model
+    enters the region with that budget. Node for node against real inductor compiles."""
     from graphtool.capture import compat
     from graphtool.commands.memory import memory
 
@@ -151,6 +152,13 @@ def test_a_region_budget_is_honoured_as_inductor_honours_it():
     for point in result.fit.budgets:
         assert [list(names) for names in point.saved] == truth, point.budget
     notes = " ".join(result.report.notes + result.fit.notes)
-    assert "region_activation_memory_budget(0.0) at" in notes and "region_budget.py:16" in notes
+    assert "region_activation_memory_budget(0.0) at" in notes and "region_budget.py:21" in notes
     assert "region 0's own budget 0.0" in notes
     assert result.report.eager.by_kind["activation"][0] > result.fit.budgets[0].saved_bytes  # eager: no budget
+    swept = {p.budget: p for p in result.fit.region_budgets}
+    assert sorted(swept) == [0.5, 1.0] and {p.region for p in swept.values()} == {0}
+    for budget, point in swept.items():
+        monkeypatch.setenv("REGION_BUDGET", str(budget))
+        assert [list(names) for names in point.saved] == inductor_saved(path, 1.0), budget
+    assert swept[1.0].saved_bytes > swept[0.5].saved_bytes > result.fit.budgets[0].saved_bytes
+    assert "Region 0&#x27;s own budget" in result.html() or "Region 0's own budget" in result.html()

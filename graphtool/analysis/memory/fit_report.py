@@ -76,12 +76,14 @@ class BudgetPoint:
     rises: bool = False  # the peak is higher than at some larger budget: not monotonic
     fits: bool | None = None
     reduce_overhead: StepPeak | None = None
+    region: int | None = None  # a region's own budget swept (region_activation_memory_budget); None: the global one
 
     def to_dict(self) -> dict:
         return {"budget": self.budget, "saved_activation_bytes": self.saved_bytes, "saved_tensors": self.saved_tensors,
                 "recomputed_ops": self.recomputed_ops, "step": self.step.to_dict(), "not_monotonic": self.rises,
                 "fits": self.fits,
-                "reduce_overhead": self.reduce_overhead.to_dict() if self.reduce_overhead else None}
+                "reduce_overhead": self.reduce_overhead.to_dict() if self.reduce_overhead else None,
+                "region": self.region}
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class FitReport:
     compiled: StepPeak
     budgets: tuple[BudgetPoint, ...] = ()
     reduce_overhead: StepPeak | None = None
+    region_budgets: tuple[BudgetPoint, ...] = ()  # each region with its own budget, that budget swept
     target: Target | None = None
     verdict: str | None = None
     fit_budget: float | None = None  # the largest swept budget whose compiled step fits the target
@@ -112,6 +115,7 @@ class FitReport:
         return {"held": self.held.to_dict(), "eager": self.eager.to_dict() if self.eager else None,
                 "compiled": self.compiled.to_dict(),
                 "reduce_overhead": self.reduce_overhead.to_dict() if self.reduce_overhead else None,
+                "region_budgets": [b.to_dict() for b in self.region_budgets],
                 "budgets": [b.to_dict() for b in self.budgets],
                 "target": self.target.to_dict() if self.target else None, "verdict": self.verdict,
                 "fit_budget": self.fit_budget, "contributors": [c.to_dict() for c in self.contributors],
@@ -205,16 +209,24 @@ def thinned(points: list[Point], most: int = 240) -> tuple[Point, ...]:
     return tuple(max(points[k:k + step], key=lambda p: p.bytes) for k in range(0, len(points), step))
 
 
-def budget_sweep(capture, records: list, budgets, held: Held, target: Target | None) -> tuple[BudgetPoint, ...]:
-    """Each budget's partition of every region with a backward (their joint graphs in ``records``, in order)."""
+def budget_sweep(capture, records: list, budgets, held: Held, target: Target | None,
+                 only: int | None = None) -> tuple[BudgetPoint, ...]:
+    """Each budget's partition of every region with a backward (their joint graphs in ``records``, in order): the
+    global ``activation_memory_budget``, which a region's own budget overrides. With ``only``, region ``only``'s own
+    ``region_activation_memory_budget`` is swept instead and the other regions keep the trace's partition."""
     from graphtool.capture import compat
 
     regions = [r for r in capture.regions if r.backward is not None and r.forward is not None]
     points = []
     for b in budgets:
         graphs, replaced = [], []
-        for region, record in zip(regions, records):
-            fw, bw = compat.partition_at_budget(record, b)
+        for i, (region, record) in enumerate(zip(regions, records)):
+            if only is None:
+                fw, bw = compat.partition_at_budget(record, b)
+            elif i == only:
+                fw, bw = compat.partition_at_budget(record, b, region=True)
+            else:
+                fw, bw = region.forward, region.backward
             graphs.append((fw, bw))
             replaced.append(dataclasses.replace(region, forward=fw, backward=bw))
         side, _, recomputed, _ = compiled_side(types.SimpleNamespace(regions=replaced))
@@ -224,7 +236,7 @@ def budget_sweep(capture, records: list, budgets, held: Held, target: Target | N
         points.append(BudgetPoint(b, side.by_kind["activation"][0], side.by_kind["activation"][1], saved,
                                   sum(1 for r in recomputed if not r.view), step,
                                   fits=(step.peak <= target.bytes) if target else None,
-                                  reduce_overhead=reduce_overhead_step(held, graphs)))
+                                  reduce_overhead=reduce_overhead_step(held, graphs), region=only))
     ordered = sorted(points, key=lambda p: -p.budget)
     lowest, rising = None, set()
     for p in ordered:
@@ -268,6 +280,7 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
     if any(p.rises for p in budget_points):
         notes.append("the peak is not monotonic in the budget: a smaller budget costs more memory at "
                      + ", ".join(f"{p.budget:g}" for p in budget_points if p.rises))
+    region_points: tuple[BudgetPoint, ...] = ()
     if budgets:
         from graphtool.capture import compat
 
@@ -276,8 +289,10 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
         if own:
             notes.append("the sweep sets torch._functorch.config.activation_memory_budget, which "
                          + ", ".join(f"region {i}'s own budget {b!r}" for i, b in own)
-                         + " (torch.autograd.graph.region_activation_memory_budget) overrides, as in torch: "
-                           "change it in the model to move that region")
+                         + " (torch.autograd.graph.region_activation_memory_budget) overrides, as in torch; "
+                           "the region's own sweep sets that one (as if the model entered the region with it)")
+            region_points = tuple(p for i, _ in own for p in budget_sweep(capture, records, budgets, held, target,
+                                                                            only=i))
     if target is not None and target.gpu is None:
         notes.append("a size, not a GPU name: no CUDA library workspace is counted (a named Hopper GPU counts "
                      "2 x 32 MiB of cuBLAS workspace)")
@@ -293,7 +308,7 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
     if target is not None and budget_points and compiled.peak > target.bytes:
         line += (f"; fits at activation_memory_budget {fit_budget:g}" if fit_budget is not None
                  else "; no swept budget makes it fit")
-    return FitReport(held, eager, compiled, budget_points, ro, target, line, fit_budget,
+    return FitReport(held, eager, compiled, budget_points, ro, region_points, target, line, fit_budget,
                      contributors(report, held, compiled), tuple(notes), thinned(points))
 
 

@@ -274,17 +274,28 @@ def recording_partitions(out: list):
         yield out
 
 
-def partition_at_budget(record: JointRecord, budget: float) -> tuple[Any, Any]:
+def partition_at_budget(record: JointRecord, budget: float, *, region: bool = False) -> tuple[Any, Any]:
     """``(forward, backward)``: torch's own ``min_cut_rematerialization_partition`` run again on a copy of
-    ``record``'s joint graph with ``torch._functorch.config.activation_memory_budget`` set to ``budget``."""
+    ``record``'s joint graph with ``torch._functorch.config.activation_memory_budget`` set to ``budget``. A graph
+    with its own ``region_activation_memory_budget`` keeps it (torch's partitioner prefers it), unless ``region``:
+    then its annotation is set to ``budget`` on the copy, as if the model had entered the region with that budget."""
     partitioners = importlib.import_module("torch._functorch.partitioners")
     partition = getattr(partitioners.min_cut_rematerialization_partition, "__wrapped__",
                         partitioners.min_cut_rematerialization_partition)
     cfg = _require("torch._functorch", "config")
     kwargs = dict(record.kwargs)
     args = kwargs.pop("_args", ())
+    joint = _copy_graph_module(record.joint)
+    if region:
+        key = getattr(importlib.import_module("torch.fx.traceback"), "MEMORY_BUDGET_ANNOTATION_KEY",
+                      _REGION_BUDGET_KEY)
+        for gm in [joint, *(m for _, m in joint.named_modules() if m is not joint and hasattr(m, "graph"))]:
+            for node in gm.graph.nodes:
+                custom = node.meta.get("custom")
+                if isinstance(custom, dict) and key in custom:
+                    node.meta["custom"] = {**custom, key: float(budget)}
     with cfg.patch({"activation_memory_budget": float(budget)}):
-        return partition(_copy_graph_module(record.joint), record.joint_inputs, *args, **kwargs)
+        return partition(joint, record.joint_inputs, *args, **kwargs)
 
 
 # -- torch.autograd.graph.region_activation_memory_budget (torch 2.13+): a budget per compiled graph ---------
