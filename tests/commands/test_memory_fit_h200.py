@@ -39,6 +39,20 @@ MEASURED = {("cnn", "default-1.0"): -0.06, ("cnn", "default-0.5"): 0.19, ("cnn",
 #: (model, budget) -> the reduce-overhead step's measured relative difference, where over 5%
 MEASURED_RO = {("cnn", 1.0): 0.077, ("cnn", 0.5): 0.24, ("cnn", 0.1): 0.297, ("decoder", 0.5): -0.092}
 
+#: graphtool on torch 2.11 (the H200 machine's own torch, this test run there on its CPU on 2026-11-27): the CNN's and the decoder's traced graphs differ from 2.13's, so do the differences; None: within 5%
+ON_TORCH_2_11 = {("cnn", "default-1.0"): None, ("cnn", "default-0.1"): None}
+ON_TORCH_2_11_RO = {("cnn", 1.0): 0.225, ("cnn", 0.5): 0.313, ("cnn", 0.1): 0.169, ("decoder", 1.0): 0.053,
+                    ("decoder", 0.5): -0.145}
+
+
+def _measured(table: dict, on_2_11: dict) -> dict:
+    import torch
+
+    if not torch.__version__.startswith("2.11."):
+        return table
+    merged = {**table, **on_2_11}
+    return {k: v for k, v in merged.items() if v is not None}
+
 
 def rows() -> dict:
     out = {}
@@ -63,12 +77,12 @@ def test_predicted_step_peaks_beside_the_h200(predicted):
     truth = rows()
     got = {"eager": fit.eager.peak, **{f"default-{p.budget:g}" if p.budget != 1 else "default-1.0": p.step.peak
                                        for p in fit.budgets}}
-    got = {k.replace("default-0.5", "default-0.5"): v for k, v in got.items()}
+    table = _measured(MEASURED, ON_TORCH_2_11)
     for mode, peak in got.items():
         measured = truth[(model, mode)]["step5"]["step_peak"]
         diff = peak / measured - 1
-        expected = MEASURED.get((model, mode), 0.0)
-        tolerance = 0.05 if (model, mode) not in MEASURED else 0.03
+        expected = table.get((model, mode), 0.0)
+        tolerance = 0.05 if (model, mode) not in table else 0.03
         assert abs(diff - expected) <= tolerance, (model, mode, peak, measured, f"{diff:+.1%}")
 
 
@@ -76,13 +90,14 @@ def test_predicted_step_peaks_beside_the_h200(predicted):
 def test_reduce_overhead_beside_the_h200(predicted):
     model, fit = predicted
     truth = rows()
+    table = _measured(MEASURED_RO, ON_TORCH_2_11_RO)
     for p in fit.budgets:
         step5 = truth[(model, f"ro-{p.budget:.1f}")]["step5"]
         outside, pool = step5["step_peak"], step5["pool_after_forward"]["pool_reserved"]
         ro = p.reduce_overhead
         assert abs((ro.peak - ro.pool) - outside) <= max(0.05 * outside, 8 * 2**20), (model, p.budget, ro, outside)
         diff = ro.peak / (outside + pool) - 1
-        expected = MEASURED_RO.get((model, p.budget), 0.0)
-        tolerance = 0.03 if (model, p.budget) in MEASURED_RO else 0.05
+        expected = table.get((model, p.budget), 0.0)
+        tolerance = 0.03 if (model, p.budget) in table else 0.05
         assert abs(diff - expected) <= tolerance, (model, p.budget, ro.peak, outside + pool, f"{diff:+.1%}")
     assert fit.reduce_overhead == fit.budgets[0].reduce_overhead  # budget 1.0 is the trace's own partition

@@ -59,10 +59,10 @@ def one(case: str, out: str) -> None:
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=200000)
     for _ in range(3):
         torch.compiler.cudagraph_mark_step_begin()
-        out = fn(*args, **kwargs)
-        loss, _ = loss_of(out)
+        result = fn(*args, **kwargs)
+        loss, _ = loss_of(result)
         loss.backward()
-        out = loss = None  # held through the backward, as memory_truth.py's step holds them
+        result = loss = None  # held through the backward, as memory_truth.py's step holds them
         opt.step()
         opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
