@@ -162,3 +162,21 @@ def test_a_region_budget_is_honoured_and_swept_as_inductor_does(monkeypatch):
         assert [list(names) for names in point.saved] == inductor_saved(path, 1.0), budget
     assert swept[1.0].saved_bytes > swept[0.5].saved_bytes > result.fit.budgets[0].saved_bytes
     assert "Region 0&#x27;s own budget" in result.html() or "Region 0's own budget" in result.html()
+
+
+def test_the_answer_says_when_only_reduce_overhead_is_over():
+    """The compiled step fits 1 MiB, reduce-overhead's pool (at least one 2 MiB segment) does not: the one line
+    says both."""
+    import torch
+    from torch import nn
+
+    import graphtool
+
+    torch.manual_seed(0)
+    (result,) = [graphtool.memory(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)), torch.randn(8, 16),
+                                  fit="1MiB")]
+    fit = result.fit
+    assert fit.compiled.peak < 2**20 < fit.reduce_overhead.peak
+    assert fit.reduce_overhead.pool >= 2 * 2**20 and fit.reduce_overhead.pool % (2 * 2**20) == 0  # whole segments
+    assert fit.verdict.startswith("fits 1.0 MiB with ")
+    assert "; reduce-overhead " in fit.verdict and "does not fit (over by " in fit.verdict

@@ -305,6 +305,8 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
         line += f"; eager {format_bytes(eager.peak)}"
     if line is not None and ro is not None:
         line += f"; reduce-overhead {format_bytes(ro.peak)}"
+        if ro.peak > target.bytes:
+            line += f" does not fit (over by {format_bytes(ro.peak - target.bytes)}: its CUDA-graph pool)"
     if target is not None and budget_points and compiled.peak > target.bytes:
         line += (f"; fits at activation_memory_budget {fit_budget:g}" if fit_budget is not None
                  else "; no swept budget makes it fit")
