@@ -39,7 +39,8 @@ MEASURED = {("cnn", "default-1.0"): -0.06, ("cnn", "default-0.5"): 0.19, ("cnn",
 #: (model, budget) -> the reduce-overhead step's measured relative difference, where over 5%
 MEASURED_RO = {("cnn", 1.0): 0.077, ("cnn", 0.5): 0.24, ("cnn", 0.1): 0.297, ("decoder", 0.5): -0.092}
 
-#: graphtool on torch 2.11 (the H200 machine's own torch, this test run there on its CPU on 2026-11-27): the CNN's and the decoder's traced graphs differ from 2.13's, so do the differences; None: within 5%
+#: graphtool on torch 2.11 (the H200 machine's own torch, this test run there on its CPU on 2026-11-27): the CNN's
+#: and the decoder's traced graphs differ from 2.13's, so do the differences; None: within 5%
 ON_TORCH_2_11 = {("cnn", "default-1.0"): None, ("cnn", "default-0.1"): None}
 ON_TORCH_2_11_RO = {("cnn", 1.0): 0.225, ("cnn", 0.5): 0.313, ("cnn", 0.1): 0.169, ("decoder", 1.0): 0.053,
                     ("decoder", 0.5): -0.145}
