@@ -60,8 +60,11 @@ def fit_report(spec, report, capture, joints: list, fit: Optional[str], budgets:
                          "partitioner, which the activation budget steers",
                          hint="use --backend inductor or aot_eager")
     progress.phase("running the eager step and the optimizer's step, counting live bytes...")
-    eager_peak = eager_step_peak(spec) if capture.training else None
-    optimizer = optimizer_step(spec) if capture.training else None
+    from graphtool.commands.shared import quiet_stdout
+
+    with quiet_stdout():  # the model's and the optimizer's prints: stdout carries only graphtool's document
+        eager_peak = eager_step_peak(spec) if capture.training else None
+        optimizer = optimizer_step(spec) if capture.training else None
     held = held_bytes(spec, report, optimizer, target)
     if swept:
         progress.phase(f"partitioning at {len(swept)} activation budgets...")
