@@ -30,6 +30,8 @@ def test_every_gpu_name_in_the_table_resolves_case_blind():
     (["--fit", "24XB"], "not a size or a GPU graphtool knows"),
     (["--fit", "-1"], "must be more than 0 bytes"),
     (["--fit", "H300"], "not a size or a GPU graphtool knows"),
+    (["--fit", "1e400"], "larger than any device"),
+    (["--fit", "0.0001"], "at least 1 byte"),
     (["--budgets", "1.5"], "outside 0..1"),
     (["--budgets", "1,x"], "is not a number"),
 ])

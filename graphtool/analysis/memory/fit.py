@@ -75,8 +75,10 @@ def parse_size(text: str) -> int:
     if m is None or unit not in _UNITS:
         raise UsageError(f"--fit {text!r}: not a size or a GPU graphtool knows", hint=f"give {ACCEPTED}")
     value = float(m.group(1)) * _UNITS[unit]
-    if value <= 0:
-        raise UsageError(f"--fit {text!r}: a device size must be more than 0 bytes", hint=f"give {ACCEPTED}")
+    if not value < 2**64:  # 1e400 is infinity; no device is 16 EiB
+        raise UsageError(f"--fit {text!r}: larger than any device (16 EiB or more)", hint=f"give {ACCEPTED}")
+    if int(value) < 1:
+        raise UsageError(f"--fit {text!r}: a device size must be at least 1 byte", hint=f"give {ACCEPTED}")
     return int(value)
 
 
