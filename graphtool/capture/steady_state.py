@@ -180,10 +180,16 @@ def _failure(step: int, exc: BaseException) -> str:
     from graphtool.capture.user.boundary import user_frames
     from graphtool.text import first_line
 
+    from graphtool.display_paths import display_path
+
     frames = user_frames(exc)
-    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    where = f" at {display_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
     shown = getattr(exc, "shown_as", None) or type(exc).__name__  # an error raised in torch's place reads as torch's
-    return f"step {step} raised{where}: {shown}: {first_line(exc) or ''}"
+    text = f"step {step} raised{where}: {shown}: {first_line(exc) or ''}"
+    if "on meta tensors" in text:  # code run eagerly (a stance, a graph break) read a value the stand-in lacks
+        text += (" (the meta stand-in has shapes but no values: on a GPU this eager code reads real ones; the "
+                 "steps after it are not predicted)")
+    return text
 
 
 def _entry(spec) -> tuple:

@@ -114,3 +114,14 @@ def test_a_compile_failure_is_placed_at_the_users_frame_dynamo_names(tmp_path):
         assert exception_chain(outer) == [outer, inner]
         assert nearest_user_frame(outer) == (model, 12)
         assert graphtool_frame(outer) is None  # raised by this test file: not graphtool's own code
+
+
+def test_a_loop_step_that_reads_a_value_on_the_stand_in_says_it_is_the_stand_ins_limit():
+    """A later step run eagerly (``--stance eager_on_recompile``, a graph break) that reads a tensor's value fails
+    on the meta stand-in only: the loop's failure says so instead of reading as the user's bug."""
+    from graphtool.capture.steady_state import _failure
+
+    said = _failure(2, RuntimeError("Tensor.item() cannot be called on meta tensors"))
+    assert said.startswith("step 2 raised: RuntimeError: Tensor.item() cannot be called on meta tensors")
+    assert "the meta stand-in has shapes but no values" in said
+    assert "stand-in" not in _failure(3, ValueError("this model runs once"))
