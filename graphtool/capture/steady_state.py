@@ -178,9 +178,8 @@ def _step_of(i: int, marks: list[int]) -> int:
 
 def _failure(step: int, exc: BaseException) -> str:
     from graphtool.capture.user.boundary import user_frames
-    from graphtool.text import first_line
-
     from graphtool.display_paths import display_path
+    from graphtool.text import first_line
 
     frames = user_frames(exc)
     where = f" at {display_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
