@@ -97,7 +97,7 @@ def inductor_saved(path, budget: float) -> list[str]:
 
 # the decoder on the pinned torch only (docs/ci.md): the mlp runs torch's partitioner at each budget on every torch,
 # what the decoder adds (attention's saved set, three real compiles, about 90 s) is graphtool's reading of it
-@pytest.fixture(scope="module", params=["mlp", pytest.param("decoder_tiny", marks=pytest.mark.one_torch)])
+@pytest.fixture(scope="module", params=["mlp_narrow", pytest.param("decoder_tiny", marks=pytest.mark.one_torch)])
 def swept(request):
     """One graphtool sweep (JSON) and inductor's own partition at each budget, per model: shared by the tests."""
     from graphtool.commands.memory import memory
@@ -166,6 +166,7 @@ def test_a_region_budget_is_honoured_and_swept_as_inductor_does(monkeypatch):
     assert "Region 0&#x27;s own budget" in result.html() or "Region 0's own budget" in result.html()
 
 
+@pytest.mark.one_torch  # graphtool's own stdout and its one line; the pool's torch part: test_memory_fit_h200.py
 def test_the_json_document_and_the_answer_when_only_reduce_overhead_is_over(cli):
     """examples/graph_breaks.py prints in its forward; the fit's own eager step and optimizer step run it again:
     those prints go to stderr, as the trace's do, so ``--format json`` stays one document. At 1 MiB its compiled

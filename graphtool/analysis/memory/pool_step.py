@@ -46,8 +46,8 @@ class _Run:
     """One run of the step's graphs on the pool: the warm-up (``record=False``) or the recording, whose static
     inputs (the input batch, the tangents) are copied into the pool and kept."""
 
-    def __init__(self, alloc: Allocator, workspace: int, record: bool):
-        self.a, self.workspace, self.record = alloc, workspace, record
+    def __init__(self, alloc: Allocator, workspace: int, record: bool, walks: dict):
+        self.a, self.workspace, self.record, self.walks = alloc, workspace, record, walks
 
     def release(self, entry) -> None:
         if entry is None:
@@ -61,8 +61,10 @@ class _Run:
         """Run ``gm``'s allocations and frees. Placeholders not in ``held`` come from ``given`` (name -> entry:
         the forward's saved activations) or are tangents. Returns its roots' entries and its outputs' entries
         (each output root once, one reference each, owned by the caller)."""
-        w = walk(gm, held=held, fuse=True)
-        nodes = {n.name: n for n in gm.graph.nodes}
+        key = (id(gm), frozenset(held))  # the warm-up and the recording walk the same graphs
+        if key not in self.walks:
+            self.walks[key] = (walk(gm, held=held, fuse=True), {n.name: n for n in gm.graph.nodes})
+        w, nodes = self.walks[key]
         live: dict[str, _Entry | None] = {}
         for p in w.placeholders:
             entry = given.get(p)
@@ -91,8 +93,9 @@ def pool_reserved(graphs: list[tuple], *, inputs: int, workspace: int) -> int:
     the warm-up run, then the recording (the input batch, ``inputs`` bytes, copied in first), each letting go of
     what the step lets go (the forward's outputs after the backward, the gradients at ``zero_grad``)."""
     a = Allocator()
+    walks: dict = {}
     for record in (False, True):
-        run = _Run(a, workspace, record)
+        run = _Run(a, workspace, record, walks)
         if record and inputs:
             a.malloc(inputs)
         forwards = []
