@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from graphtool.analysis.memory.fit import Target, verdict
 from graphtool.analysis.memory.saved import compiled_side, format_bytes, group
-from graphtool.analysis.memory.step_peak import Timeline, rounded, timeline
+from graphtool.analysis.memory.step_peak import Timeline, _bytes, rounded, timeline
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,15 @@ def _phases(label: str, held: Held, forward: int | None, backward: int | None) -
     if held.optimizer_step_peak is not None:
         optimizer = (held.parameters + held.buffers + held.inputs + held.gradients + held.workspace
                      + held.optimizer_step_peak)
+    return _step(label, forward, backward, optimizer)
+
+
+def _step(label: str, forward: int | None, backward: int | None, optimizer: int | None,
+          pool: int | None = None) -> StepPeak:
+    """A :class:`StepPeak` from its phases' peaks: the step's is the largest, named by its phase."""
     named = [(p, v) for p, v in (("forward", forward), ("backward", backward), ("optimizer", optimizer)) if v is not None]
     phase, peak = max(named, key=lambda x: x[1]) if named else ("", 0)
-    return StepPeak(label, forward, backward, optimizer, peak, phase)
+    return StepPeak(label, forward, backward, optimizer, peak, phase, pool)
 
 
 @dataclass(frozen=True)
@@ -179,21 +185,13 @@ def reduce_overhead_step(held: Held, graphs: list[tuple]) -> StepPeak:
     from graphtool.analysis.memory.pool_step import pool_reserved
 
     pool = pool_reserved(graphs, inputs=held.inputs, workspace=held.workspace // 2)
-    tangents = sum(rounded(_bytes_of(n)) for _, bw in graphs if bw is not None
+    tangents = sum(_bytes(n.meta.get("val")) for _, bw in graphs if bw is not None  # each storage rounded
                    for n in bw.graph.nodes if n.op == "placeholder" and _tangent(n))
     base = held.parameters + held.buffers + held.inputs
     forward = base + (held.optimizer_state or 0) + pool
     backward = forward + tangents if any(bw is not None for _, bw in graphs) else None
     optimizer = base + held.optimizer_step_peak + pool if held.optimizer_step_peak is not None else None
-    named = [(p, v) for p, v in (("forward", forward), ("backward", backward), ("optimizer", optimizer)) if v is not None]
-    phase, peak = max(named, key=lambda x: x[1])
-    return StepPeak("reduce-overhead", forward, backward, optimizer, peak, phase, pool)
-
-
-def _bytes_of(node) -> int:
-    from graphtool.analysis.memory.step_peak import _bytes
-
-    return _bytes(node.meta.get("val"))
+    return _step("reduce-overhead", forward, backward, optimizer, pool)
 
 
 def thinned(points: list[Point], most: int = 240) -> tuple[Point, ...]:

@@ -68,8 +68,8 @@ class _Run:
         live: dict[str, _Entry | None] = {}
         for p in w.placeholders:
             entry = given.get(p)
-            if entry is None and self.record and p.startswith("tangents_"):  # a tangent: the recording's static input, a copy the tree keeps
-                self.a.malloc(w.size[p])
+            if entry is None and self.record and p.startswith("tangents_"):
+                self.a.malloc(w.size[p])  # the recording's static input: a copy of the tangent the tree keeps
             live[p] = entry
         ws = None
         for kind, node, r in w.events:
