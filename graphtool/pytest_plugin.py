@@ -34,8 +34,15 @@ format (each entry's ``model`` is the test's node id):
 The file is written whole (temporary file, then rename) and only when every ``graphtool``-marked test
 collected in the run performed its check (a ``-k`` selection, ``-x`` stopping early, a test that
 failed before its check: nothing written) and no check was refused. Entries of tests this run did not
-collect (another folder of the suite) are kept. The terminal summary says what was written and where,
-or why nothing was.
+collect (another folder of the suite) are kept, and entries follow the tests' collection order, so the
+file does not depend on the order the tests ran in. The terminal summary says what was written and
+where, or why nothing was.
+
+Under pytest-xdist (``-n 2``) each worker has its own session: a worker writes nothing, it hands what its
+checks found (plain entries, the marked tests it collected) to the controller through xdist's
+``workeroutput``, and the controller, once every worker is down (``pytest_testnodedown``), writes the one
+file as a single process would: ``-n 0`` and ``-n 2`` write the same bytes. A worker that crashed hands
+nothing over, and then nothing is written.
 """
 
 from __future__ import annotations
@@ -77,12 +84,26 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     state = config.stash.get(_BASELINE, None)
     if state is not None:
         state.expected = {item.nodeid for item in items if item.get_closest_marker(MARKER) is not None}
+        state.order = [item.nodeid for item in items]
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     state = session.config.stash.get(_BASELINE, None)
+    if state is None:
+        return
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller writes, from every worker's share
+        workeroutput[_HANDOVER] = state.handover(interrupted=interrupted)
+        return
+    state.said = state.finish(interrupted=interrupted)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent (and never called) without it
+def pytest_testnodedown(node, error) -> None:
+    state = node.config.stash.get(_BASELINE, None)
     if state is not None:
-        state.said = state.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop))
+        state.receive(getattr(node, "workeroutput", {}).get(_HANDOVER), crashed=error is not None)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -161,7 +182,11 @@ class Checker:
 
 
 class _Baseline:
-    """The ``--graphtool-baseline`` file: read once, written at the session's end when safe."""
+    """The ``--graphtool-baseline`` file: read once, written at the session's end when safe.
+
+    What the checks found is kept as the file's own entries (plain values), per test: a worker of
+    pytest-xdist hands them over as they are (:meth:`handover`), and the controller adds every worker's
+    share to its own (:meth:`receive`) before :meth:`finish` writes, as a single process would."""
 
     def __init__(self, path: Path, update: bool, root: Path):
         self.path = path
@@ -170,15 +195,37 @@ class _Baseline:
         self.recording = not path.exists()
         self.data = None if self.recording else _read(path)
         self.expected: set[str] = set()
-        self.models: dict[str, Any] = {}  # nodeid -> ModelLint of its (last) check
-        self.new_breaks: list[str] = []  # nodeids whose check found a break not in the baseline
+        self.order: list[str] = []  # every collected test, in collection order: the file's order
+        self.entries: dict[str, list[dict]] = {}  # nodeid -> the file's entries for its (last) check
+        self.new_breaks: set[str] = set()  # nodeids whose check found a break not in the baseline
+        self.stopped = False  # a worker stopped early or crashed
         self.said: str | None = None  # what :meth:`finish` did, for the terminal summary
 
     def record(self, nodeid: str, result) -> None:
+        from graphtool.analysis.lint import LintReport
+        from graphtool.commands import baseline as baselines
+
         (model,) = result.report.models
-        self.models[nodeid] = model
-        if any(b.new for b in model.breaks) and nodeid not in self.new_breaks:
-            self.new_breaks.append(nodeid)
+        self.entries[nodeid] = baselines.content(LintReport((model,), None), self.path)["breaks"]
+        if any(b.new for b in model.breaks):
+            self.new_breaks.add(nodeid)
+
+    def handover(self, *, interrupted: bool) -> dict:
+        """What an xdist worker sends the controller: plain values only (execnet carries nothing else)."""
+        return {"expected": sorted(self.expected), "order": list(self.order), "entries": dict(self.entries),
+                "new_breaks": sorted(self.new_breaks), "interrupted": interrupted}
+
+    def receive(self, share: Optional[dict], *, crashed: bool) -> None:
+        """A worker's :meth:`handover` (None: it sent none), at the controller."""
+        if crashed or share is None or share.get("interrupted"):
+            self.stopped = True
+        if share is None:
+            return
+        self.expected.update(share["expected"])
+        if not self.order:  # every worker collects the same tests, in the same order (xdist checks it)
+            self.order = list(share["order"])
+        self.entries.update(share["entries"])
+        self.new_breaks.update(share["new_breaks"])
 
     def finish(self, *, interrupted: bool) -> str:
         """Write the file when it is safe; return what was done, or why nothing was, in one line."""
@@ -188,22 +235,24 @@ class _Baseline:
         from graphtool.text import count
 
         where = display_path(str(self.path))
-        missing = sorted(self.expected - set(self.models))
-        if interrupted:
+        missing = sorted(self.expected - set(self.entries))
+        if interrupted or self.stopped:
             return f"{where} not written: the run stopped early"
         if missing:
             return (f"{where} not written: {count(len(missing), 'graphtool-marked test')} of {len(self.expected)} did not "
                     f"check (deselected with -k/-m, or failed before graphtool.check): {_some(missing)}")
-        if not self.models:
+        if not self.entries:
             return f"{where} not written: no test called graphtool.check"
+        tests = self._ordered(self.entries)
         if self.new_breaks and not self.update:  # a new break fails its test; the baseline does not learn it unless asked
-            return (f"{where} not written: new graph breaks in {_some(self.new_breaks)}; "
+            return (f"{where} not written: new graph breaks in {_some(self._ordered(self.new_breaks))}; "
                     "--graphtool-update-baseline records them")
-        fresh = baselines.content(LintReport(tuple(self.models.values()), None), self.path)
-        recorded = (f"{count(len(fresh['breaks']), 'graph break')} of {count(len(self.models), 'test')}")
+        breaks = [entry for nodeid in tests for entry in self.entries[nodeid]]
+        fresh = {**baselines.content(LintReport((), None), self.path), "breaks": breaks}
+        recorded = (f"{count(len(breaks), 'graph break')} of {count(len(tests), 'test')}")
         kept = 0
         if self.data is not None:
-            ran = {os.path.relpath(str(self.root / n), self.path.parent).replace(os.sep, "/") for n in self.models}
+            ran = {os.path.relpath(str(self.root / n), self.path.parent).replace(os.sep, "/") for n in tests}
             fresh, kept = baselines.merged(self.data, fresh, ran)
             if baselines.same(fresh, self.data):
                 return f"{where} unchanged: {recorded} as recorded"
@@ -211,6 +260,12 @@ class _Baseline:
         if self.data is None:
             return f"{where} written (there was none): recorded {recorded}"
         return f"{where} updated: {recorded}" + (f", {count(kept, 'entry', 'entries')} of tests not collected kept" if kept else "")
+
+    def _ordered(self, nodeids) -> list[str]:
+        """``nodeids`` in collection order (tests this session did not collect last, by name): the order of
+        the tests' entries in the file, whichever worker ran which test and in what order."""
+        position = {nodeid: i for i, nodeid in enumerate(self.order)}
+        return sorted(nodeids, key=lambda n: (position.get(n, len(position)), n))
 
 
 def _some(nodeids: list[str], shown: int = 3) -> str:
@@ -231,4 +286,5 @@ def _read(path: Path) -> dict:
 
 
 _BASELINE = pytest.StashKey[_Baseline]()
+_HANDOVER = "graphtool_baseline"  # the key of a worker's share in xdist's workeroutput
 _CHECKER = pytest.StashKey[Checker]()
