@@ -11,7 +11,6 @@ with graphtool's error and exit code.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -32,9 +31,9 @@ def main(argv: list[str]) -> int:
 
     job_path, result_path = argv
     result = call_with_stack_room(predict, json.loads(Path(job_path).read_text()))
-    tmp = result_path + ".tmp"
-    Path(tmp).write_text(json.dumps(result, default=str))
-    os.replace(tmp, result_path)
+    from graphtool.render.documents import write_atomic
+
+    write_atomic(Path(result_path), json.dumps(result, default=str))
     return 0
 
 

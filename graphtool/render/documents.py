@@ -33,32 +33,63 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     """Write ``path`` whole or not at all.
 
     A regular file (or a path that does not exist yet) gets a temporary file in its folder, renamed
-    over it; a symlink is followed, so its target is written and the link stays a link; anything else
-    that exists (``/dev/null``, ``/dev/stdout``, a FIFO, a terminal) is written to directly, since
-    renaming over it would replace it with a regular file. The temporary file is removed on every way
-    out, a signal included (the CLI turns SIGTERM, SIGHUP and SIGINT into exceptions)."""
+    over it (:func:`atomic_path`); a symlink is followed, so its target is written and the link stays a
+    link; anything else that exists (``/dev/null``, ``/dev/stdout``, a FIFO, a terminal) is written to
+    directly, since renaming over it would replace it with a regular file. The temporary file is
+    removed on every way out, a signal included (the CLI turns SIGTERM, SIGHUP and SIGINT into
+    exceptions); a SIGKILL leaves it (``.NAME.RANDOM.tmp``) beside the old file, never a torn file."""
     path = Path(path)
     data = text.encode("utf-8") if isinstance(text, str) else text
+    if not regular_or_absent(path):
+        _write_stream(path, data)
+        return
+    with atomic_path(path) as tmp:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise cannot_write(path, exc) from None
+
+
+def regular_or_absent(path: Path) -> bool:
+    """Whether ``path`` (a symlink followed) is a regular file or a folder, or nothing yet: what
+    :func:`atomic_path` may rename over; else a device, a FIFO, a terminal, to be written to directly."""
+    try:
+        st = os.stat(path)  # follows symlinks
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        raise cannot_write(Path(path), exc) from None
+    return stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    """A temporary name to write ``path``'s new content to (by Python, or by a program such as
+    Graphviz's ``dot -o``), renamed over ``path`` when the block ends normally; removed on every other
+    way out. Every file graphtool writes goes through here (tests/reliability/test_atomic_writes.py
+    audits each command's writes): at any moment, a SIGKILL included, ``path`` is the old file or the
+    new one.
+
+    The temporary file sits in the target's own folder, so the rename never crosses a file system; a
+    symlink's target is replaced and the link stays a link; the new file gets the old one's mode, else
+    what the umask allows (the temporary file itself is private while it is written)."""
+    path = Path(path)
     try:
         st = os.stat(path)  # follows symlinks
     except FileNotFoundError:
         st = None
     except OSError as exc:
         raise cannot_write(path, exc) from None
-    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-        _write_stream(path, data)
-        return
     target = Path(os.path.realpath(path))  # a symlink's target (also a dangling one's)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise cannot_write(path, exc) from None
     with temporary_path(target) as tmp:
+        yield tmp
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            # a written report is an ordinary file: the old file's mode, else what the umask allows
             os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
             os.replace(tmp, target)
         except OSError as exc:

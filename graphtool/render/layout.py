@@ -6,16 +6,14 @@ The output file is written whole or not at all; a layout past ``timeout`` second
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 import subprocess
 import sysconfig
 import tempfile
 from pathlib import Path
 
 from graphtool.errors import RendererMissing, UsageError
-from graphtool.render.documents import _umask, cannot_write, temporary_path
+from graphtool.render.documents import atomic_path, regular_or_absent, write_atomic
 
 FORMATS = ("svg", "png", "pdf", "dot")
 PURE_FORMATS = ("svg", "png")
@@ -35,8 +33,6 @@ def find_renderer() -> tuple[str, str] | None:
 
 def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = None) -> str:
     """Write ``out`` in ``fmt``; returns the renderer's name (or ``"none"`` for DOT output)."""
-    from graphtool.render.documents import write_atomic
-
     out = Path(out)
     from graphtool.capture.user.deadline import check_timeout
 
@@ -57,9 +53,7 @@ def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = N
              "pip install graphviz-pure (SVG and PNG), or pass --format dot"),
         )
     exe, name = found
-    if not _regular_or_absent(out):  # /dev/stdout, a FIFO: the renderer writes a temporary file, streamed there
-        from graphtool.render.documents import write_atomic
-
+    if not regular_or_absent(out):  # /dev/stdout, a FIFO: the renderer writes a temporary file, streamed there
         folder = tempfile.mkdtemp(prefix="graphtool-render-")
         try:
             tmp_out = Path(folder) / f"out.{fmt}"
@@ -68,27 +62,9 @@ def render_file(dot_text: str, fmt: str, out: Path, *, timeout: float | None = N
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return name
-    target = Path(os.path.realpath(out))  # a symlink's target: the link stays a link
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise cannot_write(out, exc) from None
-    with temporary_path(target) as tmp:
+    with atomic_path(out) as tmp:  # the renderer writes the temporary file; renamed over ``out`` when it is whole
         _lay_out(exe, name, fmt, dot_text, tmp, out, timeout)
-        try:
-            os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, target)
-        except OSError as exc:
-            raise cannot_write(out, exc) from None
     return name
-
-
-def _regular_or_absent(path: Path) -> bool:
-    try:
-        mode = os.stat(path).st_mode  # follows symlinks
-    except OSError:
-        return True
-    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
 
 
 def _lay_out(exe: str, name: str, fmt: str, dot_text: str, tmp: str, out: Path, timeout: float | None) -> None:
