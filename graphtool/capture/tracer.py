@@ -27,6 +27,7 @@ from typing import Any
 
 from graphtool.capture import compat
 from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, decode_forward
+from graphtool.capture.collector import young_generations_only
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.standin.host_values import HostValues
@@ -268,7 +269,7 @@ def trace_model(
     # a model built on meta makes real meta constants inside the trace (pytorch#139092): accept them
     meta_constants = compat.meta_constants_as_fake()
     with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, fused_on_meta, compat.capture_config(), host, \
-            meta_constants:
+            meta_constants, young_generations_only():
         grad_enabled = torch.is_grad_enabled()  # a script's own torch.set_grad_enabled(False) included
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,
