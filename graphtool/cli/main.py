@@ -91,6 +91,8 @@ def _register() -> None:
     memory.register(app)
     report.register(app)
     shapes.register(app)
+    from graphtool.cli import compile as compile_cli
+    compile_cli.register(app)
 
 
 _register()
