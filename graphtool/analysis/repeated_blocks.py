@@ -215,11 +215,11 @@ def _why(odd: dict, like: dict, facts: dict, inputs: dict) -> str:
               if a.get("params", {}).get(k) != b.get("params", {}).get(k)]
     attrs = [k for k in sorted(set(a.get("attrs", {})) | set(b.get("attrs", {})))
              if a.get("attrs", {}).get(k) != b.get("attrs", {}).get(k)]
-    if params or attrs:
-        parts = [f"{k} {a.get('params', {}).get(k, 'absent')} here, {b.get('params', {}).get(k, 'absent')} in {name}"
-                 for k in params[:2]]
-        parts += [f"{k}={a.get('attrs', {}).get(k, 'unset')} here, {b.get('attrs', {}).get(k, 'unset')} in {name}"
-                  for k in attrs[: max(0, 2 - len(parts))]]
+    if params or attrs:  # a submodule's settings (in_features=64) say it best; then the parameters' shapes
+        parts = [f"{k}={a.get('attrs', {}).get(k, 'unset')} here, {b.get('attrs', {}).get(k, 'unset')} in {name}"
+                 for k in attrs[:2]]
+        parts += [f"{k} {a.get('params', {}).get(k, 'absent')} here, {b.get('params', {}).get(k, 'absent')} in {name}"
+                  for k in params[: max(0, 2 - len(parts))]]
         return "a different config: " + "; ".join(parts)
     if inputs.get(odd["fqn"]) != inputs.get(name) and inputs.get(odd["fqn"]) is not None:
         return f"called with other inputs: {', '.join(inputs[odd['fqn']])} here, {', '.join(inputs.get(name) or ())} in {name}"

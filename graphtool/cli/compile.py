@@ -58,6 +58,8 @@ def compile_cmd(
         console.print_view(result.view())
     else:
         console.emit(result.to_dict(), fmt)
-    if result.report.stopped is not None:
-        console.say(f"graphtool: {'error: ' if result.exit_code() else ''}{result.diagnostics()}")
+    if result.report.stopped is not None:  # one line, never wrapped: its file:line stays whole
+        import sys
+
+        sys.stderr.write(f"graphtool: error: {result.diagnostics()}\n")
     return result.exit_code()

@@ -46,7 +46,7 @@ def compile_view(report) -> Group:
     caches = "caches off" if report.caches == "off" else "an empty cache"
     said = [f"{report.backend}{mode}", what if report.training is not None else None, report.device,
             f"torch {report.torch_version}" if report.torch_version else None, caches]
-    parts: list = [Text(f"{display_path(report.path)} ({', '.join(s for s in said if s)})", style="header")]
+    parts: list = _lines(f"{display_path(report.path)} ({', '.join(s for s in said if s)})", "", "  ", "header")
     rows = [("eager step", seconds(full.eager_step_seconds), "")]
     if full.first_call_seconds is not None:
         rows.append(("first compiled call", seconds(full.first_call_seconds), f"+{seconds(full.seconds)} over eager: the compile"))

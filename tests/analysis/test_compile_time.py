@@ -108,7 +108,7 @@ def test_identical_blocks_and_near_misses_say_why():
     flag, config = block.near_misses
     assert flag.fqns == ("blocks.3",) and flag.why == "a flag read in forward: self.gate is True here, False in blocks.0"
     assert flag.torch_reason == "0/0: self.gate == False # if self.gate:"
-    assert config.why.startswith("a different config: down.weight float32[16, 64] here, float32[16, 32] in blocks.0")
+    assert config.why == "a different config: up.out_features=64 here, 32 in blocks.0; down.weight float32[16, 64] here, float32[16, 32] in blocks.0"
     assert config.torch_reason is None  # torch named another variant's guard, not the block's own
 
 
@@ -194,7 +194,8 @@ def test_advice_for_a_regional_compile_that_saves_time():
     regional = CompileRun("regional", 2.0, 0.5, 0.12, (), {}, None, block.fqns)
     report = _report(regional=regional, blocks=(block,), regional_asked=True, nested_compile_region=True)
     advice = report.advice()
-    assert advice[0].text.startswith("compile the blocks one by one: 1.5 s instead of 5.5 s (3.7x faster); the compiled step is 20% slower")
+    assert advice[0].text.startswith("compile the blocks one by one: 1.5 s instead of 5.5 s (3.7x faster); the compiled step is "
+                                     "20% slower (fusion stops at block boundaries)")
     assert advice[0].code == "for block in model.blocks: block.compile()"
     assert advice[1].code.endswith("Block.forward = nested_compile_region(Block.forward)")
     slow = _report(regional=CompileRun("regional", 9.0, 0.5, 0.1, (), {}, None, block.fqns), blocks=(block,), regional_asked=True)
