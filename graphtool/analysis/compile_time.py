@@ -94,11 +94,25 @@ class Frame:
 def read_frames(records: Iterable, marker: str) -> list[Frame]:
     """The frames of a child's log, in order, each with the stage its records fell in (``marker``: the name of
     graphtool's stage artifact; records before any marker are stage ``""``)."""
+    return read_log(records, marker)[0]
+
+
+def read_log(records: Iterable, marker: str) -> tuple[list[Frame], dict[str, float]]:
+    """:func:`read_frames`, and per stage the seconds of C++ kernel compiles torch ran *while generating code*
+    (``compile_file`` chromium events outside ``async_compile.wait`` and outside another ``compile_file``): on a
+    CPU with few cores inductor compiles kernels at once instead of in its pool, and torch's metrics count that
+    time as code generation, not as the C++/Triton compile. The phases stay torch's; this says how much of code
+    generation was compiling."""
     stage = ""
     out = []
+    inline: dict[str, float] = {}
+    open_events: list[tuple[str, float]] = []
     for rec in records:
         if rec.name == "artifact" and rec.artifact == marker:
             stage = (rec.payload or "").strip()
+            continue
+        if rec.name == "chromium_event":
+            _clock(rec.payload, open_events, inline, stage)
             continue
         if rec.name not in ("compilation_metrics", "bwd_compilation_metrics") or not isinstance(rec.meta, dict):
             continue
@@ -110,12 +124,34 @@ def read_frames(records: Iterable, marker: str) -> list[Frame]:
         out.append(Frame(cid, "backward" if backward else "forward", m.get("co_name"), m.get("co_filename"),
                          m.get("co_firstlineno"), total_seconds(m), phase_seconds(m), nodes if isinstance(nodes, int) else None,
                          m.get("recompile_reason"), fail, cache_counts(m), stage))
-    return out
+    return out, {k: round(v, 6) for k, v in inline.items()}
+
+
+def _clock(payload: Optional[str], open_events: list, inline: dict, stage: str) -> None:
+    import json
+
+    try:
+        event = json.loads(payload or "")
+    except ValueError:
+        return
+    name, ph, ts = event.get("name"), event.get("ph"), event.get("ts")
+    if not isinstance(ts, (int, float)):
+        return
+    if ph == "B":
+        open_events.append((name, ts))
+    elif ph == "E":
+        for i in range(len(open_events) - 1, -1, -1):
+            if open_events[i][0] == name:
+                outer = {n for n, _ in open_events[:i]}
+                if name == "compile_file" and not outer & {"compile_file", "async_compile.wait"}:
+                    inline[stage] = inline.get(stage, 0.0) + (ts - open_events[i][1]) / 1e6
+                del open_events[i:]
+                break
 
 
 def wants_record(name: str, meta: Any, marker: str) -> bool:
-    """The payloads :func:`read_frames` needs: graphtool's stage markers only."""
-    return name == "artifact" and isinstance(meta, dict) and meta.get("name") == marker
+    """The payloads :func:`read_log` needs: graphtool's stage markers and torch's timed events."""
+    return name == "chromium_event" or (name == "artifact" and isinstance(meta, dict) and meta.get("name") == marker)
 
 
 @dataclass(frozen=True)
@@ -151,6 +187,7 @@ class CompileRun:
     blocks: tuple[str, ...] = ()  # regional: the modules compiled one by one
     step_samples: tuple[float, ...] = ()  # each timed compiled step
     eager_samples: tuple[float, ...] = ()  # each timed eager step
+    inline_cpp_seconds: float = 0.0  # C++ kernel compiles torch ran while generating code (counted in code_gen)
 
     def step_spread(self) -> Optional[float]:
         """How far the compiled steps' samples spread, as a fraction of their median (None: fewer than two)."""
@@ -188,6 +225,7 @@ class CompileRun:
                 "compile_seconds": _r(self.compile_seconds), "phases": {k: _r(v) for k, v in self.phases().items()},
                 "step_samples": [_r(x) for x in self.step_samples], "eager_step_samples": [_r(x) for x in self.eager_samples],
                 "forward_backward": self.by_kind(), "frames": len(self.frames), "cache": self.cache(),
+                "cpp_compile_in_code_gen": _r(self.inline_cpp_seconds),
                 "failure": self.failure.to_dict() if self.failure else None}
 
 
@@ -303,9 +341,12 @@ class CompileReport:
         if (self.device or "cpu") != "cpu" or not self.full.frames or self.backend != "inductor":
             return None
         p = self.full.phases()
-        return (f"on a CPU: the C++/Triton compile phase ({p['triton']:.1f} s here) is the C++ compile of CPU kernels "
-                f"and autotuning took {p['autotune']:.1f} s; both differ on a GPU (Triton kernels, autotuning under "
-                f"max-autotune); dynamo ({p['dynamo']:.1f} s) and AOT autograd ({p['aot_autograd']:.1f} s) do not")
+        inline = self.full.inline_cpp_seconds
+        also = (f", and {inline:.1f} s of code generation was C++ compiles torch ran while generating code"
+                if inline >= 0.05 else "")
+        return (f"on a CPU: the C++/Triton compile phase ({p['triton']:.1f} s here) is the C++ compile of CPU kernels"
+                f"{also}; autotuning took {p['autotune']:.1f} s; both differ on a GPU (Triton kernels, autotuning "
+                f"under max-autotune); dynamo ({p['dynamo']:.1f} s) and AOT autograd ({p['aot_autograd']:.1f} s) do not")
 
     def advice(self) -> list[Advice]:
         return advice(self)
@@ -434,7 +475,7 @@ def judge_compile_budget(report: CompileReport, max_seconds: float) -> CompileBu
 
 
 def run_from_child(stage: str, raw: dict, frames: list[Frame], failure: Optional[Failure] = None,
-                   facts: Optional[dict] = None) -> CompileRun:
+                   facts: Optional[dict] = None, inline: Optional[dict] = None) -> CompileRun:
     """A :class:`CompileRun` from a child's result (or, for a child that was stopped, the facts it wrote as it went)
     and the frames of its stage in its log."""
     facts = facts or {}
@@ -443,7 +484,8 @@ def run_from_child(stage: str, raw: dict, frames: list[Frame], failure: Optional
                       raw.get("compiled_step", facts.get("compiled_step")),
                       tuple(f for f in frames if f.stage == stage), dict(raw.get("torch_totals") or {}), failure,
                       tuple(raw.get("blocks_compiled") or ()), tuple(raw.get("compiled_step_samples") or ()),
-                      tuple(raw.get("eager_step_samples", facts.get("eager_step_samples")) or ()))
+                      tuple(raw.get("eager_step_samples", facts.get("eager_step_samples")) or ()),
+                      (inline or {}).get(stage, 0.0))
 
 
 def failure_of(raw: dict) -> Optional[Failure]:

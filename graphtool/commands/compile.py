@@ -190,7 +190,7 @@ class _Run:
 
     def _stage(self, stage: str, label: str, *, caches: bool, steps: Optional[int] = None, blocks: tuple = ()):
         """Run one child; (its raw result, its :class:`CompileRun`, why it stopped or None)."""
-        from graphtool.analysis.compile_time import CompileRun, Failure, failure_of, read_frames, run_from_child, wants_record
+        from graphtool.analysis.compile_time import CompileRun, Failure, failure_of, read_log, run_from_child, wants_record
         from graphtool.capture.processes.compile_job import STAGE_ARTIFACT, CompileJob, read_status, run_compile_job
         from graphtool.capture.torch_trace import LogReader, log_files
 
@@ -207,17 +207,17 @@ class _Run:
         self.progress.phase(f"{label}: starting a fresh process")
         raw = run_compile_job(job, timeout=left, on_tick=ticker)
         reader = LogReader(log_files([trace_dir]), want=lambda name, meta: wants_record(name, meta, STAGE_ARTIFACT))
-        frames = read_frames(reader.records(), STAGE_ARTIFACT)
+        frames, inline = read_log(reader.records(), STAGE_ARTIFACT)
         if raw.get("ok"):
             if stage == "regional":
                 raw = dict(raw, blocks_compiled=list(blocks))
             failure = failure_of(raw)
-            return raw, run_from_child(stage, raw, frames, failure), failure
+            return raw, run_from_child(stage, raw, frames, failure, inline=inline), failure
         stages, facts = read_status(status_path)
         if str(raw.get("error", "")).startswith("timed out"):
             was = stages[-1] if stages else "starting"
             stopped = Failure("timeout", f"--timeout {self.timeout:g} s ran out ({label}: {was}); the child was ended", was)
-            return {}, run_from_child(stage, {}, frames, stopped, facts), stopped
+            return {}, run_from_child(stage, {}, frames, stopped, facts, inline), stopped
         err = GraphtoolError(raw.get("error") or f"the {stage} compile's child failed", detail=raw.get("detail"))
         err.exit_code = int(raw.get("exit_code") or 3)
         raise err

@@ -93,6 +93,9 @@ def _phases(run) -> list:
     rows = [(ph.title, f"{p.get(ph.key, 0.0):.2f}", _pct(p.get(ph.key, 0.0), total)) for ph in PHASES]
     out.append(FitTable(None, [Col("phase", ident=True), Col("seconds", ident=True, justify="right"),
                                Col("share", ident=True, justify="right")], rows))
+    if run.inline_cpp_seconds >= 0.05:
+        out += _lines(f"code generation includes {seconds(run.inline_cpp_seconds)} of C++ kernel compiles torch ran while "
+                      "generating code (its compile_file events), not in its pool", "  ", "  ")
     kinds = run.by_kind()
     if kinds.get("backward"):
         out.append(Text(f"  forward {seconds(kinds['forward'])}, backward {seconds(kinds['backward'])} "

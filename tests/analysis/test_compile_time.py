@@ -20,6 +20,7 @@ from graphtool.analysis.compile_time import (
     judge_compile_budget,
     phase_now,
     read_frames,
+    read_log,
     wants_record,
 )
 from graphtool.analysis.repeated_blocks import BlockFacts, RepeatedBlock, hazards, judge_blocks, nested_change, raw_facts, regional_change, span
@@ -59,6 +60,24 @@ def test_frames_carry_their_stage_and_phases_that_add_up():
     fwd, bwd = frames[:2]
     assert (fwd.seconds, bwd.seconds, fwd.nodes, fwd.cache["fx_graph_misses"]) == (2.0, 3.0, 2, 1)
     assert bwd.phases["aot_autograd"] == pytest.approx(0.5)  # the lazy backward's own AOT part
+
+
+def _event(name, ph, ts):
+    return record("chromium_event", {}, json.dumps({"name": name, "ph": ph, "ts": ts * 1e6, "args": {}}, indent=0),
+                  frame_id=0, frame_compile_id=0, attempt=0)
+
+
+def test_c_plus_plus_compiles_run_while_generating_code_are_counted_once():
+    log = _log() + b"".join([
+        record("artifact", {"name": STAGE_ARTIFACT, "encoding": "string"}, "regional"),
+        _event("code_gen", "B", 0), _event("compile_file", "B", 1), _event("compile_file", "E", 3),  # 2 s inline
+        _event("async_compile.wait", "B", 3), _event("compile_file", "B", 3), _event("compile_file", "E", 4),  # the pool's
+        _event("async_compile.wait", "E", 4), _event("compile_file", "B", 5), _event("compile_file", "B", 5.5),
+        _event("compile_file", "E", 6), _event("compile_file", "E", 6.5), _event("code_gen", "E", 7),  # 1.5 s, nested once
+    ])
+    reader = LogReader([("c.log", io.BytesIO(log))], want=lambda n, m: wants_record(n, m, STAGE_ARTIFACT))
+    frames, inline = read_log(reader.records(), STAGE_ARTIFACT)
+    assert len(frames) == 3 and inline == {"regional": 3.5}
 
 
 def test_a_run_counts_only_its_own_stage():

@@ -48,7 +48,9 @@ def test_regional_compiles_the_identical_blocks_in_its_own_process(near_miss):
     doc = near_miss.to_dict()
     regional = doc["regional"]
     assert regional["blocks"] == [f"blocks.{i}" for i in range(4)]
-    assert regional["seconds"] > 0 and regional["step_seconds"] > 0 and regional["frames"] >= 1
+    # a dynamo-only compile of four small blocks is about an eager step long: the wall-clock difference can be 0
+    assert regional["seconds"] >= 0 and regional["compile_seconds"] > 0 and regional["step_seconds"] > 0
+    assert regional["frames"] >= 1
     assert isinstance(regional["hazards"], list) and near_miss.exit_code() == 0
     text = near_miss.text(80)
     assert max(len(ln) for ln in text.splitlines()) <= 80
