@@ -98,21 +98,20 @@ def read_frames(records: Iterable, marker: str) -> list[Frame]:
 
 
 def read_log(records: Iterable, marker: str) -> tuple[list[Frame], dict[str, float]]:
-    """:func:`read_frames`, and per stage the seconds of C++ kernel compiles torch ran *while generating code*
-    (``compile_file`` chromium events outside ``async_compile.wait`` and outside another ``compile_file``): on a
-    CPU with few cores inductor compiles kernels at once instead of in its pool, and torch's metrics count that
-    time as code generation, not as the C++/Triton compile. The phases stay torch's; this says how much of code
-    generation was compiling."""
+    """:func:`read_frames`, and per stage the seconds C++ kernel compiles ran *while torch generated code*: time
+    covered by ``compile_file`` chromium events and by ``code_gen``, but not by ``async_compile.wait``. On a CPU
+    inductor compiles some kernels at once (or in threads, overlapping) instead of in its pool, and torch's metrics
+    count that time as code generation, not as the C++/Triton compile. Coverage, not a sum of durations: events of
+    several threads overlap. The phases stay torch's; this says how much of code generation was compiling."""
     stage = ""
     out = []
-    inline: dict[str, float] = {}
-    open_events: list[tuple[str, float]] = []
+    clock = _Coverage()
     for rec in records:
         if rec.name == "artifact" and rec.artifact == marker:
             stage = (rec.payload or "").strip()
             continue
         if rec.name == "chromium_event":
-            _clock(rec.payload, open_events, inline, stage)
+            clock.event(rec.payload, stage)
             continue
         if rec.name not in ("compilation_metrics", "bwd_compilation_metrics") or not isinstance(rec.meta, dict):
             continue
@@ -124,29 +123,63 @@ def read_log(records: Iterable, marker: str) -> tuple[list[Frame], dict[str, flo
         out.append(Frame(cid, "backward" if backward else "forward", m.get("co_name"), m.get("co_filename"),
                          m.get("co_firstlineno"), total_seconds(m), phase_seconds(m), nodes if isinstance(nodes, int) else None,
                          m.get("recompile_reason"), fail, cache_counts(m), stage))
-    return out, {k: round(v, 6) for k, v in inline.items()}
+    return out, clock.inline_compiles()
 
 
-def _clock(payload: Optional[str], open_events: list, inline: dict, stage: str) -> None:
-    import json
+class _Coverage:
+    """When each of a few of torch's timed events was open (any thread), per stage: intervals where the count of
+    begun-not-ended events of that name is above zero."""
 
-    try:
-        event = json.loads(payload or "")
-    except ValueError:
-        return
-    name, ph, ts = event.get("name"), event.get("ph"), event.get("ts")
-    if not isinstance(ts, (int, float)):
-        return
-    if ph == "B":
-        open_events.append((name, ts))
-    elif ph == "E":
-        for i in range(len(open_events) - 1, -1, -1):
-            if open_events[i][0] == name:
-                outer = {n for n, _ in open_events[:i]}
-                if name == "compile_file" and not outer & {"compile_file", "async_compile.wait"}:
-                    inline[stage] = inline.get(stage, 0.0) + (ts - open_events[i][1]) / 1e6
-                del open_events[i:]
-                break
+    NAMES = ("compile_file", "code_gen", "async_compile.wait")
+
+    def __init__(self):
+        self.open: dict[tuple[str, str], tuple[int, float]] = {}
+        self.spans: dict[tuple[str, str], list[tuple[float, float]]] = {}
+
+    def event(self, payload: Optional[str], stage: str) -> None:
+        import json
+
+        try:
+            event = json.loads(payload or "")
+        except ValueError:
+            return
+        name, ph, ts = event.get("name"), event.get("ph"), event.get("ts")
+        if name not in self.NAMES or ph not in ("B", "E") or not isinstance(ts, (int, float)):
+            return
+        key = (stage, name)
+        n, since = self.open.get(key, (0, ts))
+        if ph == "B":
+            self.open[key] = (n + 1, ts if n == 0 else since)
+        elif n > 0:
+            if n == 1:
+                self.spans.setdefault(key, []).append((since / 1e6, ts / 1e6))
+            self.open[key] = (n - 1, since)
+
+    def inline_compiles(self) -> dict[str, float]:
+        out = {}
+        for stage in {k[0] for k in self.spans}:
+            cf, cg, aw = (self.spans.get((stage, n), []) for n in self.NAMES)
+            both = _intersect(cf, cg)
+            out[stage] = round(_length(both) - _length(_intersect(both, aw)), 6)
+        return out
+
+
+def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The overlap of two lists of disjoint, ordered intervals."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _length(spans: list[tuple[float, float]]) -> float:
+    return sum(hi - lo for lo, hi in spans)
 
 
 def wants_record(name: str, meta: Any, marker: str) -> bool:
