@@ -221,6 +221,16 @@ class CompileRun:
     step_samples: tuple[float, ...] = ()  # each timed compiled step
     eager_samples: tuple[float, ...] = ()  # each timed eager step
     inline_cpp_seconds: float = 0.0  # C++ kernel compiles torch ran while generating code (counted in code_gen)
+    first_call_cpu: Optional[float] = None  # CPU seconds of the first call (the process and the compilers it waited for)
+    eager_step_cpu: Optional[float] = None
+
+    @property
+    def cpu_seconds(self) -> Optional[float]:
+        """``seconds`` in CPU time: what the compile cost the machine, which a busy machine's other work barely
+        moves (the wall clock does)."""
+        if self.first_call_cpu is None:
+            return None
+        return max(0.0, self.first_call_cpu - (self.eager_step_cpu or 0.0))
 
     def step_spread(self) -> Optional[float]:
         """How far the compiled steps' samples spread, as a fraction of their median (None: fewer than two)."""
@@ -258,7 +268,7 @@ class CompileRun:
                 "compile_seconds": _r(self.compile_seconds), "phases": {k: _r(v) for k, v in self.phases().items()},
                 "step_samples": [_r(x) for x in self.step_samples], "eager_step_samples": [_r(x) for x in self.eager_samples],
                 "forward_backward": self.by_kind(), "frames": len(self.frames), "cache": self.cache(),
-                "cpp_compile_in_code_gen": _r(self.inline_cpp_seconds),
+                "cpp_compile_in_code_gen": _r(self.inline_cpp_seconds), "cpu_seconds": _r(self.cpu_seconds),
                 "failure": self.failure.to_dict() if self.failure else None}
 
 
@@ -518,7 +528,8 @@ def run_from_child(stage: str, raw: dict, frames: list[Frame], failure: Optional
                       tuple(f for f in frames if f.stage == stage), dict(raw.get("torch_totals") or {}), failure,
                       tuple(raw.get("blocks_compiled") or ()), tuple(raw.get("compiled_step_samples") or ()),
                       tuple(raw.get("eager_step_samples", facts.get("eager_step_samples")) or ()),
-                      (inline or {}).get(stage, 0.0))
+                      (inline or {}).get(stage, 0.0), raw.get("first_call_cpu", facts.get(f"{stage}_first_call_cpu")),
+                      raw.get("eager_step_cpu", facts.get("eager_step_cpu")))
 
 
 def failure_of(raw: dict) -> Optional[Failure]:

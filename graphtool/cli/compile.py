@@ -38,7 +38,7 @@ def compile_cmd(
     mode: Optional[str] = typer.Option(None, "--mode", help="torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs."),
     regional: bool = typer.Option(False, "--regional", help="Also compile the repeated blocks one by one in a second fresh process."),
     warm: bool = typer.Option(False, "--warm", help="Also compile again in another process with inductor's caches on (the hits)."),
-    inference: bool = options.InferenceOpt,
+    inference: bool = typer.Option(False, "--inference", help="Compile and time the forward only (no backward)."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda[:N] (default: cuda when present, else cpu)."),
     steps: int = typer.Option(3, "--steps", help="Timed steps after the first call; the step time is their median."),
     fmt: str = options.FormatOpt,

@@ -148,11 +148,12 @@ def _blocks(report) -> list:
 def _regional(report) -> list:
     full, reg = report.full, report.regional
     out = [Text(f"Whole against regional ({len(reg.blocks)} blocks compiled one by one)", style="header")]
-    rows = [("eager", "-", seconds(full.eager_step_seconds), ""),
-            ("whole", seconds(full.seconds), seconds(full.step_seconds), count(len(full.frames), "frame")),
-            ("regional", seconds(reg.seconds), seconds(reg.step_seconds), count(len(reg.frames), "frame"))]
+    rows = [("eager", "-", "-", seconds(full.eager_step_seconds), ""),
+            ("whole", seconds(full.seconds), seconds(full.cpu_seconds), seconds(full.step_seconds), count(len(full.frames), "frame")),
+            ("regional", seconds(reg.seconds), seconds(reg.cpu_seconds), seconds(reg.step_seconds), count(len(reg.frames), "frame"))]
     out.append(FitTable(None, [Col("", ident=True), Col("compile", ident=True, justify="right"),
-                               Col("step", ident=True, justify="right"), Col("torch", drop=1)], rows))
+                               Col("cpu", ident=True, drop=2, justify="right"), Col("step", ident=True, justify="right"),
+                               Col("torch", drop=1)], rows))
     if report.hazards:
         out.append(Text("  hazards found on this model:"))
         for h in report.hazards:

@@ -128,28 +128,41 @@ class _Step:
 
         self.params = list(spec.model.parameters()) if is_module(spec.model) else []
         self.last_samples: list[float] = []
+        self.last_cpu = self.median_cpu = self.eager_cpu = 0.0
 
     def __call__(self, fn) -> float:
+        """The step's wall seconds; its CPU seconds (this process and the compiler processes it waited for: a
+        clock a busy machine barely moves) are left in ``last_cpu``."""
         from graphtool.capture.tracer import _run_backward
 
         for p in self.params:  # each step starts from no gradients, as zero_grad(set_to_none=True) leaves it
             p.grad = None
         self._sync()
-        started = time.perf_counter()
+        cpu, started = _cpu(), time.perf_counter()
         out = fn(*self.spec.args, **self.spec.kwargs)
         if self.training:
             _run_backward(self.torch, out)
         self._sync()
-        return time.perf_counter() - started
+        wall = time.perf_counter() - started
+        self.last_cpu = _cpu() - cpu
+        return wall
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
     def median(self, fn, n: int) -> tuple[float, list[float]]:
-        samples = [self(fn) for _ in range(n)]
-        self.last_samples = samples
+        samples, cpus = [], []
+        for _ in range(n):
+            samples.append(self(fn))
+            cpus.append(self.last_cpu)
+        self.last_samples, self.median_cpu = samples, statistics.median(cpus)
         return statistics.median(samples), samples
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _eager(spec, step: _Step, status: _Status, job: CompileJob, catcher=None) -> float:
@@ -165,7 +178,8 @@ def _eager(spec, step: _Step, status: _Status, job: CompileJob, catcher=None) ->
         what = "the model's training step (its call, then a backward from its outputs) raised eagerly" if step.training \
             else "the model raised eagerly on its example inputs"
         raise model_call_error(spec, exc, what) from None
-    status.fact(eager_step=median, eager_step_samples=samples)
+    step.eager_cpu = step.median_cpu
+    status.fact(eager_step=median, eager_step_samples=samples, eager_step_cpu=step.median_cpu)
     return median
 
 
@@ -180,8 +194,8 @@ def _compile_first(torch, job: CompileJob, spec, step: _Step, status: _Status, m
         first = step(model)
     except Exception as exc:
         return {"failure": _failure(exc)}
-    status.fact(**{f"{job.stage}_first_call": first})
-    return {"first_call": first}
+    status.fact(**{f"{job.stage}_first_call": first, f"{job.stage}_first_call_cpu": step.last_cpu})
+    return {"first_call": first, "first_call_cpu": step.last_cpu, "eager_step_cpu": step.eager_cpu}
 
 
 def _failure(exc: BaseException) -> dict:
