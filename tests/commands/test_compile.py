@@ -79,7 +79,7 @@ def test_past_the_timeout_the_child_is_ended_and_what_finished_is_shown(cli, tmp
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
-    rc, out, err = cli("compile", FIXTURES / "sleeps_compiled.py", "--backend", "eager", "--timeout", "30", "--steps", "1",
+    rc, out, err = cli("compile", FIXTURES / "sleeps_compiled.py", "--backend", "eager", "--timeout", "20", "--steps", "1",
                        "--format", "json")
     assert rc == 2, err
     doc = json.loads(out)
