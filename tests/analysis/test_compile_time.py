@@ -221,6 +221,16 @@ def test_advice_for_a_regional_compile_that_saves_time():
     assert slow.advice()[0].text.startswith("keep torch.compile(model): compiling the blocks one by one took 8.5 s against 5.5 s")
 
 
+def test_advice_when_the_wall_and_cpu_clocks_disagree():
+    block = RepeatedBlock("Block", ("b.0", "b.1"), True, 0.5)
+    full = CompileRun("whole", 77.5, 0.3, 0.04, first_call_cpu=36.3, eager_step_cpu=0.2)
+    regional = CompileRun("regional", 65.5, 0.3, 0.04, (), {}, None, block.fqns, first_call_cpu=23.6, eager_step_cpu=0.2)
+    (first, *_) = _report(full=full, regional=regional, blocks=(block,), regional_asked=True).advice()
+    assert first.text.startswith("the clocks disagree: compiling the blocks one by one took 65.2 s against 77.2 s of wall "
+                                 "time, 23.4 s against 36.1 s of CPU time")
+    assert first.code == "for block in model.b: block.compile()"
+
+
 def test_advice_without_regional_points_at_it():
     block = RepeatedBlock("Block", ("b.0", "b.1"), True, 0.5)
     assert _report(blocks=(block,)).advice()[0].text.startswith("2 x Block (b.0-1) make 50% of the graph: graphtool compile --regional")

@@ -50,3 +50,18 @@ def test_the_progress_shows_the_stage_and_the_phase_torch_is_in(tmp_path):
     tick.last = 0.0
     tick()
     assert ", 0/0: inductor lowering (" in said.lines[2]
+
+
+def test_the_step_is_timed_once_it_has_settled():
+    from graphtool.capture.processes.compile_worker import _Step
+
+    class Clock(_Step):
+        def __init__(self, times):
+            self.times = list(times)
+
+        def __call__(self, fn):
+            return self.times.pop(0)
+
+    assert Clock([4.3, 0.98, 0.23, 0.07, 0.06, 0.5]).settle(None) == 5  # as a per-block compiled decoder's steps went
+    assert Clock([0.1, 0.1]).settle(None) == 2
+    assert Clock([1.0, 0.1] * 10).settle(None, most=6) == 6  # never steady: at most ``most``
