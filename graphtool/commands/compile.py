@@ -218,6 +218,7 @@ class _Run:
             was = stages[-1] if stages else "starting"
             stopped = Failure("timeout", f"--timeout {self.timeout:g} s ran out ({label}: {was}); the child was ended", was)
             return {}, run_from_child(stage, {}, frames, stopped, facts, inline), stopped
-        err = GraphtoolError(raw.get("error") or f"the {stage} compile's child failed", detail=raw.get("detail"))
+        err = GraphtoolError(raw.get("error") or f"the {stage} compile's child failed", hint=raw.get("hint"),
+                             detail=raw.get("detail"))
         err.exit_code = int(raw.get("exit_code") or 3)
         raise err

@@ -323,8 +323,7 @@ def main(argv: list[str]) -> int:
     try:
         result = call_with_stack_room(run, job)
     except GraphtoolError as err:
-        result = {"ok": False, "error": f"{err.message} (hint: {err.hint})" if err.hint else err.message,
-                  "detail": err.detail, "exit_code": err.exit_code}
+        result = {"ok": False, "error": err.message, "hint": err.hint, "detail": err.detail, "exit_code": err.exit_code}
     except Exception as exc:
         import traceback
 
