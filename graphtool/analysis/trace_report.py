@@ -40,6 +40,7 @@ class BreakInfo:
     # a break in library code: the user's call that led there (the nearest user frame on its stack)
     called_file: str | None = None
     called_line: int | None = None
+    source_text: str | None = None  # the stripped line at ``file:line`` when traced: what graphtool diff matches a moved break by
 
     @property
     def url(self) -> str | None:
@@ -49,7 +50,8 @@ class BreakInfo:
         return GB_URL.format(code=self.code) if self.code else None
 
     def to_dict(self) -> dict:
-        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
+        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint,
+             "source_text": self.source_text}
         if self.called_file:
             d["called_from"] = {"file": self.called_file, "line": self.called_line}
         return d
@@ -135,6 +137,8 @@ class TraceReport:
 
 
 def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
+    import linecache
+
     from graphtool.capture.graph_breaks import user_call
 
     seen, out = set(), []
@@ -145,7 +149,8 @@ def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
             called = user_call(b) if hasattr(b, "stack") else None
             out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
                                  getattr(b, "col", None), getattr(b, "end_col", None),
-                                 called.file if called else None, called.line if called else None))
+                                 called.file if called else None, called.line if called else None,
+                                 (linecache.getline(b.file, b.line).strip() or None) if b.file and b.line else None))
     return tuple(out)
 
 

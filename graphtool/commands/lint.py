@@ -24,6 +24,7 @@ from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 from graphtool.display_paths import display_path
 from graphtool.errors import EXIT_USAGE, UsageError
+from graphtool.schema import stamped
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,7 +45,7 @@ class LintOutcome(Result):
         return self.report.exit_code()
 
     def to_dict(self) -> dict:
-        return self.report.to_dict()
+        return stamped(self.command, self.report.to_dict())
 
     def summary(self) -> str:
         """``lint passed: 0 graph breaks, 0 recompiles, 0 skipped frames``, the counts of every model linted."""

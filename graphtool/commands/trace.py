@@ -17,6 +17,7 @@ from graphtool.commands import shared
 from graphtool.commands.launch import Launch, launch_of
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.schema import stamped
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,7 +45,7 @@ class TraceResult(Result):
             data["ddp"] = self.ddp.to_dict()
         if self.fsdp2 is not None:
             data["fsdp2"] = self.fsdp2.to_dict()
-        return data
+        return stamped(self.command, data)
 
     def _summary_line(self):
         """The line trace ends with (render.trace.summary_line), the CUDA-graph verdict's steady state joined to it."""
