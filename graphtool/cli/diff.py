@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -63,19 +64,16 @@ def diff(
 
 
 def _emit(result, fmt: str, output: Optional[Path], shown: Optional[Path]) -> None:
-    from graphtool.render import diff as render
     from graphtool.render.documents import format_data, write_atomic
 
-    report = result.report
-    text = {
-        "json": lambda: format_data(result.to_dict(), "json"),
-        "yaml": lambda: format_data(result.to_dict(), "yaml"),
-        "sarif": lambda: render.format_sarif(report),
-        "github": lambda: render.format_github(report),
-        "junit": lambda: render.format_junit(report),
-        "html": lambda: render.format_html(report),
-        "text": lambda: result.text(0),
-    }[fmt]
+    if fmt in ("json", "yaml"):  # no rich to import: the document alone
+        text = functools.partial(format_data, result.to_dict(), fmt)
+    elif fmt == "text":
+        text = functools.partial(result.text, 0)
+    else:
+        from graphtool.render import diff as render
+
+        text = functools.partial(getattr(render, f"format_{fmt}"), result.report)  # format_sarif(report), ...
     if output is not None:
         write_atomic(output, text())
         console.print_view(result, console.stderr_console())

@@ -34,9 +34,14 @@ class TraceResult(Result):
     graph_code: Optional[dict] = None  # file name -> Python source of the graph
     ddp: Any = None  # DdpReport: what DDP(torch.compile(model)) does to the graphs (``--ddp``)
     fsdp2: Any = None  # Fsdp2Report: what fully_shard does to the graphs, per rank (``--fsdp2``)
+    counters: Optional[dict] = None  # dynamo's counters for the traced call: calls_captured, fallbacks_to_eager
+    coverage: Any = None  # analysis.coverage.Coverage (``--coverage``)
 
     def to_dict(self) -> dict:
         data = self.report.to_dict()
+        data["calls_captured"] = (self.counters or {}).get("calls_captured")
+        data["fallbacks_to_eager"] = (self.counters or {}).get("fallbacks_to_eager")
+        data["coverage"] = self.coverage.to_dict() if self.coverage is not None else None
         if self.verdict is not None:
             data["cudagraphs"] = self.verdict.to_dict()
         if self.bench is not None:
@@ -80,6 +85,10 @@ class TraceResult(Result):
             from graphtool.render.distributed import fsdp2_view
 
             parts.append(fsdp2_view(self.fsdp2))
+        if self.coverage is not None:
+            from rich.text import Text
+
+            parts.append(Text(self.coverage.line()))
         parts.append(self._summary_line())
         return Group(*parts)
 
@@ -121,13 +130,14 @@ class TraceResult(Result):
 def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
           inference: bool = False, backend: str = "inductor", cudagraphs: Optional[str] = None, bench: bool = False,
           graph_code: bool = False, debug: bool = False, progress: Progress = SILENT,
-          ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[TraceResult]:
+          ddp: Optional[dict] = None, fsdp2: Optional[dict] = None, coverage: bool = False) -> list[TraceResult]:
     """Trace every model with ``backend``'s AOT stage; ``cudagraphs`` (a backend) adds the verdict,
     ``bench`` the timings, ``graph_code`` each graph's readable source. ``ddp`` (``world_size``,
     ``bucket_cap_mb``) runs the model as ``DDP(torch.compile(model))``: each graph DDP's optimizer
     splits off is one region, and the result's ``ddp`` says where and why. ``fsdp2`` (``world_size``)
     runs it under ``fully_shard`` as rank 0 of a fake process group: the result's ``fsdp2`` says what
-    FSDP2 does to the graphs, its collectives and each rank's memory."""
+    FSDP2 does to the graphs, its collectives and each rank's memory. ``coverage`` adds capture coverage
+    (:mod:`graphtool.capture.coverage`: the share of torch calls in compiled graphs, nested graph breaks off and on)."""
     shared.check_aot_backend(backend)
     if cudagraphs:
         from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend
@@ -140,15 +150,25 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
         once = shared.one_load(standin=bool(cudagraphs), plain=bench and launch.wrapped)
         with once if cudagraphs or bench else contextlib.nullcontext():  # one trace alone needs no sharing
             results.append(_one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress,
-                                launch))
+                                launch, coverage))
     return results
 
 
-def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, launch: Launch):
+def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, launch: Launch,
+         coverage: bool = False):
     from graphtool.analysis.trace_report import build_trace_report
+    from graphtool.capture import compat
 
+    before = compat.capture_counters()
     capture, wrapped = launch.trace_own(target, ent, device, inference, backend, debug=debug, progress=progress)
-    verdict = timings = code = None
+    counters = compat.counters_since(before)
+    verdict = timings = code = covered = None
+    if coverage and not launch.wrapped:
+        from graphtool.analysis.coverage import coverage_of
+        from graphtool.capture.coverage import measure_coverage
+
+        progress.phase("measuring capture coverage...")
+        covered = coverage_of(measure_coverage(capture.spec.model, capture.spec.args, capture.spec.kwargs))
     if cudagraphs:
         from dataclasses import replace
 
@@ -168,4 +188,5 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
         from graphtool.render.graph_code import graph_files
 
         code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
-    return TraceResult(target, build_trace_report(capture), verdict, timings, code, **launch.fields(wrapped))
+    return TraceResult(target, build_trace_report(capture), verdict, timings, code, **launch.fields(wrapped), counters=counters,
+                       coverage=covered)

@@ -3,7 +3,8 @@ one HTML page with both sides. ``format_*`` functions return strings; nothing he
 
 The text view, in the order the diff is made::
 
-    graphtool diff: before.json (trace, torch 2.13.0) -> after.json (trace, torch 2.15.0)
+    before: before.json (trace, torch 2.13.0)
+    after:  after.json (trace, torch 2.15.0)
     examples/model.py
       graph breaks 2 -> 2: 1 added, 1 removed, 1 moved
         + examples/model.py:9 [gb0025] Call to `torch._dynamo.graph_break()`
@@ -150,14 +151,14 @@ def coverage_lines(m) -> list[tuple[int, str, str]]:
             b, a = (_setting(m.coverage.get(s), setting) for s in ("before", "after"))
             if b is None and a is None:
                 continue
-            same = b is not None and a is not None and b.get("share") == a.get("share")
-            lines.append((4, f"torch calls in graphs, nested graph breaks {setting}: "
+            same = _share(b) == _share(a)
+            lines.append((4, f"torch calls in graphs (nested breaks {setting}): "
                           + (f"{_share(a)} (unchanged)" if same else f"{_share(b)} -> {_share(a)}"), ""))
     return lines
 
 
 def _share(x: dict | None) -> str:
-    return "-" if x is None else f"{x['share']:.0%} ({x['in_graphs']} of {x['torch_calls']})"
+    return "-" if x is None else f"{x['in_graphs']} of {x['torch_calls']} ({x['share']:.0%})"
 
 
 def _setting(cov, setting: str):
@@ -174,7 +175,8 @@ def diff_view(report):
     """The whole text view: both sides, each model's changes, what is only on one side, the verdict line."""
     from rich.console import Group
 
-    lines: list[tuple[int, str, str]] = [(0, f"graphtool diff: {_side(report.before)} -> {_side(report.after)}", "header")]
+    lines: list[tuple[int, str, str]] = [(0, f"before: {_side(report.before)}", "header"),
+                                         (0, f"after:  {_side(report.after)}", "header")]
     for m in report.models:
         lines.append((0, display_model(m.name), "header"))
         lines += model_lines(m)
@@ -303,8 +305,8 @@ def _model_html(m) -> str:
     rows = []
 
     def row(label, before, after):
-        cls = "" if before == after else ' class="changed"'
-        rows.append([escape(label), f"<span{cls}>{escape(before)}</span>", f"<span{cls}>{escape(after)}</span>"])
+        tag = "span" if before == after else "strong"  # what changed stands out
+        rows.append([escape(label), f"<{tag}>{escape(before)}</{tag}>", f"<{tag}>{escape(after)}</{tag}>"])
 
     if m.breaks is not None:
         row("graph breaks", str(m.breaks.before), str(m.breaks.after))

@@ -114,3 +114,13 @@ def test_bad_options_and_missing_files_exit_2(cli, docs, tmp_path):
     (tmp_path / "trace_dir" / "dedicated_log_torch_trace_rank_0_x.log").write_text("")
     rc, _, err = cli("diff", good, str(tmp_path / "trace_dir"))
     assert rc == 2 and "needs graphtool log" in err
+
+
+def test_the_json_document_follows_its_schema(cli, docs):
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    schema = json.loads(resources.files("graphtool.schema").joinpath("diff.schema.json").read_text())
+    for before, after in ((BEFORE, AFTER), (cudagraphs_doc(), cudagraphs_doc(False, 1, ("mutated inputs",)))):
+        rc, out, _ = cli("diff", docs("a.json", before), docs("b.json", after), "--format", "json")
+        jsonschema.validate(json.loads(out), schema)
