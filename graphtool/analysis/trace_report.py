@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from graphtool.analysis.graph_summary import GraphSummary, summarize_graph
 from graphtool.analysis.mutations import MutationReport, analyze_mutations
@@ -99,6 +100,8 @@ class TraceReport:
     module_training: bool | None = None  # the model's own .training flag (JSON "training"); None: a function
     grad_enabled: bool = True  # the grad mode the model was called in
     own_step: dict | None = None  # a step that runs its own backward/optimizer: {"kind", "evidence"} (train_step.OwnStep)
+    counters: dict | None = None  # dynamo's counters for the traced call: calls_captured, fallbacks_to_eager (capture.compat)
+    coverage: Any = None  # analysis.coverage.Coverage (``trace --coverage``)
 
     def diagnostics(self, lines=None) -> list:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
@@ -133,6 +136,9 @@ class TraceReport:
             "graphs": [r.to_dict() for r in self.regions],
         }
         d.update(self.mutations.to_dict())
+        d["calls_captured"] = (self.counters or {}).get("calls_captured")
+        d["fallbacks_to_eager"] = (self.counters or {}).get("fallbacks_to_eager")
+        d["coverage"] = self.coverage.to_dict() if self.coverage is not None else None
         return d
 
 
@@ -186,4 +192,5 @@ def build_trace_report(capture) -> TraceReport:
         module_training=getattr(capture, "module_training", None),
         grad_enabled=getattr(capture, "grad_enabled", True),
         own_step=capture.own_step.to_dict() if getattr(capture, "own_step", None) is not None else None,
+        counters=getattr(capture, "counters", None),
     )

@@ -109,7 +109,7 @@ class ReportResult(Result):
 
     def to_dict(self) -> dict:
         """The trace's document (``graphtool trace --format json`` of the own-device trace)."""
-        return stamped(self.command, self.trace.to_dict())
+        return stamped("trace", self.trace.to_dict())  # the trace's document, as graphtool trace prints it
 
     def view(self):
         from rich.text import Text

@@ -34,14 +34,9 @@ class TraceResult(Result):
     graph_code: Optional[dict] = None  # file name -> Python source of the graph
     ddp: Any = None  # DdpReport: what DDP(torch.compile(model)) does to the graphs (``--ddp``)
     fsdp2: Any = None  # Fsdp2Report: what fully_shard does to the graphs, per rank (``--fsdp2``)
-    counters: Optional[dict] = None  # dynamo's counters for the traced call: calls_captured, fallbacks_to_eager
-    coverage: Any = None  # analysis.coverage.Coverage (``--coverage``)
 
     def to_dict(self) -> dict:
         data = self.report.to_dict()
-        data["calls_captured"] = (self.counters or {}).get("calls_captured")
-        data["fallbacks_to_eager"] = (self.counters or {}).get("fallbacks_to_eager")
-        data["coverage"] = self.coverage.to_dict() if self.coverage is not None else None
         if self.verdict is not None:
             data["cudagraphs"] = self.verdict.to_dict()
         if self.bench is not None:
@@ -85,10 +80,10 @@ class TraceResult(Result):
             from graphtool.render.distributed import fsdp2_view
 
             parts.append(fsdp2_view(self.fsdp2))
-        if self.coverage is not None:
+        if self.report.coverage is not None:
             from rich.text import Text
 
-            parts.append(Text(self.coverage.line()))
+            parts.append(Text(self.report.coverage.line()))
         parts.append(self._summary_line())
         return Group(*parts)
 
@@ -156,22 +151,20 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
 
 def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, launch: Launch,
          coverage: bool = False):
-    from graphtool.analysis.trace_report import build_trace_report
-    from graphtool.capture import compat
+    from dataclasses import replace
 
-    before = compat.capture_counters()
+    from graphtool.analysis.trace_report import build_trace_report
+
     capture, wrapped = launch.trace_own(target, ent, device, inference, backend, debug=debug, progress=progress)
-    counters = compat.counters_since(before)
-    verdict = timings = code = covered = None
+    report = build_trace_report(capture)
+    verdict = timings = code = None
     if coverage and not launch.wrapped:
         from graphtool.analysis.coverage import coverage_of
         from graphtool.capture.coverage import measure_coverage
 
         progress.phase("measuring capture coverage...")
-        covered = coverage_of(measure_coverage(capture.spec.model, capture.spec.args, capture.spec.kwargs))
+        report = replace(report, coverage=coverage_of(measure_coverage(capture.spec.model, capture.spec.args, capture.spec.kwargs)))
     if cudagraphs:
-        from dataclasses import replace
-
         from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
         from graphtool.analysis.steady_state import steady_state
         from graphtool.capture.steady_state import DEFAULT_STEPS
@@ -188,5 +181,4 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
         from graphtool.render.graph_code import graph_files
 
         code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
-    return TraceResult(target, build_trace_report(capture), verdict, timings, code, **launch.fields(wrapped), counters=counters,
-                       coverage=covered)
+    return TraceResult(target, report, verdict, timings, code, **launch.fields(wrapped))
