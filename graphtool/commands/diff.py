@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -132,6 +131,13 @@ def _no_gc():
             gc.enable()
 
 
+def has_log_reader() -> bool:
+    """Whether this graphtool has ``graphtool log``'s reader of TORCH_TRACE logs."""
+    from importlib.util import find_spec
+
+    return find_spec("graphtool.capture.torch_trace") is not None
+
+
 _WANTED = "graphtool diff takes two documents a graphtool command wrote with --format json (or --format yaml, as .yaml)"
 
 
@@ -148,12 +154,25 @@ def _yaml(raw: bytes, path: str) -> object:
 
 
 def read_log_folder(folder: Path) -> dict:
-    """A TORCH_TRACE folder as a ``graphtool log`` document (issue 46's names: ``graphs_compiled``,
-    ``graph_breaks``, ``recompiles``, ``compile_time``, ``cudagraph_skips``, ``log``).
+    """A TORCH_TRACE folder as ``graphtool log`` reads it (:mod:`graphtool.capture.torch_trace`,
+    :mod:`graphtool.analysis.run_log`): its document, with the ``log`` header (``graphs_compiled``, ``graph_breaks``,
+    ``recompiles``, ``compile_time``, ``cudagraph_skips``, ``log``). No torch is imported.
 
-    This is where ``graphtool log``'s reader plugs in; until it is part of graphtool, a folder is refused
-    with what to do instead."""
-    if not any(os.scandir(folder)):
-        raise UsageError(f"{folder}: an empty folder, not a graphtool document or a TORCH_TRACE folder")
-    raise UsageError(f"{folder}: is a folder; reading a TORCH_TRACE folder needs graphtool log, which this graphtool "
-                     "does not have yet", hint="give the JSON documents a graphtool command wrote (--format json)")
+    This is where ``graphtool log``'s reader (branch ``log``, issue 46) plugs in: with it merged, a folder is read;
+    without it, refused with what to do instead (branch ``diff-with-log`` is this branch with ``log`` merged)."""
+    if not has_log_reader():
+        raise UsageError(f"{folder}: is a folder; reading a TORCH_TRACE folder needs graphtool log's reader, which this "
+                         "graphtool does not have", hint="give the JSON documents a graphtool command wrote (--format json)")
+    from graphtool.analysis.run_log import read_run_log, wants
+    from graphtool.analysis.run_log.build import READ
+    from graphtool.capture.torch_trace import LogReader, log_files
+
+    files = log_files([str(folder)])
+    if not files:
+        raise UsageError(f"{folder}: a folder with no TORCH_TRACE log (no *.log or *.log.gz file), not a graphtool document",
+                         hint="give a TORCH_TRACE folder (TORCH_TRACE=DIR python train.py) or a graphtool command's JSON")
+    facts = read_run_log(files, pictures=False, reader=LogReader(files, want=wants(False), names=READ))
+    if facts.log.records == 0:
+        raise UsageError(f"{folder}: not a TORCH_TRACE folder: its logs hold no structured-trace record",
+                         hint="TORCH_TRACE=DIR python train.py writes the logs graphtool log and graphtool diff read")
+    return stamped("log", {**facts.to_dict(), "paths": [str(folder)]}, torch_version=facts.log.torch_version)

@@ -26,7 +26,7 @@ DOCUMENT_VERSIONS = {
 }
 
 
-def torch_version() -> str | None:
+def installed_torch() -> str | None:
     """The torch this process runs (or would import), without importing it; None where there is none."""
     torch = sys.modules.get("torch")
     version = getattr(torch, "__version__", None)
@@ -40,19 +40,20 @@ def torch_version() -> str | None:
         return None
 
 
-def header(command: str) -> dict:
+def header(command: str, torch_version: str | None = None) -> dict:
     """The ``graphtool`` header of a document ``command`` made: ``command``, ``schema_version``,
-    ``graphtool_version``, ``torch_version``."""
+    ``graphtool_version``, ``torch_version`` (``torch_version`` given: the torch the facts come from, a logged
+    run's; else this process's)."""
     from graphtool import __version__
 
     return {"command": command, "schema_version": DOCUMENT_VERSIONS[command], "graphtool_version": __version__,
-            "torch_version": torch_version()}
+            "torch_version": torch_version or installed_torch()}
 
 
-def stamped(command: str, document: dict) -> dict:
+def stamped(command: str, document: dict, torch_version: str | None = None) -> dict:
     """``document`` with the header of ``command`` first.
 
     >>> list(stamped("trace", {"graphs": []}))
     ['graphtool', 'graphs']
     """
-    return {HEADER: header(command), **{k: v for k, v in document.items() if k != HEADER}}
+    return {HEADER: header(command, torch_version), **{k: v for k, v in document.items() if k != HEADER}}

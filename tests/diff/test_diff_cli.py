@@ -111,9 +111,51 @@ def test_bad_options_and_missing_files_exit_2(cli, docs, tmp_path):
     rc, _, err = cli("diff", good, str(tmp_path / "missing.json"))
     assert rc == 2 and "missing.json: no such file" in err
     (tmp_path / "trace_dir").mkdir()
-    (tmp_path / "trace_dir" / "dedicated_log_torch_trace_rank_0_x.log").write_text("")
+    with pytest.MonkeyPatch.context() as mp:  # a graphtool without graphtool log's reader (branch log not merged)
+        mp.setattr("graphtool.commands.diff.has_log_reader", lambda: False)
+        rc, _, err = cli("diff", good, str(tmp_path / "trace_dir"))
+    assert rc == 2 and "needs graphtool log's reader" in err
+
+
+#: the TORCH_TRACE folders the log tests recorded; they and the reader come with branch log (issue 46)
+LOG_READER = "graphtool.capture.torch_trace"
+
+
+def test_a_folder_that_is_no_torch_trace_exits_2(cli, docs, tmp_path):
+    pytest.importorskip(LOG_READER, reason="graphtool log's reader (branch log) is not merged")
+    good = docs("a.json", BEFORE)
+    (tmp_path / "empty").mkdir()
+    rc, _, err = cli("diff", good, str(tmp_path / "empty"))
+    assert rc == 2 and "a folder with no TORCH_TRACE log" in err
+    (tmp_path / "trace_dir").mkdir()
+    (tmp_path / "trace_dir" / "dedicated_log_torch_trace_rank_0_x.log").write_text("not a record\n")
     rc, _, err = cli("diff", good, str(tmp_path / "trace_dir"))
-    assert rc == 2 and "needs graphtool log" in err
+    assert rc == 2 and "not a TORCH_TRACE folder: its logs hold no structured-trace record" in err
+
+
+def test_two_torch_trace_folders_diff_as_two_runs(cli, tmp_path):
+    """The loop the log tests recorded under torch 2.13 and 2.15 (tests/fixtures/torch_trace): read as graphtool log
+    reads them, no torch imported; a side may also be graphtool log's own document."""
+    pytest.importorskip(LOG_READER, reason="graphtool log's reader (branch log) is not merged")
+    from tests.log.recorded import LOOP_213, LOOP_215
+
+    code = ("import sys\nfrom graphtool.cli.main import run\n"
+            f"rc = run(['diff', {str(LOOP_213)!r}, {str(LOOP_215)!r}, '--format', 'sarif'])\n"
+            "print('RC', rc, 'TORCH', sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "RC 0 TORCH []" in out
+
+    rc, out, err = cli("diff", LOOP_213, LOOP_215, "--format", "json", "--fail-on", "new-breaks,recompiles")
+    d = json.loads(out)
+    m = d["models"][0]
+    assert rc == 0, err
+    assert (d["before"]["command"], d["torch"]["before"][:4], d["torch"]["after"][:4]) == ("log", "2.13", "2.15")
+    assert (m["graph_breaks"]["unchanged"], m["recompiles"]["after"], m["graphs"]["after"]) == (1, 4, 6)
+    assert m["compile_time"]["before"] > 0
+    rc, out, _ = cli("log", LOOP_213, "--format", "json")
+    (tmp_path / "log.json").write_text(out)
+    rc, out, _ = cli("diff", tmp_path / "log.json", LOOP_213, "--format", "json")
+    assert rc == 0 and json.loads(out)["models"][0]["graph_breaks"]["unchanged"] == 1
 
 
 def test_the_json_document_follows_its_schema(cli, docs):

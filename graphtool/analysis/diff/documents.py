@@ -340,7 +340,7 @@ def _log_facts(d: dict, name: str) -> Facts:
         texts = sorted({s if isinstance(s, str) else str(s.get("reason") or s.get("message")) for s in skips
                         if isinstance(s, (str, dict))})
         cuda = Cudagraphs(None, None, None, None, None, tuple(texts))
-    return Facts(name, breaks=_breaks(d.get("graph_breaks"), code="gb_id"), recompiles=_frames(d.get("recompiles"), "frame"),
+    return Facts("the run", breaks=_breaks(d.get("graph_breaks"), code="gb_id"), recompiles=_frames(d.get("recompiles"), "frame"),
                  graphs=_int(d.get("graphs_compiled")), cudagraphs=cuda, compile_seconds=_seconds(d.get("compile_time")))
 
 
