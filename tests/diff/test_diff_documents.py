@@ -199,3 +199,13 @@ def test_the_document_says_both_sides_and_what_failed():
     assert d["failed"] == {"new-breaks": ["1 new graph break"]} and d["passed"] is False
     assert set(d["models"][0]["graph_breaks"]) >= {"added", "removed", "moved"}
     assert set(d["models"][0]["mutations"]) == {"added", "removed"}
+
+
+def test_several_models_in_one_document_pair_by_script():
+    def several(*docs):
+        return {"models": [dict(d) for d in docs]}
+
+    a2 = trace_doc([brk(3, "print(x)", file="/w/b.py")], path="/w/b.py")
+    report = diff(several(BEFORE, a2), several(a2, AFTER), "new-breaks")
+    assert [m.name.split(":")[0] for m in report.models] == ["/w/m.py", "/w/b.py"]
+    assert report.failed == {"new-breaks": ["/w/m.py:get_model_and_inputs: 1 new graph break"]}
