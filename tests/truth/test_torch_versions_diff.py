@@ -44,7 +44,12 @@ def _other_python() -> str:
 
 
 def _side(python: str, doc: str) -> dict:
-    """``torch_side.py`` under ``python``, this checkout's graphtool first on its path."""
+    """``torch_side.py`` under ``python`` (this process's torch: in this process), this checkout's graphtool first
+    on its path."""
+    if python == sys.executable:
+        from tests.truth.torch_side import collect
+
+        return {**collect(SCRIPT, doc), "doc": doc}
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([python, str(ROOT / "tests" / "truth" / "torch_side.py"), SCRIPT, doc], capture_output=True,
                           text=True, env=env, cwd=str(ROOT), timeout=600)

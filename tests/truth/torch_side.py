@@ -11,7 +11,8 @@ import json
 import sys
 
 
-def main(script: str, doc: str) -> None:
+def collect(script: str, doc: str) -> dict:
+    """Write the trace document to ``doc``; torch's own counters for one plain compiled call of the same model."""
     from graphtool.cli.main import run
 
     out = io.StringIO()
@@ -32,10 +33,12 @@ def main(script: str, doc: str) -> None:
     counters.clear()
     with contextlib.redirect_stdout(sys.stderr):
         torch.compile(spec.model, backend="eager")(*spec.args, **spec.kwargs)
-    print(json.dumps({"torch": torch.__version__, "calls_captured": counters["stats"]["calls_captured"],
-                      "fallbacks_to_eager": counters["frames"]["total"] - counters["frames"]["ok"],
-                      "graph_breaks": sum(counters["graph_break"].values()), "unique_graphs": counters["stats"]["unique_graphs"]}))
+    out = {"torch": torch.__version__, "calls_captured": counters["stats"]["calls_captured"],
+           "fallbacks_to_eager": counters["frames"]["total"] - counters["frames"]["ok"],
+           "graph_breaks": sum(counters["graph_break"].values()), "unique_graphs": counters["stats"]["unique_graphs"]}
+    torch._dynamo.reset()
+    return out
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    print(json.dumps(collect(*sys.argv[1:])))
