@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from graphtool.analysis.graph_summary import Source, user_source
 from graphtool.capture import compat
@@ -283,7 +283,8 @@ def model_output_aliases(capture) -> list[ModelOutputAlias]:
             view = False
         seen.setdefault(key, i)
         result.append(ModelOutputAlias(i, view, alias_of, lines.get(i)))
-    return result
+    more = _input_view_sources(capture, result, [tuple(t.shape) for t in tensors])
+    return [replace(o, source=more[o.index]) if more.get(o.index) else o for o in result]
 
 
 def _aot_output_kinds(capture, n_outputs: int) -> list[str] | None:
@@ -305,9 +306,14 @@ def _user_output_sources(capture, n_outputs: int) -> dict[int, Source | None]:
     """output index -> the user's line of the node the last region returns it from (when that region's
     user outputs are the model's outputs)."""
     regions = [r for r in capture.regions if r.forward is not None]
-    if not regions:
+    if not regions or len(regions[-1].forward_outputs) != n_outputs:
         return {}
-    graph = regions[-1].forward.graph
+    return _region_output_sources(regions[-1])
+
+
+def _region_output_sources(region) -> dict[int, Source | None]:
+    """user output index of one region -> the user's line of the node its forward graph returns it from."""
+    graph = region.forward.graph
     out_node = next(iter(graph.find_nodes(op="output")))
     values = out_node.args[0] if out_node.args else ()
     found: dict[int, Source | None] = {}
@@ -315,7 +321,50 @@ def _user_output_sources(capture, n_outputs: int) -> dict[int, Source | None]:
         role, idx = compat.describe_aot_output(desc)
         if role == "user_output" and idx is not None and hasattr(value, "meta"):
             found[idx] = user_source(value.meta.get("stack_trace"))
-    return found if len(regions[-1].forward_outputs) == n_outputs else {}
+    return found
+
+
+def _region_output_shapes(region) -> dict[int, tuple | None]:
+    """user output index of one region -> the shape its forward graph gives it (``None``: symbolic or unknown)."""
+    graph = region.forward.graph
+    out_node = next(iter(graph.find_nodes(op="output")))
+    values = out_node.args[0] if out_node.args else ()
+    found: dict[int, tuple | None] = {}
+    for value, desc in zip(values, compat.output_descriptors(graph) or []):
+        role, idx = compat.describe_aot_output(desc)
+        val = value.meta.get("val") if hasattr(value, "meta") else None
+        if role == "user_output" and idx is not None:
+            try:
+                found[idx] = tuple(int(n) for n in val.shape)
+            except (AttributeError, TypeError, ValueError):
+                found[idx] = None
+    return found
+
+
+def _input_view_sources(capture, outputs: list[ModelOutputAlias], shapes: list[tuple]) -> dict[int, Source | None]:
+    """output index -> the user's line, for the model's outputs that are views of an input when the last
+    region's outputs are not the model's: a graph break before ``return y, x[:, -1]`` leaves ``y`` outside
+    the last graph, which returns the view alone. The k-th output that views input ``x`` is the k-th output
+    of the latest region that views an input named ``x``, when that region has as many of the same shapes
+    (a submodule's own ``x`` is another tensor)."""
+    wanted: dict[str, list[int]] = {}
+    for o in outputs:
+        if o.source is None and o.is_view and o.alias_of and o.alias_of.get("kind") == "input":
+            wanted.setdefault(o.alias_of["name"], []).append(o.index)
+    found: dict[int, Source | None] = {}
+    for name, indices in wanted.items():
+        for region in reversed([r for r in capture.regions if r.forward is not None]):
+            refs = [rec.ref for rec in region.forward_inputs]
+            views = [o.index for o in region.forward_outputs if o.alias_type == "alias_of_input" and o.base_index is not None
+                     and o.base_index < len(refs) and refs[o.base_index] is not None and refs[o.base_index].name == name]
+            if not views:
+                continue
+            if len(views) == len(indices):
+                lines, made = _region_output_sources(region), _region_output_shapes(region)
+                if all(made.get(v) == shapes[i] for i, v in zip(indices, views)):
+                    found.update((i, lines.get(v)) for i, v in zip(indices, views))
+            break  # the latest region that returns a view of it decides; a different count matches nothing
+    return found
 
 
 def _blank(name: str, kind: str) -> dict:
