@@ -60,13 +60,16 @@ class TraceResult(Result):
         """Regions, breaks, skipped frames, mutations, and (``cudagraphs=``) the CUDA-graph verdict and its steady state."""
         return self._summary_line().plain
 
-    def view(self):
-        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line."""
+    def view(self, *, verbose: bool = False, quiet: bool = False):
+        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line;
+        ``quiet``: that line alone; ``verbose``: every placeholder (many of one kind are one row, counted)."""
         from rich.console import Group
 
         from graphtool.render.trace import trace_view
 
-        parts = [trace_view(self.report, summary=False)]
+        if quiet:
+            return self._summary_line()
+        parts = [trace_view(self.report, summary=False, verbose=verbose)]
         if self.verdict is not None:
             from graphtool.render.cudagraphs import cudagraphs_view
 

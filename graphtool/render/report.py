@@ -245,16 +245,23 @@ def _src_cell(source) -> str:
 
 
 def _mutations_section(m) -> str:
-    rows = []
-    for x in m.inputs:
-        if not x.mutated:
-            continue
-        how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
-        rows.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
-                     escape(", ".join(map(str, x.regions)))])
+    def rows(inputs):
+        out = []
+        for x in inputs:
+            how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
+            # the regions whose graph writes it: a parameter is an input of the forward and the optimizer, written by the optimizer only
+            out.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
+                        escape(", ".join(map(str, x.mutated_in or x.regions)))])
+        return out
+
+    head = ["input", "kind", "mutated", "where", "written in region"]
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
-    if rows:
-        body += _table(["input", "kind", "mutated", "where", "regions"], rows)
+    others = [x for x in m.mutated if not x.by_optimizer]
+    if others:
+        body += _table(head, rows(others))
+    if m.optimizer_writes:  # a whole step's every parameter and state tensor: folded, one click away
+        body += (f'<details class="optimizer-writes"><summary>{escape(m.optimizer_summary() or "")}: '
+                 f"{len(m.optimizer_writes)} tensors</summary>{_table(head, rows(m.optimizer_writes))}</details>")
     from graphtool.analysis.findings import alias_target
 
     alias = [[str(o.index), "view" if o.is_view else "shares storage", escape(alias_target(o.alias_of))] for o in m.aliased_outputs]
