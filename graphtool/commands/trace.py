@@ -165,7 +165,8 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
         verdict = replace(verdict, steady=steady_state(standin, verdict))
         wrapped = launch.judged(wrapped, verdict, standin, standin_report=standin_wrapped)
     if bench:
-        timings = shared.eager_vs_compiled(target, ent, progress=progress)
+        # what trace traced: training unless --inference (bench's own default), the forward alone with --inference
+        timings = shared.eager_vs_compiled(target, ent, backward=False if inference else None, progress=progress)
     if graph_code:
         from graphtool.render.graph_code import graph_files
 
