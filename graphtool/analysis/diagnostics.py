@@ -281,37 +281,73 @@ def _mutation_help(m, names: list[str], accept: Callable[[Iterable[str]], str] =
             "CUDA graphs want it at one address (allocate it once; torch._dynamo.mark_static_address)")
 
 
+#: how many characters of names a mutation's message lists before ``and N more``: a diagnostic is never cut, so it stays short
+NAMES_WIDTH = 80
+
+
+def some_names(names: list[str], width: int = NAMES_WIDTH) -> str:
+    """As many names as fit in ``width`` characters (at least one), then how many more.
+
+    >>> some_names(["bn.running_mean", "bn.running_var"])
+    'bn.running_mean, bn.running_var'
+    >>> some_names([f"layers.{i}.weight" for i in range(12)], width=40)
+    'layers.0.weight, layers.1.weight and 10 more (--format json lists them all)'
+    """
+    shown: list[str] = []
+    for name in names:
+        if shown and len(", ".join([*shown, name])) > width:
+            break
+        shown.append(name)
+    rest = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {rest} more (--format json lists them all)" if rest else "")
+
+
 def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), lines: LineReader | None = None,
                          accept: Callable[[Iterable[str]], str] = cli_allow) -> list[Diagnostic]:
     """GT-M001..M004 for a :class:`~graphtool.analysis.mutations.MutationReport`; inputs named in ``skip`` (accepted) left out.
     ``accept`` writes how to accept a mutation in the caller's terms: :func:`cli_allow` or :func:`python_allow`.
 
     Mutations of one kind at one line (the three statistics of a BatchNorm, each layer of a
-    Sequential built in one line) are one diagnostic that names them all and says how many."""
+    Sequential built in one line) are one diagnostic that names them all and says how many; what an
+    optimizer's step writes (its state, the parameters it updates) is one note for the whole step. A
+    message names as many tensors as fit in one line (``and 49 more``); ``--format json`` lists every one."""
+    from graphtool.analysis.mutations import optimizer_summary
+
     out = []
     groups: dict[tuple, list] = {}
+    steps: dict[tuple, list] = {}
     for m in report.mutated:
         if m.name in skip:
+            continue
+        region = "region " + ",".join(map(str, m.mutated_in or m.regions)) if (m.mutated_in or m.regions) else None
+        src = m.source
+        if m.by_optimizer:
+            steps.setdefault((src.file if src else None, src.line if src else None, region), []).append(m)
             continue
         what = "mutated in place" + (" under no_grad" if m.under_no_grad else "")
         code = "GT-M001" if m.mutates_data else "GT-M002"
         if not m.mutates_data:
             changed = [k for k, on in (("metadata", m.mutates_metadata), ("storage", m.mutates_storage)) if on]
             what = f"{' and '.join(changed)} changed"
-        region = "region " + ",".join(map(str, m.regions)) if m.regions else None
         help_text = _mutation_help(m, [m.name], accept)
         if m.note:
             help_text = f"{m.note}; {help_text}" if help_text else m.note
-        src = m.source
         key = (code, m.kind, what, src.file if src else None, src.line if src else None, region, help_text, m.name if not src else "")
         groups.setdefault(key, []).append(m)
+    for (file, line, region), members in steps.items():
+        states = sorted({m.name.rsplit(".", 1)[-1] for m in members if m.kind == "optimizer_state" and "." in m.name})
+        what = f"its state ({', '.join(states)})" if states else "its state"
+        help_text = (f"a compiled optimizer writes the parameters and {what} in place each step: accept it with "
+                     f"{accept(['optimizer_state'])}; --format json lists all {len(members)} tensors")
+        d = Diagnostic("GT-M001", optimizer_summary(members), file, line, help=help_text, model=model, region=region,
+                       severity="note")
+        out.append(with_source(d, lines))
     for (code, kind, what, file, line, region, help_text, _), members in groups.items():
         noun = kind.replace("_", " ")
         if len(members) == 1:
             message = f"{noun} {members[0].name} {what}"
         else:
-            names = ", ".join(m.name for m in members)
-            message = f"{len(members)} {noun}s {what}: {names}"
+            message = f"{len(members)} {noun}s {what}: {some_names([m.name for m in members])}"
             if members[0].kind == "user_input":
                 help_text = _mutation_help(members[0], [m.name for m in members], accept)
                 if members[0].note:

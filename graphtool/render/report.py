@@ -213,7 +213,7 @@ def _graphs_section(result) -> str:
     where = escape(d.shown_device if d is not None else result.stand_in)
     own = _own_counts(result.trace)
     tabs = "".join(
-        f'<button type="button" class="tab" data-picture="{i}" title="{p.nodes} graph nodes as traced for {where}, counted '
+        f'<button type="button" class="tab{" active" if i == 0 else ""}" data-picture="{i}" title="{p.nodes} graph nodes as traced for {where}, counted '
         f'as the Devices table counts them{_own_differs(own, p.region, p.graph, p.nodes, result.trace.device)}; the picture '
         f'draws {p.drawn} (output markers in place of the output node)">region {p.region} {p.graph} '
         f'<small>{p.nodes} nodes</small></button>'
@@ -231,7 +231,7 @@ def _graphs_section(result) -> str:
     <span id="search-status"></span>
   </div>
   <div class="panes">
-    <div class="canvas" id="canvas" tabindex="0"><div class="loading">loading...</div></div>
+    <div class="canvas" id="canvas" tabindex="0">{_first_paint(result.pictures[0])}</div>
     <aside class="details" id="details"><p class="hint">Click a node to see its op, shape, saved tensors and source line.
     Click a module box to unfold it. Drag to pan, wheel to zoom.</p></aside>
   </div>
@@ -240,21 +240,47 @@ def _graphs_section(result) -> str:
     return _section("graphs", "Graphs", body)
 
 
+#: the first picture is inlined as laid out, uncompressed, up to this size; a larger one shows a smaller fold level
+FIRST_PAINT_LIMIT = 1_500_000
+_SVG_SIZE = re.compile(r'\s(?:width|height)="[^"]*"')
+
+
+def _first_paint(picture) -> str:
+    """The first picture, as the viewer opens it, in the page itself: a screenshot, a print or a browser without
+    scripts shows the graph at once, not ``loading...`` until the viewer has unpacked it (it then replaces it).
+    Sized to the pane by its viewBox; a level over :data:`FIRST_PAINT_LIMIT` gives way to a more folded one."""
+    order = [picture.default, *range(picture.default - 1, -1, -1)]
+    level = next((picture.levels[i] for i in order if len(picture.levels[i].svg) <= FIRST_PAINT_LIMIT), None)
+    if level is None or "<svg" not in level.svg:
+        return '<div class="loading">loading...</div>'
+    start = level.svg.index("<svg")
+    end = level.svg.index(">", start)
+    tag = _SVG_SIZE.sub("", level.svg[start:end])  # the root's own size: the pane sizes it, as the viewer does
+    return level.svg[:start] + tag + ' class="first-paint"' + level.svg[end:]
+
+
 def _src_cell(source) -> str:
     return f'<span class="where">{escape(_place(str(source)))}</span>' if source else ""
 
 
 def _mutations_section(m) -> str:
-    rows = []
-    for x in m.inputs:
-        if not x.mutated:
-            continue
-        how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
-        rows.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
-                     escape(", ".join(map(str, x.regions)))])
+    def rows(inputs):
+        out = []
+        for x in inputs:
+            how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
+            # the regions whose graph writes it: a parameter is an input of the forward and the optimizer, written by the optimizer only
+            out.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
+                        escape(", ".join(map(str, x.mutated_in or x.regions)))])
+        return out
+
+    head = ["input", "kind", "mutated", "where", "written in region"]
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
-    if rows:
-        body += _table(["input", "kind", "mutated", "where", "regions"], rows)
+    others = [x for x in m.mutated if not x.by_optimizer]
+    if others:
+        body += _table(head, rows(others))
+    if m.optimizer_writes:  # a whole step's every parameter and state tensor: folded, one click away
+        body += (f'<details class="optimizer-writes"><summary>{escape(m.optimizer_summary() or "")}: '
+                 f"{len(m.optimizer_writes)} tensors</summary>{_table(head, rows(m.optimizer_writes))}</details>")
     from graphtool.analysis.findings import alias_target
 
     alias = [[str(o.index), "view" if o.is_view else "shares storage", escape(alias_target(o.alias_of))] for o in m.aliased_outputs]
