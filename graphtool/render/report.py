@@ -494,8 +494,9 @@ def fit_section(fit) -> str:
     if svg:
         body += ("<h3>Live bytes through the compiled step</h3>" + svg +
                  '<p class="note">After each node of each region\'s forward graph, then each backward graph, then the '
-                 "optimizer's step, with what the caller holds (parameters, inputs, optimizer state, gradients as they "
-                 "are made); every tensor rounded to the caching allocator's 512-byte blocks.</p>")
+                 "optimizer's step (a whole training step's compiled optimizer graph, node by node), with what the caller "
+                 "holds (parameters, inputs, optimizer state, gradients as they are made); every tensor rounded to the "
+                 "caching allocator's 512-byte blocks.</p>")
     def sweep(points, fit_budget):
         rows = [[f"{p.budget:g}", b(p.saved_bytes), str(p.recomputed_ops), b(p.step.peak),
                  b(p.reduce_overhead.peak if p.reduce_overhead else None),
