@@ -407,8 +407,12 @@ def _memory_section(m, note) -> str:
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
     rows = [[k, str(h.tensors), escape(format_bytes(h.bytes))] for k, h in (("parameters", m.parameters), ("gradients", m.gradients), ("buffers", m.buffers))]
     for name, side in (("saved for backward (eager)", m.eager), (f"saved for backward (compiled, {m.backend})", m.compiled)):
-        rows.append([escape(name), str(len(side.tensors)), escape(format_bytes(side.bytes))])
+        unmeasured = side is m.eager and m.eager_not_measured
+        rows.append([escape(name), "-" if unmeasured else str(len(side.tensors)),
+                     "not measured" if unmeasured else escape(format_bytes(side.bytes))])
     body += _table(["what", "tensors", "bytes"], rows)
+    if m.eager_not_measured:
+        body += f'<p class="note">eager: not measured: {escape(m.eager_not_measured)}</p>'
     top = [[_src_cell(g.source) or escape(g.key), escape(format_bytes(g.eager_bytes)), escape(format_bytes(g.compiled_bytes))] for g in m.top_lines]
     if top:
         body += "<h3>Activations by line</h3>" + _table(["line", "eager", "compiled"], top)
@@ -516,8 +520,9 @@ def fit_section(fit) -> str:
     if svg:
         body += ("<h3>Live bytes through the compiled step</h3>" + svg +
                  '<p class="note">After each node of each region\'s forward graph, then each backward graph, then the '
-                 "optimizer's step, with what the caller holds (parameters, inputs, optimizer state, gradients as they "
-                 "are made); every tensor rounded to the caching allocator's 512-byte blocks.</p>")
+                 "optimizer's step (a whole training step's compiled optimizer graph, node by node), with what the caller "
+                 "holds (parameters, inputs, optimizer state, gradients as they are made); every tensor rounded to the "
+                 "caching allocator's 512-byte blocks.</p>")
     def sweep(points, fit_budget):
         rows = [[f"{p.budget:g}", b(p.saved_bytes), str(p.recomputed_ops), b(p.step.peak),
                  b(p.reduce_overhead.peak if p.reduce_overhead else None),
