@@ -231,9 +231,32 @@ def recompile_help(reason: str) -> str:
 def recompile(function: str, file: str | None, line: int | None, reason: str, *, model: str | None = None,
               lines: LineReader | None = None) -> Diagnostic:
     """A recompile (GT-B003), its help written for the kind of guard that failed (:func:`recompile_help`)."""
-    d = Diagnostic("GT-B003", f"recompile of {function}: {reason}", file, line, help=recompile_help(reason),
+    d = Diagnostic("GT-B003", f"recompile of {function}: {guard_text(reason)}", file, line, help=recompile_help(reason),
                    model=model, severity="warning")
     return with_source(d, lines)
+
+
+def guard_text(reason: str) -> str:
+    """torch's recompile reason as a diagnostic's message: each failed guard on one line, without the source comment
+    and the user stack torch appends (the diagnostic shows that line itself).
+
+    >>> guard_text('1/0: ___stack0 == 0.27     # y * s  # m.py:19 in r\\nUser stack trace:\\n  File "m.py", line 19, in r\\n    y * s')
+    '1/0: ___stack0 == 0.27'
+    >>> guard_text("0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3")
+    "0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3"
+    """
+    import re
+
+    kept, in_stack = [], False
+    for line in (reason or "").splitlines():
+        if line.strip() == "User stack trace:":
+            in_stack = True
+            continue
+        if in_stack and (line.startswith(" ") or not line.strip()):  # the stack's frames and their source lines
+            continue
+        in_stack = False
+        kept.append(re.split(r"\s{2,}#", line, maxsplit=1)[0].rstrip())
+    return "; ".join(k for k in kept if k) or (reason or "")
 
 
 def cudagraph_finding(r, *, lines: LineReader | None = None) -> Diagnostic:

@@ -120,6 +120,7 @@ from graphtool.capture.compat.dynamo import (
     tracing_context_active,
     tracing_span,
     tracing_stack,
+    value_guards,
 )
 from graphtool.capture.compat.meta import (
     composites_keep_autograd_on_meta,
@@ -252,6 +253,7 @@ __all__ = [
     "tracing_context_active",
     "tracing_span",
     "tracing_stack",
+    "value_guards",
     # meta
     "composites_keep_autograd_on_meta",
     "fake_tensor_mode",
