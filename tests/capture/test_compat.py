@@ -270,6 +270,23 @@ def test_value_guards_name_the_numbers_dynamo_baked_into_the_graph():
     assert compat.value_guards() == []  # outside a trace
 
 
+def test_int_input_sources_name_what_an_aot_graphs_integers_stand_for():
+    """An int argument made dynamic and a dynamic size, as AOT's forward graph takes them: ``L['pos']``, ``L['x'].size()[0]``."""
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+
+    seen = []
+
+    def fw(gm, _inputs):
+        seen.append(compat.int_input_sources(gm))
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(lambda x, pos: x[:pos] * 2, backend=aot_autograd(fw_compiler=fw), dynamic=True)(torch.ones(5), 3)
+    torch._dynamo.reset()
+    assert sorted(s for s in seen[-1] if s) == ["L['pos']", "L['x'].size()[0]"]
+
+
 def test_fw_metadata_is_captured():
     from tests.helpers import traced
 

@@ -239,6 +239,27 @@ def value_guards() -> list[tuple[str, Any, tuple, str]]:
     return found
 
 
+def int_input_sources(gm: Any) -> list[str | None]:
+    """For each integer input of ``gm`` (an AOT graph), in order (the integers a call of it gets): the input it stands
+    for, as dynamo's ShapeEnv records the symbol's source (``L['pos']`` for an int argument, ``L['x'].size()[1]`` for
+    a size), or None (a plain int, or a symbol derived from others)."""
+    import torch
+
+    out: list[str | None] = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        v = node.meta.get("val")
+        if isinstance(v, bool) or not isinstance(v, (int, torch.SymInt)):
+            continue
+        sym = getattr(getattr(v, "node", None), "expr", None)
+        env = getattr(getattr(v, "node", None), "shape_env", None)
+        sources = getattr(env, "var_to_sources", {}).get(sym) if sym is not None and getattr(sym, "is_Symbol", False) else None
+        name = getattr(sources[0], "name", None) if sources else None
+        out.append((name() if callable(name) else str(name)) if name is not None else None)
+    return out
+
+
 def maybe_mark_dynamic(t: Any, dim: int) -> None:
     """Ask dynamo to trace dimension ``dim`` of input ``t`` with a symbolic size, from the first
     compile on (``torch._dynamo.maybe_mark_dynamic``: no error where the model specializes it)."""
