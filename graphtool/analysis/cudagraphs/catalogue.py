@@ -225,7 +225,8 @@ ENTRIES_LIST: tuple[Entry, ...] = (
        silent="always: only counters['inductor']['cudagraph_skips']"),
     # ---- graphtool's own notes: what stands between regions ----
     _E("CG090", "graph-break", "a graph break: each region is captured separately",
-       "", "dynamo", ALL, "note", "predicted", "remove the break to get one graph"),
+       "", "dynamo", ALL, "note", "predicted",
+       "the code after this line runs eagerly until torch.compile starts a new region: remove the break to get one graph"),
     _E("CG091", "host-sync", "a host sync between graphs (.item(), data-dependent shape)",
        "", "dynamo", ALL, "note", "predicted", "keep the value on the device"),
     _E("CG092", "rng-generator", "a torch.Generator is a graph input",
