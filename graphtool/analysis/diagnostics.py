@@ -132,6 +132,9 @@ def with_source(d: Diagnostic, lines: LineReader | None = None, source_text: str
 #: what reads a tensor's value on the host, in a graph break's reason: the break is a host sync
 HOST_SYNC = re.compile(r"item\(\)|_local_scalar_dense|data[- ]dependent|dynamic shape operator|nonzero|DynamicOutputShape", re.I)
 
+#: a break's fix when nothing more is known of its cause (the CUDA-graph catalogue's CG090 and CG091 say the same)
+BREAK_FIX = "remove the break to get one graph"
+HOST_SYNC_FIX = "keep the value on the device"
 _BACKWARD_BREAK_HELP = ("dynamo ends the graph at backward() inside a compiled function (the call runs outside any graph, "
                         "through the forward graph's compiled backward); compile the forward and loss alone "
                         "(torch.compile(model); loss.backward() and the optimizer outside it), or turn on compiled autograd "
@@ -171,9 +174,7 @@ def break_help(reason: str, *, code: str | None = None, hint: str | None = None,
         return _OPTIMIZER_BREAK_HELP
     if hint:
         return hint
-    from graphtool.analysis.cudagraphs.catalogue import ENTRIES  # the catalogue's words for a break and a host sync
-
-    return ENTRIES["CG091" if HOST_SYNC.search(reason or "") else "CG090"].fix
+    return HOST_SYNC_FIX if HOST_SYNC.search(reason or "") else BREAK_FIX
 
 
 def graph_break(reason: str, file: str | None, line: int | None, *, code: str | None = None, hint: str | None = None,

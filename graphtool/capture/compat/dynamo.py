@@ -205,7 +205,7 @@ def symbol_sources(value: Any) -> dict[str, str]:
 
 
 #: the guards dynamo installs on a Python value itself (``L['pos'] == 3``), not on its type or identity
-VALUE_GUARD_KINDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
+_VALUE_GUARD_KINDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
 
 
 def value_guards() -> list[tuple[str, Any, tuple, str]]:
@@ -228,7 +228,7 @@ def value_guards() -> list[tuple[str, Any, tuple, str]]:
         make = guard.create_fn
         kind = getattr(make, "__name__", None) or getattr(getattr(make, "func", None), "__name__", "")
         source = guard.originating_source
-        if kind not in VALUE_GUARD_KINDS or type(source) is not local_source:
+        if kind not in _VALUE_GUARD_KINDS or type(source) is not local_source:
             continue
         name = source.local_name
         value = values.get(name)
