@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import linecache
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 
@@ -128,23 +129,66 @@ def with_source(d: Diagnostic, lines: LineReader | None = None, source_text: str
     return replace(d, source=text).located()
 
 
-def _gb_help(hint: str | None, code: str | None) -> tuple[str | None, str | None]:
-    url = GB_URL.format(code=code) if code else None
-    return hint, url
+#: what reads a tensor's value on the host, in a graph break's reason: the break is a host sync
+HOST_SYNC = re.compile(r"item\(\)|_local_scalar_dense|data[- ]dependent|dynamic shape operator|nonzero|DynamicOutputShape", re.I)
+
+#: a break's fix when nothing more is known of its cause (the CUDA-graph catalogue's CG090 and CG091 say the same)
+BREAK_FIX = "remove the break to get one graph"
+HOST_SYNC_FIX = "keep the value on the device"
+_BACKWARD_BREAK_HELP = ("dynamo ends the graph at backward() inside a compiled function (the call runs outside any graph, "
+                        "through the forward graph's compiled backward); compile the forward and loss alone "
+                        "(torch.compile(model); loss.backward() and the optimizer outside it), or turn on compiled autograd "
+                        "(torch._dynamo.config.compiled_autograd = True) to capture the backward as a graph of its own")
+_OPTIMIZER_BREAK_HELP = ("torch's optimizer breaks the graph on purpose around its step (its own code, nothing to remove): the "
+                         "step is a graph of its own; compile opt.step on its own (torch.compile(opt.step), called after "
+                         "loss.backward()), as torch's compiled-optimizer recipe does")
+_ZERO_GRAD_HELP = ("dynamo never traces Optimizer.zero_grad (it runs eagerly, between graphs): call "
+                   "opt.zero_grad(set_to_none=True) outside the compiled function, and compile opt.step on its own "
+                   "(torch.compile(opt.step))")
+
+
+def break_help(reason: str, *, code: str | None = None, hint: str | None = None, files: Iterable[str | None] = (),
+               source: str | None = None) -> str:
+    """What to do about a graph break, for its cause: every command's help for a break comes from here (trace, lint,
+    cudagraphs, the report). ``hint`` is torch's own; ``files`` the break's places (torch's file and the user's line
+    that led there); ``source`` the user's line.
+
+    >>> break_help("Unsupported Tensor.backward() call", code="gb0123").startswith("dynamo ends the graph at backward()")
+    True
+    >>> break_help("Call to `torch._dynamo.graph_break()`", code="gb0025",
+    ...            files=["/venv/lib/python3.11/site-packages/torch/optim/optimizer.py"]).startswith("torch's optimizer")
+    True
+    >>> break_help("Attempted to inline function marked as skipped", hint="Avoid calling the function `Optimizer.zero_grad`.",
+    ...            source="    opt.zero_grad(set_to_none=True)").startswith("dynamo never traces Optimizer.zero_grad")
+    True
+    >>> break_help("Call to `torch._dynamo.graph_break()`", hint="Remove the `torch._dynamo.graph_break()` call.")
+    'Remove the `torch._dynamo.graph_break()` call.'
+    """
+    text = f"{reason or ''} {hint or ''}"
+    if code == "gb0123" or re.search(r"\bTensor\.backward\(\)|\bautograd\.backward\b", reason or ""):
+        return _BACKWARD_BREAK_HELP
+    if "zero_grad" in text or re.search(r"\.zero_grad\(", source or ""):
+        return _ZERO_GRAD_HELP
+    in_optim = any(f and "/torch/optim/" in f.replace("\\", "/") for f in files)
+    if in_optim or re.search(r"`(Optimizer|\w*(Adam|SGD|RMSprop|Adagrad|LBFGS)\w*)\.step`", text):
+        return _OPTIMIZER_BREAK_HELP
+    if hint:
+        return hint
+    return HOST_SYNC_FIX if HOST_SYNC.search(reason or "") else BREAK_FIX
 
 
 def graph_break(reason: str, file: str | None, line: int | None, *, code: str | None = None, hint: str | None = None,
                 source_text: str | None = None, model: str | None = None, region: str | None = None, tag: str = "",
                 severity: str = "warning", lines: LineReader | None = None, col: int | None = None,
-                end_col: int | None = None) -> Diagnostic:
+                end_col: int | None = None, other_file: str | None = None) -> Diagnostic:
     """A graph break (GT-B001); ``code`` is torch's gb id, which names its explanation page; ``col``..``end_col``
-    (0-based, from torch's positions) the expression that broke, underlined instead of the whole line."""
-    help_text, url = _gb_help(hint, code)
-    if help_text is None:
-        help_text = "the code after this line runs eagerly until torch.compile starts a new region"
+    (0-based, from torch's positions) the expression that broke, underlined instead of the whole line; the help is
+    :func:`break_help`'s (``other_file``: the break's other place, torch's file or the user's call that led there)."""
+    url = GB_URL.format(code=code) if code else None
     message = f"graph break{tag}: {reason}" + (f" [{code}]" if code else "")
-    d = with_source(Diagnostic("GT-B001", message, file, line, help=help_text, url=url, model=model, region=region,
+    d = with_source(Diagnostic("GT-B001", message, file, line, url=url, model=model, region=region,
                                severity=severity), lines, source_text)
+    d = replace(d, help=break_help(reason, code=code, hint=hint, files=(file, other_file), source=d.source))
     if d.source is not None and col is not None and end_col is not None and 0 <= col < end_col <= len(d.source):
         d = replace(d, col=col + 1, span=end_col - col)
     return d
@@ -199,7 +243,6 @@ def recompile_help(reason: str) -> str:
     >>> recompile_help("GLOBAL_STATE changed: grad_mode ").startswith("the grad mode changed")
     True
     """
-    import re
 
     first = reason.splitlines()[0] if reason else ""
     guard = re.sub(r"^\d+/\d+: ", "", first).split("  #")[0].strip()  # "1/0: " is torch's frame/compile id
@@ -231,9 +274,31 @@ def recompile_help(reason: str) -> str:
 def recompile(function: str, file: str | None, line: int | None, reason: str, *, model: str | None = None,
               lines: LineReader | None = None) -> Diagnostic:
     """A recompile (GT-B003), its help written for the kind of guard that failed (:func:`recompile_help`)."""
-    d = Diagnostic("GT-B003", f"recompile of {function}: {reason}", file, line, help=recompile_help(reason),
+    d = Diagnostic("GT-B003", f"recompile of {function}: {guard_text(reason)}", file, line, help=recompile_help(reason),
                    model=model, severity="warning")
     return with_source(d, lines)
+
+
+def guard_text(reason: str) -> str:
+    """torch's recompile reason as a diagnostic's message: each failed guard on one line, without the source comment
+    and the user stack torch appends (the diagnostic shows that line itself).
+
+    >>> guard_text('1/0: ___stack0 == 0.27     # y * s  # m.py:19 in r\\nUser stack trace:\\n  File "m.py", line 19, in r\\n    y * s')
+    '1/0: ___stack0 == 0.27'
+    >>> guard_text("0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3")
+    "0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3"
+    """
+
+    kept, in_stack = [], False
+    for line in (reason or "").splitlines():
+        if line.strip() == "User stack trace:":
+            in_stack = True
+            continue
+        if in_stack and (line.startswith(" ") or not line.strip()):  # the stack's frames and their source lines
+            continue
+        in_stack = False
+        kept.append(re.split(r"\s{2,}#", line, maxsplit=1)[0].rstrip())
+    return "; ".join(k for k in kept if k) or (reason or "")
 
 
 def cudagraph_finding(r, *, lines: LineReader | None = None) -> Diagnostic:

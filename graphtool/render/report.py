@@ -550,14 +550,16 @@ def shapes_section(report, limit: int = 200) -> str:
     >>> "<td>1</td><td>x:0=16</td><td>1</td>" in shapes_section(r)
     True
     """
-    body = f'<p class="verdict">{escape(report.summary())}</p><p class="note">schedule: {escape(report.source)}</p>'
+    mode = f"; {report.mode}: {report.mode_why}" if report.mode_why else ""
+    body = f'<p class="verdict">{escape(report.summary())}</p><p class="note">schedule: {escape(report.source + mode)}</p>'
     loud = report.loud()
     if loud:
         body += f'<p class="finding">{escape(loud)}</p>'
     rows = []
     for st in report.per_step[:limit]:
         did = report.run_bits(st)
-        rows.append([str(st.step), escape(", ".join(f"{k}={v}" for k, v in st.sizes.items())), str(st.graphs_compiled),
+        rows.append([str(st.step), escape(", ".join(f"{k}={v}" for k, v in [*st.sizes.items(), *st.values.items()])),
+                     str(st.graphs_compiled),
                      escape("; ".join(st.recompiles)), escape(", ".join(st.symbolic)), escape(", ".join(did))])
     body += _table(["step", "sizes", "graphs compiled", "recompile (guard failure)", "symbolic", "CUDA graphs"], rows)
     if len(report.per_step) > limit:
