@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from graphtool.analysis.graph_summary import GraphSummary, summarize_graph
 from graphtool.analysis.mutations import MutationReport, analyze_mutations
@@ -40,6 +41,7 @@ class BreakInfo:
     # a break in library code: the user's call that led there (the nearest user frame on its stack)
     called_file: str | None = None
     called_line: int | None = None
+    source_text: str | None = None  # the stripped line at ``file:line`` when traced: what graphtool diff matches a moved break by
 
     @property
     def url(self) -> str | None:
@@ -59,7 +61,7 @@ class BreakInfo:
 
     def to_dict(self) -> dict:
         d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint,
-             "help": self.help}
+             "source_text": self.source_text, "help": self.help}
         if self.called_file:
             d["called_from"] = {"file": self.called_file, "line": self.called_line}
         return d
@@ -107,6 +109,8 @@ class TraceReport:
     module_training: bool | None = None  # the model's own .training flag (JSON "training"); None: a function
     grad_enabled: bool = True  # the grad mode the model was called in
     own_step: dict | None = None  # a step that runs its own backward/optimizer: {"kind", "evidence"} (train_step.OwnStep)
+    counters: dict | None = None  # dynamo's counters for the traced call: calls_captured, fallbacks_to_eager (capture.compat)
+    coverage: Any = None  # analysis.coverage.Coverage (``trace --coverage``)
 
     def diagnostics(self, lines=None) -> list:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
@@ -142,10 +146,15 @@ class TraceReport:
             "graphs": [r.to_dict() for r in self.regions],
         }
         d.update(self.mutations.to_dict())
+        d["calls_captured"] = (self.counters or {}).get("calls_captured")
+        d["fallbacks_to_eager"] = (self.counters or {}).get("fallbacks_to_eager")
+        d["coverage"] = self.coverage.to_dict() if self.coverage is not None else None
         return d
 
 
 def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
+    import linecache
+
     from graphtool.capture.graph_breaks import user_call
 
     seen, out = set(), []
@@ -156,7 +165,8 @@ def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
             called = user_call(b) if hasattr(b, "stack") else None
             out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
                                  getattr(b, "col", None), getattr(b, "end_col", None),
-                                 called.file if called else None, called.line if called else None))
+                                 called.file if called else None, called.line if called else None,
+                                 (linecache.getline(b.file, b.line).strip() or None) if b.file and b.line else None))
     return tuple(out)
 
 
@@ -192,4 +202,5 @@ def build_trace_report(capture) -> TraceReport:
         module_training=getattr(capture, "module_training", None),
         grad_enabled=getattr(capture, "grad_enabled", True),
         own_step=capture.own_step.to_dict() if getattr(capture, "own_step", None) is not None else None,
+        counters=getattr(capture, "counters", None),
     )

@@ -103,6 +103,8 @@ class Capture:
     # the model's call is a training step that runs its own backward (and optimizer), or an optimizer's
     # step alone: graphtool ran no backward of its own (train_step.OwnStep)
     own_step: Any = None
+    # dynamo's own counters for the traced call (compat.counters_since): calls_captured, fallbacks_to_eager, ...
+    counters: dict | None = None
 
     @property
     def regions_judged(self) -> int:
@@ -274,6 +276,7 @@ def trace_model(
     with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, fused_on_meta, compat.capture_config(), host, \
             meta_constants:
         grad_enabled = torch.is_grad_enabled()  # a script's own torch.set_grad_enabled(False) included
+        counted = compat.capture_counters()
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,
                                 steps=steps, frames=recorder.frames, schedule=schedule, compile_dynamic=compile_dynamic,
@@ -312,6 +315,7 @@ def trace_model(
         own_step=getattr(keeping, "own_step", None),
         module_training=module_training(spec),
         grad_enabled=grad_enabled,
+        counters=compat.counters_since(counted),
     )
 
 

@@ -59,6 +59,13 @@ def lint(
         help="Fail when the training step's predicted peak (graphtool memory --fit, in a child of its own) does not fit "
              "this size or GPU: 24GiB, 80GB, H100 (default: no budget).",
     ),
+    min_coverage: Optional[float] = typer.Option(
+        None, "--min-coverage", metavar="SHARE",
+        help="Fail when fewer of the model's torch calls run inside compiled graphs than this share (0.9: 90%; "
+             "measures capture coverage, graphtool trace --coverage's figures; default: no budget).",
+    ),
+    coverage: bool = typer.Option(
+        False, "--coverage", help="Also measure capture coverage: calls captured, fallbacks to eager, the share of torch calls in graphs."),
     schedule: bool = typer.Option(
         False, "--schedule",
         help="Also run each step the script's get_input_schedule() yields (as graphtool shapes reads it): recompiles are "
@@ -90,7 +97,7 @@ def lint(
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
                       progress=progress, ddp=options.ddp_options(ddp, world_size, bucket_cap_mb),
                       fsdp2=options.fsdp2_options(fsdp2, ddp, world_size), schedule=schedule,
-                      max_peak_memory=max_peak_memory)
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage, coverage=coverage)
     _emit(outcome, fmt, output)
     if outcome.baseline_refused:  # after the report, which says what failed
         raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")

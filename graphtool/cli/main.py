@@ -91,6 +91,7 @@ def _register() -> None:
     memory.register(app)
     report.register(app)
     shapes.register(app)
+    __import__("graphtool.cli.diff", fromlist=["register"]).register(app)  # graphtool diff (issue 47)
 
 
 _register()

@@ -38,6 +38,9 @@ def trace(
         None, "--cudagraphs", help="Add the CUDA-graph verdict for this backend (inductor or cudagraphs); costs a second, stand-in trace."
     ),
     with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
+    coverage: bool = typer.Option(
+        False, "--coverage", help="Add capture coverage: calls captured, fallbacks to eager, the share of torch calls in graphs "
+                                  "(nested graph breaks off and on); costs an eager run and two compiles without code generation."),
     timeout: Optional[float] = options.TimeoutOpt,
     ddp: bool = options.DdpOpt,
     world_size: int = options.WorldSizeOpt,
@@ -61,7 +64,7 @@ def trace(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run_trace(model, entry=entry, device=device, inference=inference, backend=backend, cudagraphs=with_cudagraphs,
                             bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
-                            progress=progress, ddp=ddp_settings, fsdp2=fsdp2_settings)
+                            progress=progress, ddp=ddp_settings, fsdp2=fsdp2_settings, coverage=coverage)
     for result in results:
         if out_dir is not None:
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)

@@ -17,6 +17,7 @@ from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 from graphtool.errors import UsageError
+from graphtool.schema import stamped
 
 
 @dataclass(frozen=True, repr=False)
@@ -29,7 +30,7 @@ class BenchResult(Result):
     cuda_missing: bool  # --cudagraphs was asked for on a machine without CUDA: eager and compiled only
 
     def to_dict(self) -> dict:
-        return self.report.to_dict()
+        return stamped(self.command, self.report.to_dict())
 
     def summary(self) -> str:
         """Each mode's median and its speed-up over eager, or why it did not run.

@@ -24,6 +24,7 @@ from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 from graphtool.display_paths import display_path
 from graphtool.errors import EXIT_USAGE, UsageError
+from graphtool.schema import stamped
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,7 +45,7 @@ class LintOutcome(Result):
         return self.report.exit_code()
 
     def to_dict(self) -> dict:
-        return self.report.to_dict()
+        return stamped(self.command, self.report.to_dict())
 
     def summary(self) -> str:
         """``lint passed: 0 graph breaks, 0 recompiles, 0 skipped frames``, the counts of every model linted."""
@@ -99,25 +100,33 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None,
-         schedule: bool = False, max_peak_memory: Optional[str] = None) -> LintOutcome:
+         schedule: bool = False, max_peak_memory: Optional[str] = None, min_coverage: Optional[float] = None,
+         coverage: bool = False) -> LintOutcome:
     """Lint every target; judge each against its budget and the baseline. ``max_peak_memory`` (a size or GPU name,
     as ``memory --fit`` takes it): each model's training step, predicted by ``graphtool memory --fit`` in a child
     of its own, must fit it. ``schedule``: after the example inputs,
     each model runs every step its script's ``get_input_schedule()`` yields, so recompiles are the loop's own, and
-    a frame that hits ``recompile_limit`` fails whatever the budget.
+    a frame that hits ``recompile_limit`` fails whatever the budget. ``coverage`` measures each model's capture
+    coverage (:mod:`graphtool.capture.coverage`); ``min_coverage`` (a share, 0.9) fails a model whose torch calls
+    run inside compiled graphs less often.
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
     could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
+    from graphtool.analysis.coverage import check_min_coverage
     from graphtool.analysis.lint import Budget, LintReport
     from graphtool.config import find_config, load_config
+
+    check_min_coverage(min_coverage)
 
     check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
                    max_skipped_frames=max_skipped_frames, jobs=jobs, timeout=timeout)
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
-                      max_peak_memory=max_peak_memory)
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage)
     targets = _targets(models, run, script_args, cfg, override, dynamic)
+    if coverage:
+        targets = [replace(t, coverage=True) for t in targets]
     _check_peak_budgets(targets, run)
     if schedule:
         if run:
@@ -268,6 +277,7 @@ def _merge(entry, override):
         max_recompiles=pick(override.max_recompiles, "max_recompiles"),
         max_skipped_frames=pick(override.max_skipped_frames, "max_skipped_frames"),
         max_peak_memory=pick(override.max_peak_memory, "max_peak_memory"),
+        min_coverage=override.min_coverage,
         allowed_breaks=tuple(entry.allowed_breaks) if entry else (),
     )
 

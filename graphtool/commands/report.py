@@ -26,6 +26,7 @@ from graphtool.commands import shared
 from graphtool.commands.launch import Launch, launch_of
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.schema import stamped
 
 #: pictures with more boxes than this are not laid out: their layout would take seconds, their page megabytes
 FULL_LIMIT = 1000
@@ -108,7 +109,7 @@ class ReportResult(Result):
 
     def to_dict(self) -> dict:
         """The trace's document (``graphtool trace --format json`` of the own-device trace)."""
-        return self.trace.to_dict()
+        return stamped("trace", self.trace.to_dict())  # the trace's document, as graphtool trace prints it
 
     def view(self):
         from rich.text import Text

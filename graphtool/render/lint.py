@@ -95,11 +95,15 @@ def lint_view(report, verdict: str | None = None) -> Group:
     from graphtool.render.tables import Col, FitTable
 
     rows = []
+    covered = any(m.coverage for m in report.models)  # --coverage: the share of torch calls in graphs, beside the breaks
     for m in report.models:
         style = "status.ok" if m.status == "ok" else "status.bad"
+        share = (m.coverage or {}).get("share")
         rows.append((_rel(m.target.name), Text(m.status.replace("_", " "), style=style), str(m.graph_count),
-                     str(len(m.counted_breaks)), str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}"))
+                     str(len(m.counted_breaks)), *((f"{share:.0%}" if share is not None else "-",) if covered else ()),
+                     str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}"))
     cols = [Col("model", ident=True), Col("status"), Col("graphs", justify="right", drop=2), Col("breaks", justify="right"),
+            *((Col("coverage", justify="right", drop=5),) if covered else ()),
             Col("recompiles", justify="right", drop=3), Col("skipped", justify="right", drop=4), Col("seconds", justify="right", drop=1)]
     parts = [FitTable("graphtool lint", cols, rows)]
     diags = lint_diagnostics(report)

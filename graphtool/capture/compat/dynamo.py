@@ -312,3 +312,34 @@ def recompile_module(module: Any, backend: Any) -> bool:
         raise _missing("torch.nn.Module._call_impl")
     module._compiled_call_impl = torch.compile(call_impl, backend=backend)
     return True
+
+
+def dynamo_counters() -> Any:
+    """Dynamo's own counters (``torch._dynamo.utils.counters``: a dict of ``collections.Counter``), what torch's
+    benchmarks read ``stats.calls_captured`` and ``frames.total``/``frames.ok`` from."""
+    return _require("torch._dynamo.utils", "counters")
+
+
+def capture_counters() -> dict[str, int]:
+    """The capture figures of dynamo's counters now: ``calls_captured`` (FX nodes whose op is a call that dynamo put
+    into graphs), ``unique_graphs``, ``frames_total``, ``frames_ok`` and ``graph_breaks`` (the sum of
+    ``counters["graph_break"]``, which counts a break again per recompile). Cumulative over the process: subtract
+    two readings (:func:`counters_since`)."""
+    c = dynamo_counters()
+    return {"calls_captured": int(c["stats"].get("calls_captured", 0)), "unique_graphs": int(c["stats"].get("unique_graphs", 0)),
+            "frames_total": int(c["frames"].get("total", 0)), "frames_ok": int(c["frames"].get("ok", 0)),
+            "graph_breaks": int(sum(c["graph_break"].values()))}
+
+
+def counters_since(before: dict[str, int]) -> dict[str, int]:
+    """:func:`capture_counters` now minus ``before``, with ``fallbacks_to_eager`` (frames total minus frames ok, as
+    torch's benchmarks count it)."""
+    now = capture_counters()
+    out = {k: now[k] - before.get(k, 0) for k in now}
+    out["fallbacks_to_eager"] = out["frames_total"] - out["frames_ok"]
+    return out
+
+
+def has_dynamo_flag(name: str) -> bool:
+    """Whether this torch's dynamo config has ``name`` (``nested_graph_breaks``: 2.13 and 2.15 have it, off by default)."""
+    return hasattr(_require("torch._dynamo", "config"), name)
