@@ -219,7 +219,13 @@ def _graphs_section(result) -> str:
         f'<small>{p.nodes} nodes</small></button>'
         for i, p in enumerate(result.pictures)
     )
-    body = f"""<div class="tabs" id="picture-tabs">{tabs}</div>
+    return _section("graphs", "Graphs", viewer(tabs))
+
+
+def viewer(tabs: str) -> str:
+    """The picture viewer's markup under its tabs (``<button class="tab" data-picture="I">``, HTML already escaped):
+    the report page's, and ``graphtool log``'s page."""
+    return f"""<div class="tabs" id="picture-tabs">{tabs}</div>
 <div class="viewer" id="viewer">
   <div class="toolbar">
     <label>fold <select id="level"></select></label>
@@ -237,7 +243,6 @@ def _graphs_section(result) -> str:
   </div>
   <ul class="results" id="search-results"></ul>
 </div>"""
-    return _section("graphs", "Graphs", body)
 
 
 def _src_cell(source) -> str:
