@@ -99,12 +99,15 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None,
-         schedule: bool = False, max_peak_memory: Optional[str] = None) -> LintOutcome:
+         schedule: bool = False, max_peak_memory: Optional[str] = None,
+         log: Optional[Sequence[str]] = None) -> LintOutcome:
     """Lint every target; judge each against its budget and the baseline. ``max_peak_memory`` (a size or GPU name,
     as ``memory --fit`` takes it): each model's training step, predicted by ``graphtool memory --fit`` in a child
     of its own, must fit it. ``schedule``: after the example inputs,
     each model runs every step its script's ``get_input_schedule()`` yields, so recompiles are the loop's own, and
-    a frame that hits ``recompile_limit`` fails whatever the budget.
+    a frame that hits ``recompile_limit`` fails whatever the budget. ``log`` (a TORCH_TRACE folder or files): judge a
+    real run's breaks and recompiles instead of running anything (``graphtool lint --log DIR``): one target, named
+    by the first path, its baseline entries under that name.
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
     could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
@@ -117,7 +120,15 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
                       max_peak_memory=max_peak_memory)
-    targets = _targets(models, run, script_args, cfg, override, dynamic)
+    if log:
+        if models or run or schedule or dynamic or max_peak_memory or ddp or fsdp2:
+            raise UsageError("--log judges a run's logs: MODEL, --run, --schedule, --dynamic, --max-peak-memory, --ddp "
+                             "and --fsdp2 are for runs lint makes itself")
+        from graphtool.analysis.lint import LintTarget
+
+        targets = [LintTarget(path=str(log[0]), budget=override)]
+    else:
+        targets = _targets(models, run, script_args, cfg, override, dynamic)
     _check_peak_budgets(targets, run)
     if schedule:
         if run:
@@ -133,7 +144,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     base = baselines.read(Path(baseline_path)) if baseline_path is not None and not update_baseline else None
     parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
     limit = timeout or (cfg.timeout if cfg else None)
-    results = _run(targets, parallel, limit, debug, progress)
+    results = _run(targets, parallel, limit, debug, progress) if not log else [_from_log(log, progress)]
     judged = [baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)]
     judged = _peak_memories(judged, parallel, limit, progress)
     report = LintReport(tuple(judged), display_path(str(baseline_path)) if baseline_path else None)
@@ -147,6 +158,14 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     baseline_path = Path(baseline_path)
     baselines.write(baseline_path, baselines.content(report, baseline_path))
     return LintOutcome(report, baseline_written=baseline_path)
+
+
+def _from_log(paths: Sequence[str], progress: Progress):
+    """What a run's logs say, as the result a lint child gives (torch is not imported)."""
+    from graphtool.analysis.run_log.lint import as_lint_result
+    from graphtool.commands.log import log as read_logs
+
+    return as_lint_result(read_logs(paths, progress=progress).facts)
 
 
 def _check_peak_budgets(targets, run) -> None:

@@ -172,11 +172,18 @@ def predict(script: str, *, entry: Optional[str] = None, progress: Progress = SI
 
     One trace of the script with inductor's AOT stage and the CUDA-graph verdict (the stand-in, reduce-overhead),
     as ``graphtool trace SCRIPT --cudagraphs inductor`` gives them."""
-    from graphtool.analysis.run_log.against import Prediction
     from graphtool.commands.trace import trace
 
     (result,) = trace(script, entry=entry, cudagraphs="inductor", progress=progress)
-    report, verdict = result.report, result.verdict
+    return prediction_of(script, result.report, result.verdict)
+
+
+def prediction_of(script: str, report, verdict):
+    """A :class:`~graphtool.analysis.run_log.against.Prediction` from graphtool's own reports of ``script`` (its
+    :class:`~graphtool.analysis.trace_report.TraceReport` and CUDA-graph verdict): :func:`predict` makes them, and
+    ``graphtool report --log`` has them already."""
+    from graphtool.analysis.run_log.against import Prediction
+
     skips: tuple[str, ...] = ()
     recompiles = 0
     if verdict is not None:

@@ -315,11 +315,7 @@ def log_sections(result) -> list[str]:
     out.append(_section("compiles", "Compiles", _table(["rank", "compile", "frame", "where", "attempts", "graphs", "outcome",
                                                         "seconds", "backward s"], compiles), len(compiles)))
     if result.against is not None:
-        rows = [[r.fact, r.what, r.predicted, r.seen, "agrees" if r.agree else "differs", r.cause or ""]
-                for r in result.against.rows]
-        out.append(_section("against", "Beside graphtool's prediction",
-                            _table(["fact", "what", "graphtool", "the run", "", "likely cause"], rows),
-                            result.against.disagreements))
+        out.append(_against_section(result.against))
     info = f.log
     files = [[x.path, "-" if x.rank is None else x.rank, x.lines, x.records, "gzip" if x.compressed else ""] for x in info.files]
     damage = [[d.file, d.line, d.record or "", d.why] for d in (*info.bad_payload_examples, *info.bad_line_examples)]
@@ -330,6 +326,20 @@ def log_sections(result) -> list[str]:
                  + _table(["file", "line", "record", "what"], damage))
     out.append(_section("log", "The log", body))
     return out
+
+
+def _against_section(comparison, title: str = "Beside graphtool's prediction", extra: str = "") -> str:
+    rows = [[r.fact, r.what, r.predicted, r.seen, "agrees" if r.agree else "differs", r.cause or ""] for r in comparison.rows]
+    return _section("against", title, extra + _table(["fact", "what", "graphtool", "the run", "", "likely cause"], rows),
+                    comparison.disagreements)
+
+
+def beside_run_section(facts, comparison) -> str:
+    """``graphtool report --log``'s section: the run's logs beside this page's prediction."""
+    files = ", ".join(display_path(f.path) or f.path for f in facts.log.files)
+    extra = (f'<p class="subtitle">The run: {escape(files)}; {escape(summary_line(facts))}.</p>'
+             + "".join(f'<p class="note">desync: {escape(d.message)}</p>' for d in facts.desync))
+    return _against_section(comparison, "Beside a real run (graphtool log)", extra)
 
 
 def format_log_page(result) -> str:

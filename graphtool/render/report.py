@@ -115,6 +115,7 @@ def format_report(result, *, command: str, versions: dict) -> str:
         _memory_section(result.memory, result.memory_note),
         *([fit_section(result.fit)] if getattr(result, "fit", None) is not None else []),
         *([shapes_section(result.shapes)] if getattr(result, "shapes", None) is not None else []),
+        *([_beside_run(result.beside_run)] if getattr(result, "beside_run", None) is not None else []),
         _regions_section(t, result.devices),
         _model_section(result, command, versions),
     ]
@@ -122,6 +123,12 @@ def format_report(result, *, command: str, versions: dict) -> str:
     line = f"{t.device}, {mode}, backend {t.backend}; torch {versions.get('torch', '?')}; made by: {command}"
     return format_page({"title": display_path(t.path) or t.path, "summary": result.summary(), "sections": sections,
                         "pictures": pictures, "svgs": svgs, "subtitle": line, "notes": list(result.notes)})
+
+
+def _beside_run(beside) -> str:
+    from graphtool.render.log import beside_run_section
+
+    return beside_run_section(*beside)
 
 
 def _short_paths(facts: dict) -> dict:

@@ -119,7 +119,9 @@ def _graphs(facts: RunLog, pred: Prediction, version: str | None) -> Row:
         elif version:
             cause = version
         else:
-            cause = "the run called other code than the script's example (another entry point, wrappers such as DDP)"
+            frames = ", ".join(dict.fromkeys(c.function or "?" for c in facts.compiles if c.frame_compile_id == 0 and c.graphs))
+            cause = (f"the run compiled other code than the script's example calls (its frames: {frames}): another "
+                     "entry point, more functions under torch.compile, or wrappers such as DDP")
     return Row("graphs", "first call", str(pred.graphs), seen, agree, cause)
 
 
