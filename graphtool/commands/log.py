@@ -126,6 +126,7 @@ def log(paths: Sequence[str], *, against: Optional[str] = None, entry: Optional[
 
     A path that does not exist, a folder with no log, or logs without one structured-trace record stop with exit 2."""
     from graphtool.analysis.run_log import read_run_log, wants
+    from graphtool.analysis.run_log.build import READ
     from graphtool.capture.torch_trace import LogReader, log_files
     from graphtool.errors import UsageError
 
@@ -146,7 +147,7 @@ def log(paths: Sequence[str], *, against: Optional[str] = None, entry: Optional[
         except OSError as exc:
             raise UsageError(f"{f}: cannot be read ({exc.strerror or exc})") from None
     progress.phase(f"reading {len(files)} log file{'s' if len(files) != 1 else ''}...")
-    reader = LogReader(files, want=wants(pictures))
+    reader = LogReader(files, want=wants(pictures), names=READ)
     facts = read_run_log(files, pictures=pictures, reader=reader)
     if facts.log.records == 0:
         lines = facts.log.lines

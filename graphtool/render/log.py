@@ -68,7 +68,7 @@ def _header(result) -> str:
 
         who = f" ({ranks_text(ranks)})"
     torch = f", torch {f.log.torch_version}" if f.log.torch_version else ""
-    return f"graphtool log: {count(len(files), 'file')}{who}{torch}, {f.log.lines:,} lines"
+    return f"{count(len(files), 'TORCH_TRACE file')}{who}{torch}, {f.log.lines:,} lines"
 
 
 # -- diagnostics ---------------------------------------------------------------------------------------------------
@@ -173,8 +173,8 @@ def _time_part(facts) -> list:
     if not t.timed:
         return [Text("compile time: no compilation_metrics in the log", style="note")]
     every = ", every rank" if facts.distributed else ""
-    parts: list = [Hanging("compile time: ", f"{_s(t.seconds)} s{every} (forward {_s(t.forward_seconds)} s, backward "
-                           f"compiled lazily {_s(t.backward_seconds)} s)", rest="    ", style="header")]
+    parts: list = [Hanging("compile time: ", f"{_s(t.seconds)} s{every}: forward {_s(t.forward_seconds)} s, lazy "
+                           f"backward {_s(t.backward_seconds)} s", rest="    ", style="header")]
     rows = []
     for p in PHASES:
         fw, bw = t.forward_phases.get(p.key, 0.0), t.backward_phases.get(p.key, 0.0)
@@ -367,4 +367,5 @@ def format_log_page(result) -> str:
     page = format_page({"title": result.title, "summary": summary_line(result.facts), "sections": sections,
                         "pictures": pictures, "svgs": svgs, "subtitle": _header(result),
                         "notes": list(result.facts.notes) + list(result.notes)})
-    return page.replace("graphtool report: ", "graphtool log: ", 2)  # the <title> and the <h1>
+    return page.replace("<title>graphtool report: ", "<title>graphtool log: ", 1).replace(
+        "<h1>graphtool report: ", "<h1>graphtool log: ", 1)

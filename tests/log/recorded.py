@@ -64,6 +64,62 @@ def gzip_logs(out: Path) -> None:
         f.unlink()
 
 
+# -- torch's account against graphtool's: one check per run, shared by the committed logs' tests and the re-recording
+
+
+def truth(folder: Path, name: str = "truth.json") -> dict:
+    import json
+
+    return json.loads((folder / name).read_text())
+
+
+def check_loop(folder: Path, facts) -> None:
+    """The loop's facts are torch's own: its counters, dynamo's "Graph break in user code" and "Recompiling" lines."""
+    t = truth(folder)
+    c = t["counters"]
+    assert facts.log.torch_version == t["torch"]
+    assert facts.graphs_compiled == c["stats"]["unique_graphs"]
+    assert facts.compile_ids == c["frames"]["total"]
+    assert sum(x.graphs > 0 for x in facts.compiles) == c["frames"]["ok"]
+    assert {(b.file, b.line) for b in facts.graph_breaks} == {tuple(s) for s in t["graph_break_sites"]}
+    assert facts.break_records == sum(c["graph_break"].values())
+    assert [(r.frame, r.file, r.line) for r in facts.recompiles] == [tuple(r[:3]) for r in t["recompiles"]]
+    # the third name is past recompile_limit: dynamo refused it ("Dynamo recompile limit exceeded" in unimplemented)
+    assert [s.frame for s in facts.recompile_limit] == ["shift"]
+    assert any("recompile limit" in k for k in c["unimplemented"])
+
+
+def check_ddp(folder: Path, facts) -> None:
+    """Each rank's facts are its own counters', and the desync is found: rank 1 compiles two graphs and breaks."""
+    for r in facts.ranks:
+        t = truth(folder, f"truth_rank_{r.rank}.json")
+        assert r.graphs_compiled == t["counters"]["stats"]["unique_graphs"]
+        assert r.compile_ids == t["counters"]["frames"]["total"]
+        assert {(b.file, b.line) for b in facts.graph_breaks if r.rank in b.ranks} == {tuple(s) for s in t["graph_break_sites"]}
+    assert [r.rank for r in facts.ranks] == [0, 1]
+    assert [d.kind for d in facts.desync] == ["graphs", "graph_breaks"]
+    assert "rank 1 breaks at tests/fixtures/torch_trace/record.py:47" in facts.desync[1].message
+
+
+def check_tlparse(logs: list[Path], facts, tmp: Path) -> None:
+    """tlparse, on the same plain logs, finds the same compile ids and as many graph-break records per file."""
+    import json
+    import shutil
+
+    tlparse = shutil.which("tlparse")
+    assert tlparse, "tlparse is a test extra (pip install tlparse)"
+    for path in logs:
+        out = tmp / ("tl-" + path.stem)
+        subprocess.run([tlparse, str(path), "-o", str(out), "--no-browser", "--overwrite"], check=True,
+                       capture_output=True, timeout=120)
+        directory = json.loads((out / "compile_directory.json").read_text())
+        ids = {k.strip("[]").split("_")[0] for k in directory if k != "[-/-]"}
+        breaks = sum(1 for v in directory.values() for a in v["artifacts"] if a["name"].startswith("dynamo_graph_break_reason"))
+        rank = next(x.rank for x in facts.log.files if Path(x.path).name.startswith(path.name))
+        assert ids == {c.compile_id for c in facts.compiles if c.rank == rank}
+        assert breaks == next(r.graph_breaks for r in facts.ranks if r.rank == rank)
+
+
 if __name__ == "__main__":
     import shutil
 

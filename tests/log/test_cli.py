@@ -34,7 +34,7 @@ def test_ddp_run_at_80_columns():
 
     text = render_text(log([DDP_213 / "trace"]).view(), 80)
     lines = text.splitlines()
-    assert lines[0] == "graphtool log: 2 files (ranks 0, 1), torch 2.13.0+cpu, 10,071 lines"
+    assert lines[0] == "2 TORCH_TRACE files (ranks 0, 1), torch 2.13.0+cpu, 10,071 lines"
     assert lines[1].startswith("desync: ranks compiled different graphs: rank 0 compiled 1 graph;")
     assert any(ln.startswith("desync: rank 1 breaks at tests/fixtures/torch_trace/record.py:47 [gb0059]") for ln in lines)
     assert "tests/fixtures/torch_trace/record.py:47:13: GT-B001 graph break: Failed to trace\n    builtin operator" in text
@@ -71,7 +71,7 @@ def test_page_draws_each_compiles_aot_graphs(cli, tmp_path):
     rc, out, err = cli("log", DDP_213 / "trace", "-o", page)
     assert rc == 0, err
     html = page.read_text()
-    assert html.startswith("<!DOCTYPE html>") and "<title>graphtool log:" in html
+    assert html.startswith("<!DOCTYPE html>") and "<title>graphtool log:" in html and "<h1>graphtool log:" in html
     assert 'id="desync"' in html and 'id="viewer"' in html
     assert html.count('class="tab"') == 6  # each rank's compiles, forward and backward
     assert "page written to" in err and "desync:" in out

@@ -7,19 +7,14 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from graphtool.analysis.run_log import read_run_log
-from tests.log.recorded import RUNS
+from tests.log.recorded import RUNS, check_ddp, check_loop, check_tlparse
 
 VERSIONS = sorted(RUNS)
-
-
-def _truth(folder: Path, name: str = "truth.json") -> dict:
-    return json.loads((folder / name).read_text())
 
 
 _FACTS: dict = {}
@@ -34,33 +29,13 @@ def facts(folder: Path):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_loop_facts_are_torchs_own(version):
     loop, _ = RUNS[version]
-    f, t = facts(loop), _truth(loop)
-    assert f.log.torch_version == t["torch"]
-    c = t["counters"]
-    assert f.graphs_compiled == c["stats"]["unique_graphs"]
-    assert f.compile_ids == c["frames"]["total"]
-    assert sum(x.graphs > 0 for x in f.compiles) == c["frames"]["ok"]
-    assert {(b.file, b.line) for b in f.graph_breaks} == {tuple(s) for s in t["graph_break_sites"]}
-    assert f.break_records == sum(c["graph_break"].values())
-    assert [(r.frame, r.file, r.line) for r in f.recompiles] == [tuple(r[:3]) for r in t["recompiles"]]
-    # the third name is past recompile_limit: dynamo refused it ("Dynamo recompile limit exceeded" in unimplemented)
-    assert [s.frame for s in f.recompile_limit] == ["shift"]
-    assert any("recompile limit" in k for k in c["unimplemented"])
+    check_loop(loop, facts(loop))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_ddp_desync_where_rank_1_breaks(version):
     _, ddp = RUNS[version]
-    f = facts(ddp)
-    for r in f.ranks:
-        t = _truth(ddp, f"truth_rank_{r.rank}.json")
-        assert r.graphs_compiled == t["counters"]["stats"]["unique_graphs"]
-        assert r.compile_ids == t["counters"]["frames"]["total"]
-        assert {(b.file, b.line) for b in f.graph_breaks if r.rank in b.ranks} == {tuple(s) for s in t["graph_break_sites"]}
-    assert [r.rank for r in f.ranks] == [0, 1]
-    kinds = [d.kind for d in f.desync]
-    assert kinds == ["graphs", "graph_breaks"]
-    assert "rank 1 breaks at tests/fixtures/torch_trace/record.py:47" in f.desync[1].message
+    check_ddp(ddp, facts(ddp))
 
 
 def _plain_copy(folder: Path, tmp: Path) -> Path:
@@ -87,25 +62,11 @@ def test_gzip_gives_the_same_facts_as_the_plain_log(version, tmp_path):
         assert _comparable(plain.to_dict()) == _comparable(facts(folder).to_dict())
 
 
-TLPARSE = shutil.which("tlparse")
-
-
-@pytest.mark.skipif(TLPARSE is None, reason="tlparse is a test extra (pip install tlparse)")
+@pytest.mark.skipif(shutil.which("tlparse") is None, reason="tlparse is a test extra (pip install tlparse)")
 @pytest.mark.parametrize("version", VERSIONS)
 def test_tlparse_agrees_on_compile_ids_and_break_counts(version, tmp_path):
     for folder in RUNS[version]:
-        f = facts(folder)
-        for path in sorted(_plain_copy(folder, tmp_path).glob("*.log")):
-            out = tmp_path / ("tl-" + path.stem)
-            subprocess.run([TLPARSE, str(path), "-o", str(out), "--no-browser", "--overwrite"], check=True,
-                           capture_output=True, timeout=120)
-            directory = json.loads((out / "compile_directory.json").read_text())
-            ids = {k.strip("[]").split("_")[0] for k in directory if k != "[-/-]"}
-            breaks = sum(1 for v in directory.values() for a in v["artifacts"] if a["name"].startswith("dynamo_graph_break_reason"))
-            rank = next(x.rank for x in f.log.files if Path(x.path).name.startswith(path.name))
-            mine = [c for c in f.compiles if c.rank == rank]
-            assert ids == {c.compile_id for c in mine}
-            assert breaks == next(r.graph_breaks for r in f.ranks if r.rank == rank)
+        check_tlparse(sorted(_plain_copy(folder, tmp_path).glob("*.log")), facts(folder), tmp_path)
 
 
 def test_compile_phases_add_up_to_torchs_totals():

@@ -45,6 +45,11 @@ _AOT_GRAPHS = {"aot_forward_graph": "forward", "aot_backward_graph": "backward",
 PICTURE_LIMIT = 24
 
 
+#: the records the facts read; the others (most of a log: chromium_event, describe_*, guards) are only counted
+READ = frozenset({"dynamo_start", "dynamo_output_graph", "compilation_metrics", "bwd_compilation_metrics",
+                  "compilation_metrics_runtime", "bwd_compilation_metrics_runtime", "artifact", *_AOT_GRAPHS})
+
+
 def wants(pictures: bool):
     """The payloads the facts read: break and recompile reasons, torch's version (and the AOT graphs for pictures)."""
     def want(name: str, meta: Any) -> bool:
@@ -193,7 +198,7 @@ def read_run_log(paths: Iterable, *, pictures: bool = False, reader: LogReader |
 
         sources = [p for p in paths]
         files = log_files([p for p in sources if not isinstance(p, tuple)])
-        reader = LogReader([p for p in sources if isinstance(p, tuple)] + files, want=wants(pictures))
+        reader = LogReader([p for p in sources if isinstance(p, tuple)] + files, want=wants(pictures), names=READ)
     builder = RunLogBuilder(reader, pictures)
     for r in reader.records():
         builder.add(r)
