@@ -1,7 +1,8 @@
 """``graphtool log`` against torch itself, recorded now on the torch under test (2.13 in the slow tier, 2.15 under
 ``-m versions``): the loop of tests/fixtures/torch_trace/record.py (a break, recompiles, the recompile limit) and a
 2-rank gloo DDP run where rank 1 breaks, each under TORCH_TRACE with its own counters dumped at its end. The three
-processes run at once, once per session; the cheap tests of tests/log read the logs committed from both torches."""
+processes run at once, once per module (plain processes: TORCH_TRACE must be set before torch is imported, so the
+suite's preloaded server cannot fork them); the cheap tests of tests/log read the logs committed from both torches."""
 
 from __future__ import annotations
 
