@@ -33,7 +33,8 @@ def register(app: typer.Typer) -> None:
 
 
 def log(
-    paths: list[str] = typer.Argument(..., help="A TORCH_TRACE folder, .log or .log.gz files.", show_default=False),
+    paths: list[str] = typer.Argument(..., metavar="PATH", help="A TORCH_TRACE folder, .log or .log.gz files.",
+                                      show_default=False),
     against: Optional[str] = typer.Option(
         None, "--against", metavar="MODEL",
         help="A model script (path.py or path.py:FACTORY): graphtool's prediction for it beside each fact (imports torch).",

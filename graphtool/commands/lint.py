@@ -120,8 +120,9 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
                       max_peak_memory=max_peak_memory)
+    launch = launch_of(ddp, fsdp2)
     if log:
-        if models or run or schedule or dynamic or max_peak_memory or ddp or fsdp2:
+        if models or run or schedule or dynamic or max_peak_memory or launch.wrapped:
             raise UsageError("--log judges a run's logs: MODEL, --run, --schedule, --dynamic, --max-peak-memory, --ddp "
                              "and --fsdp2 are for runs lint makes itself")
         from graphtool.analysis.lint import LintTarget
@@ -135,7 +136,6 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
             raise UsageError("--schedule lints a model script's get_input_schedule(); a script run with --run runs its own loop")
         targets = [replace(t, schedule=True) for t in targets]
     # under --ddp or --fsdp2 each model runs in its child's fake process group, as the launch would wrap it
-    launch = launch_of(ddp, fsdp2)
     launch.check("lint", run=bool(run))
     targets = [launch.lint_target(t) for t in targets]
     baseline_path = baseline or (cfg.baseline if cfg else None)
@@ -162,10 +162,11 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
 
 def _from_log(paths: Sequence[str], progress: Progress):
     """What a run's logs say, as the result a lint child gives (torch is not imported)."""
+    from graphtool.analysis.run_log import read_logs
     from graphtool.analysis.run_log.lint import as_lint_result
-    from graphtool.commands.log import log as read_logs
 
-    return as_lint_result(read_logs(paths, progress=progress).facts)
+    progress.phase("reading the logs...")
+    return as_lint_result(read_logs(paths))
 
 
 def _check_peak_budgets(targets, run) -> None:

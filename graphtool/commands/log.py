@@ -125,35 +125,10 @@ def log(paths: Sequence[str], *, against: Optional[str] = None, entry: Optional[
     (for the page); ``against`` (a script, ``entry`` its factory) adds graphtool's prediction beside each fact.
 
     A path that does not exist, a folder with no log, or logs without one structured-trace record stop with exit 2."""
-    from graphtool.analysis.run_log import read_run_log, wants
-    from graphtool.analysis.run_log.build import READ
-    from graphtool.capture.torch_trace import LogReader, log_files
-    from graphtool.errors import UsageError
+    from graphtool.analysis.run_log import read_logs
 
-    if not paths:
-        raise UsageError("no log given: name a TORCH_TRACE folder, .log or .log.gz files")
-    try:
-        files = log_files(paths)
-    except FileNotFoundError as exc:
-        raise UsageError(f"{exc.args[0]}: no such file or folder") from None
-    if not files:
-        raise UsageError(f"{', '.join(map(str, paths))}: no TORCH_TRACE log here (no *.log or *.log.gz file)",
-                         hint="run the job with TORCH_TRACE=DIR set; torch writes one dedicated_log_torch_trace_*.log "
-                              "per process there")
-    for f in files:
-        try:
-            with open(f, "rb"):
-                pass
-        except OSError as exc:
-            raise UsageError(f"{f}: cannot be read ({exc.strerror or exc})") from None
-    progress.phase(f"reading {len(files)} log file{'s' if len(files) != 1 else ''}...")
-    reader = LogReader(files, want=wants(pictures), names=READ)
-    facts = read_run_log(files, pictures=pictures, reader=reader)
-    if facts.log.records == 0:
-        lines = facts.log.lines
-        raise UsageError(f"{', '.join(map(str, paths))}: not a TORCH_TRACE log ({lines} line{'s' if lines != 1 else ''} "
-                         "read, none a structured-trace record)",
-                         hint="TORCH_TRACE=DIR python train.py writes the logs graphtool log and tlparse read")
+    facts = read_logs(paths, pictures=pictures,
+                      on_files=lambda n: progress.phase(f"reading {n} log file{'s' if n != 1 else ''}..."))
     notes: list[str] = []
     drawn: tuple[LogPicture, ...] = ()
     if pictures:
@@ -173,27 +148,11 @@ def predict(script: str, *, entry: Optional[str] = None, progress: Progress = SI
 
     One trace of the script with inductor's AOT stage and the CUDA-graph verdict (the stand-in, reduce-overhead),
     as ``graphtool trace SCRIPT --cudagraphs inductor`` gives them."""
+    from graphtool.analysis.run_log.against import prediction_from
     from graphtool.commands.trace import trace
 
     (result,) = trace(script, entry=entry, cudagraphs="inductor", progress=progress)
-    return prediction_of(script, result.report, result.verdict)
-
-
-def prediction_of(script: str, report, verdict):
-    """A :class:`~graphtool.analysis.run_log.against.Prediction` from graphtool's own reports of ``script`` (its
-    :class:`~graphtool.analysis.trace_report.TraceReport` and CUDA-graph verdict): :func:`predict` makes them, and
-    ``graphtool report --log`` has them already."""
-    from graphtool.analysis.run_log.against import Prediction
-
-    skips: tuple[str, ...] = ()
-    recompiles = 0
-    if verdict is not None:
-        skips = tuple(dict.fromkeys(r.message for r in verdict.reasons if r.skips))
-        steady = getattr(verdict, "steady", None)
-        recompiles = int(getattr(steady, "recompiles", 0) or 0) if steady is not None else 0
-    breaks = tuple((b.file, b.line, b.code, b.reason) for b in report.breaks)
-    return Prediction(script, report.torch_version, len(report.regions), breaks, len(report.skipped_frames), recompiles,
-                      skips)
+    return prediction_from(script, result.report, result.verdict)
 
 
 # -- pictures ------------------------------------------------------------------------------------------------------

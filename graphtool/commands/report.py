@@ -191,9 +191,10 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         refuse_schedule_under(launch)
     logged = None
     if log:  # read first: a wrong path costs no trace
-        from graphtool.commands.log import log as read_logs
+        from graphtool.analysis.run_log import read_logs
 
-        logged = read_logs(log, progress=progress).facts
+        progress.phase("reading the run's logs...")
+        logged = read_logs(log)
     results = []
     for target, ent in shared.targets(model, entry):
         with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
@@ -204,10 +205,9 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
 
                 result = replace(result, shapes=over_schedule(target, ent, device, progress, inference=inference).report)
             if logged is not None:
-                from graphtool.analysis.run_log.against import compare
-                from graphtool.commands.log import prediction_of
+                from graphtool.analysis.run_log.against import compare, prediction_from
 
-                predicted = prediction_of(str(target), result.trace, result.verdict)
+                predicted = prediction_from(str(target), result.trace, result.verdict)
                 result = replace(result, beside_run=(logged, compare(logged, predicted)))
             results.append(result)
     return results

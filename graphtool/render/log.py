@@ -41,21 +41,8 @@ def _where(file: str | None, line: int | None) -> str:
 
 
 def summary_line(facts) -> str:
-    """``6 graphs compiled in 7 compiles, 1 graph-break site (2 breaks), 4 recompiles (1 past recompile_limit),
-    45.6 s compiling``."""
-    parts = [f"{count(facts.graphs_compiled, 'graph')} compiled in {count(facts.compile_ids, 'compile')}"]
-    sites = facts.graph_breaks
-    parts.append(f"{count(len(sites), 'graph-break site')}" + (f" ({count(facts.break_records, 'break')})" if sites else ""))
-    rec = f"{count(len(facts.recompiles), 'recompile')}"
-    if facts.recompile_limit:
-        rec += f" ({len(facts.recompile_limit)} past recompile_limit)"
-    parts.append(rec)
-    if facts.skipped_frames:
-        parts.append(count(len(facts.skipped_frames), "skipped frame"))
-    parts.append(f"{_s(facts.compile_time.seconds)} s compiling")
-    if facts.desync:
-        parts.append("ranks out of step (desync)")
-    return ", ".join(parts)
+    """The run's one line (:meth:`~graphtool.analysis.run_log.facts.RunLog.summary`)."""
+    return facts.summary()
 
 
 def _header(result) -> str:
@@ -315,7 +302,9 @@ def log_sections(result) -> list[str]:
     out.append(_section("compiles", "Compiles", _table(["rank", "compile", "frame", "where", "attempts", "graphs", "outcome",
                                                         "seconds", "backward s"], compiles), len(compiles)))
     if result.against is not None:
-        out.append(_against_section(result.against))
+        from graphtool.render.report import against_section
+
+        out.append(against_section(result.against))
     info = f.log
     files = [[x.path, "-" if x.rank is None else x.rank, x.lines, x.records, "gzip" if x.compressed else ""] for x in info.files]
     damage = [[d.file, d.line, d.record or "", d.why] for d in (*info.bad_payload_examples, *info.bad_line_examples)]
@@ -326,20 +315,6 @@ def log_sections(result) -> list[str]:
                  + _table(["file", "line", "record", "what"], damage))
     out.append(_section("log", "The log", body))
     return out
-
-
-def _against_section(comparison, title: str = "Beside graphtool's prediction", extra: str = "") -> str:
-    rows = [[r.fact, r.what, r.predicted, r.seen, "agrees" if r.agree else "differs", r.cause or ""] for r in comparison.rows]
-    return _section("against", title, extra + _table(["fact", "what", "graphtool", "the run", "", "likely cause"], rows),
-                    comparison.disagreements)
-
-
-def beside_run_section(facts, comparison) -> str:
-    """``graphtool report --log``'s section: the run's logs beside this page's prediction."""
-    files = ", ".join(display_path(f.path) or f.path for f in facts.log.files)
-    extra = (f'<p class="subtitle">The run: {escape(files)}; {escape(summary_line(facts))}.</p>'
-             + "".join(f'<p class="note">desync: {escape(d.message)}</p>' for d in facts.desync))
-    return _against_section(comparison, "Beside a real run (graphtool log)", extra)
 
 
 def format_log_page(result) -> str:

@@ -125,10 +125,21 @@ def format_report(result, *, command: str, versions: dict) -> str:
                         "pictures": pictures, "svgs": svgs, "subtitle": line, "notes": list(result.notes)})
 
 
-def _beside_run(beside) -> str:
-    from graphtool.render.log import beside_run_section
+def against_section(comparison, title: str = "Beside graphtool's prediction", extra: str = "") -> str:
+    """A real run's facts beside graphtool's prediction (``graphtool log --against``, ``report --log``)."""
+    rows = [[escape(str(c)) for c in (r.fact, r.what, r.predicted, r.seen, "agrees" if r.agree else "differs", r.cause or "")]
+            for r in comparison.rows]
+    return _section("against", title, extra + _table(["fact", "what", "graphtool", "the run", "", "likely cause"], rows),
+                    comparison.disagreements)
 
-    return beside_run_section(*beside)
+
+def _beside_run(beside) -> str:
+    """``report --log``'s section: the run's logs (``RunLog``) beside this page's prediction (``Comparison``)."""
+    facts, comparison = beside
+    files = ", ".join(display_path(f.path) or f.path for f in facts.log.files)
+    extra = (f'<p class="subtitle">The run: {escape(files)}; {escape(facts.summary())}.</p>'
+             + "".join(f'<p class="note">desync: {escape(d.message)}</p>' for d in facts.desync))
+    return against_section(comparison, "Beside a real run (graphtool log)", extra)
 
 
 def _short_paths(facts: dict) -> dict:

@@ -5,7 +5,7 @@ recompiles and the recompile limit, compile time by frame and phase, CUDA-graph 
 :mod:`.desync` compares the ranks; :mod:`.graph_code` reads an AOT graph from the code torch logged, to draw it.
 """
 
-from graphtool.analysis.run_log.build import read_run_log, wants
+from graphtool.analysis.run_log.build import read_logs, read_run_log, wants
 from graphtool.analysis.run_log.facts import RunLog
 
-__all__ = ["RunLog", "read_run_log", "wants"]
+__all__ = ["RunLog", "read_logs", "read_run_log", "wants"]

@@ -66,6 +66,21 @@ class Comparison:
                 "disagreements": self.disagreements}
 
 
+def prediction_from(script: str, report, verdict) -> Prediction:
+    """A :class:`Prediction` from graphtool's own reports of ``script``: its
+    :class:`~graphtool.analysis.trace_report.TraceReport` and CUDA-graph verdict (``graphtool.commands.log.predict``
+    makes them; ``graphtool report --log`` has them already)."""
+    skips: tuple[str, ...] = ()
+    recompiles = 0
+    if verdict is not None:
+        skips = tuple(dict.fromkeys(r.message for r in verdict.reasons if r.skips))
+        steady = getattr(verdict, "steady", None)
+        recompiles = int(getattr(steady, "recompiles", 0) or 0) if steady is not None else 0
+    breaks = tuple((b.file, b.line, b.code, b.reason) for b in report.breaks)
+    return Prediction(script, report.torch_version, len(report.regions), breaks, len(report.skipped_frames), recompiles,
+                      skips)
+
+
 def _same_file(a: str | None, b: str | None) -> bool:
     """Two paths name one file: equal, or the same last parts (a run on another machine has another root)."""
     if not a or not b:

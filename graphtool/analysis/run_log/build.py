@@ -205,6 +205,40 @@ def read_run_log(paths: Iterable, *, pictures: bool = False, reader: LogReader |
     return builder.finish()
 
 
+def read_logs(paths, *, pictures: bool = False, on_files=None) -> RunLog:
+    """:func:`read_run_log` for the doors (``graphtool log``, ``lint --log``, ``report --log``): a path that does not
+    exist, a folder with no log, an unreadable file, or files without one structured-trace record raise
+    :class:`~graphtool.errors.UsageError` (exit 2) naming the path. ``on_files(n)`` hears how many files there are."""
+    from graphtool.capture.torch_trace import log_files
+    from graphtool.errors import UsageError
+
+    if not paths:
+        raise UsageError("no log given: name a TORCH_TRACE folder, .log or .log.gz files")
+    try:
+        files = log_files(paths)
+    except FileNotFoundError as exc:
+        raise UsageError(f"{exc.args[0]}: no such file or folder") from None
+    if not files:
+        raise UsageError(f"{', '.join(map(str, paths))}: no TORCH_TRACE log here (no *.log or *.log.gz file)",
+                         hint="run the job with TORCH_TRACE=DIR set; torch writes one dedicated_log_torch_trace_*.log "
+                              "per process there")
+    for f in files:
+        try:
+            with open(f, "rb"):
+                pass
+        except OSError as exc:
+            raise UsageError(f"{f}: cannot be read ({exc.strerror or exc})") from None
+    if on_files is not None:
+        on_files(len(files))
+    facts = read_run_log(files, pictures=pictures)
+    if facts.log.records == 0:
+        lines = facts.log.lines
+        raise UsageError(f"{', '.join(map(str, paths))}: not a TORCH_TRACE log ({lines} line{'s' if lines != 1 else ''} "
+                         "read, none a structured-trace record)",
+                         hint="TORCH_TRACE=DIR python train.py writes the logs graphtool log and tlparse read")
+    return facts
+
+
 # -- one compile ----------------------------------------------------------------------------------------------
 
 _KEEP = ("co_name", "co_filename", "co_firstlineno", "graph_op_count", "fail_type", "fail_reason", "recompile_reason",

@@ -292,6 +292,26 @@ class RunLog:
     def distributed(self) -> bool:
         return any(r.rank is not None for r in self.ranks)
 
+    def summary(self) -> str:
+        """``6 graphs compiled in 7 compiles, 1 graph-break site (2 breaks), 4 recompiles (1 past recompile_limit),
+        45.6 s compiling``."""
+        from graphtool.text import count
+
+        parts = [f"{count(self.graphs_compiled, 'graph')} compiled in {count(self.compile_ids, 'compile')}"]
+        sites = self.graph_breaks
+        parts.append(count(len(sites), "graph-break site") + (f" ({count(self.break_records, 'break')})" if sites else ""))
+        rec = count(len(self.recompiles), "recompile")
+        if self.recompile_limit:
+            rec += f" ({len(self.recompile_limit)} past recompile_limit)"
+        parts.append(rec)
+        if self.skipped_frames:
+            parts.append(count(len(self.skipped_frames), "skipped frame"))
+        seconds = self.compile_time.seconds
+        parts.append(f"{seconds:.1f} s compiling" if seconds >= 0.95 else f"{seconds:.2f} s compiling")
+        if self.desync:
+            parts.append("ranks out of step (desync)")
+        return ", ".join(parts)
+
     def to_dict(self) -> dict:
         return {
             "graphs_compiled": self.graphs_compiled,
