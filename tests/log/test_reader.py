@@ -161,7 +161,6 @@ def test_nan_and_infinity_as_torch_writes_them():
     assert reader.damage.total() == 0 and recs[0].meta["compile_id"] == "0/0"
 
 
-@pytest.mark.slow  # tracemalloc slows reading tenfold: several seconds
 def test_memory_does_not_grow_with_the_log(tmp_path):
     """Reading holds a chunk and the payload being read: a log eight times longer (its records repeated with new
     frame ids, as benchmarks/bench_log.py makes its 600 MB log) peaks at about the same memory."""
