@@ -121,6 +121,14 @@ class Break:
     def library(self) -> str | None:
         return library_place(self.library_file, self.library_line)
 
+    @property
+    def help(self) -> str:
+        """What to do about it, for its cause, as every command says it (:func:`~graphtool.analysis.diagnostics.break_help`)."""
+        from graphtool.analysis.diagnostics import break_help
+
+        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.file, self.library_file),
+                          source=self.source_text)
+
     def key(self) -> tuple:
         # the library place keeps apart breaks that one user call led to
         return (_rel(self.file), self.kind, self.source_text or (str(self.line) if self.line else None), self.library)
@@ -128,7 +136,7 @@ class Break:
     def to_dict(self) -> dict:
         return {
             "reason": self.reason, "code": self.code, "file": self.file, "line": self.line,
-            "source_text": self.source_text, "hint": self.hint, "occurrences": self.occurrences,
+            "source_text": self.source_text, "hint": self.hint, "help": self.help, "occurrences": self.occurrences,
             "new": self.new, "allowed": self.allowed, "library_file": self.library_file, "library_line": self.library_line,
         }
 

@@ -48,8 +48,18 @@ class BreakInfo:
 
         return GB_URL.format(code=self.code) if self.code else None
 
+    @property
+    def help(self) -> str:
+        """What to do about it, for its cause, as every command says it (:func:`~graphtool.analysis.diagnostics.break_help`)."""
+        from graphtool.analysis.diagnostics import break_help, read_line
+
+        file, line = (self.called_file, self.called_line) if self.called_file else (self.file, self.line)
+        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.file, self.called_file),
+                          source=read_line(file, line) if file and line else None)
+
     def to_dict(self) -> dict:
-        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
+        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint,
+             "help": self.help}
         if self.called_file:
             d["called_from"] = {"file": self.called_file, "line": self.called_line}
         return d
@@ -102,7 +112,8 @@ class TraceReport:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
         from graphtool.analysis import diagnostics as dg
 
-        out = [dg.graph_break(b.message(), b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col)
+        out = [dg.graph_break(b.message(), b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col,
+                              other_file=b.called_file)
                for b in self.breaks]
         out += [dg.skipped_frame(s.function, s.file, s.line, s.reason, break_file=s.break_file, break_line=s.break_line, lines=lines)
                 for s in self.skipped_frames]

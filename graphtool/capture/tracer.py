@@ -30,7 +30,7 @@ from graphtool.capture.aot_records import InputRecord, InputRef, OutputRecord, d
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.standin.host_values import HostValues
-from graphtool.capture.steady_state import CallLogger, run_steps
+from graphtool.capture.steady_state import CallLogger, run_steps, value_guards_now
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.train_step import StepWatch, optimizer_of_step, optimizer_state_names, script_parameter_names
 from graphtool.capture.user.boundary import (
@@ -75,6 +75,9 @@ class Region:
     # the user's line that called into this region's frame (a one-frame stack trace): an optimizer's step, whose
     # own lines are all torch's, is placed at the user's ``opt.step()``
     called_from: str | None = None
+    # Python numbers dynamo compiled into this region's graph as constants, guarded on their values
+    # (steady_state.ValueGuard): a loop whose value changes compiles again
+    value_guards: tuple = ()
 
 
 @dataclass
@@ -157,6 +160,7 @@ class KeepingBackend:
             input_writes=_in_place_writes(gm),
             called_from=innermost_user_call(),
             attributes=_attribute_refs(gm, self.names),
+            value_guards=value_guards_now(len(self.regions)),
         )
         self.regions.append(region)
         if self.on_region:

@@ -44,6 +44,8 @@ def trace(
     bucket_cap_mb: float = options.BucketCapOpt,
     fsdp2: bool = options.Fsdp2Opt,
     find_unused: bool = options.FindUnusedOpt,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List every placeholder (by default many of one kind are one row, counted)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the summary line alone (diagnostics and tables left out)."),
 ) -> int:
     options.check_format(fmt)
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
@@ -65,7 +67,7 @@ def trace(
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
             _write_out(result, out_dir / sub, Path(out) / sub)
         if fmt == "table":  # the report, the verdict, DDP or FSDP2, and one summary line at the very end
-            console.print_view(result)
+            console.print_view(result.view(verbose=verbose, quiet=quiet))
     if out_dir is not None:
         _remove_earlier_models(out_dir, results)
     if fmt != "table":

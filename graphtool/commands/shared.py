@@ -335,9 +335,10 @@ def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool
         )
 
 
-def eager_vs_compiled(target, entry, *, compile_mode="default", backward=False, warmup=10, iters=100, repeat=3,
+def eager_vs_compiled(target, entry, *, compile_mode="default", backward=None, warmup=10, iters=100, repeat=3,
                       progress: Progress = SILENT):
-    """Eager vs torch.compile with bench's defaults, where the script put the model (``trace --bench``)."""
+    """Eager vs torch.compile with bench's defaults, where the script put the model (``trace --bench``); ``backward``
+    None: training when the model trains, as bench decides."""
     spec = load(target, entry, None, progress)
     import torch
 

@@ -60,13 +60,16 @@ class TraceResult(Result):
         """Regions, breaks, skipped frames, mutations, and (``cudagraphs=``) the CUDA-graph verdict and its steady state."""
         return self._summary_line().plain
 
-    def view(self):
-        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line."""
+    def view(self, *, verbose: bool = False, quiet: bool = False):
+        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line;
+        ``quiet``: that line alone; ``verbose``: every placeholder (many of one kind are one row, counted)."""
         from rich.console import Group
 
         from graphtool.render.trace import trace_view
 
-        parts = [trace_view(self.report, summary=False)]
+        if quiet:
+            return self._summary_line()
+        parts = [trace_view(self.report, summary=False, verbose=verbose)]
         if self.verdict is not None:
             from graphtool.render.cudagraphs import cudagraphs_view
 
@@ -162,7 +165,8 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
         verdict = replace(verdict, steady=steady_state(standin, verdict))
         wrapped = launch.judged(wrapped, verdict, standin, standin_report=standin_wrapped)
     if bench:
-        timings = shared.eager_vs_compiled(target, ent, progress=progress)
+        # what trace traced: training unless --inference (bench's own default), the forward alone with --inference
+        timings = shared.eager_vs_compiled(target, ent, backward=False if inference else None, progress=progress)
     if graph_code:
         from graphtool.render.graph_code import graph_files
 

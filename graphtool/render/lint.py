@@ -59,7 +59,8 @@ def lint_diagnostics(report) -> list:
             tag = " (allowed)" if b.allowed else " (new)" if b.new else " (baselined)" if b.new is False else ""
             severity = "note" if b.allowed or b.new is False else "error" if failing else "warning"
             d = dg.graph_break(b.reason + _in_library(b.library_file, b.library_line), b.file, b.line, code=b.code, hint=b.hint,
-                               source_text=b.source_text, model=model, tag=tag, severity=severity, col=b.col, end_col=b.end_col)
+                               source_text=b.source_text, model=model, tag=tag, severity=severity, col=b.col, end_col=b.end_col,
+                               other_file=b.library_file)
             out.append(d)
         for r in m.recompiles:
             out.append(dg.recompile(r["function"], r.get("file"), r.get("line"), f"{r['reason']}{_library_note(r)}", model=model))
@@ -148,7 +149,7 @@ def format_sarif(report) -> str:
             result = {
                 "ruleId": rid,
                 "level": level,
-                "message": {"text": f"Graph break: {b.reason}{lib}" + (f". Hint: {b.hint}" if b.hint else "")},
+                "message": {"text": f"Graph break: {b.reason}{lib}. Hint: {b.help}"},
                 "partialFingerprints": {"graphtoolBreak/v1": _fingerprint(b)},
             }
             if b.file:

@@ -321,7 +321,7 @@ def format_log_page(result) -> str:
     """One self-contained page: the sections, and each compile's AOT graphs in ``report``'s viewer."""
     import json
 
-    from graphtool.render.report import _packed, format_page, viewer
+    from graphtool.render.report import _first_paint, _packed, format_page, viewer
 
     pictures, svgs = [], []
     for p in result.pictures:
@@ -336,9 +336,10 @@ def format_log_page(result) -> str:
                                        separators=(",", ":"), default=str)))
     sections = log_sections(result)
     if result.pictures:
-        tabs = "".join(f'<button type="button" class="tab" data-picture="{i}">{escape(p.label)} '
-                       f'<small>{p.nodes} nodes</small></button>' for i, p in enumerate(result.pictures))
-        sections.insert(1 if result.facts.desync else 0, _section("graphs", "AOT graphs", viewer(tabs)))
+        tabs = "".join(f'<button type="button" class="tab{" active" if i == 0 else ""}" data-picture="{i}">'
+                       f'{escape(p.label)} <small>{p.nodes} nodes</small></button>' for i, p in enumerate(result.pictures))
+        first = _first_paint(result.pictures[0])
+        sections.insert(1 if result.facts.desync else 0, _section("graphs", "AOT graphs", viewer(tabs, first)))
     page = format_page({"title": result.title, "summary": summary_line(result.facts), "sections": sections,
                         "pictures": pictures, "svgs": svgs, "subtitle": _header(result),
                         "notes": list(result.facts.notes) + list(result.notes)})

@@ -73,7 +73,7 @@ def test_page_draws_each_compiles_aot_graphs(cli, tmp_path):
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>") and "<title>graphtool log:" in html and "<h1>graphtool log:" in html
     assert 'id="desync"' in html and 'id="viewer"' in html
-    assert html.count('class="tab"') == 6  # each rank's compiles, forward and backward
+    assert html.count('class="tab"') + html.count('class="tab active"') == 6  # each rank's compiles, forward and backward
     assert "page written to" in err and "desync:" in out
 
 

@@ -110,6 +110,7 @@ from graphtool.capture.compat.dynamo import (
     has_inductor_flag,
     inductor_config_patch,
     inductor_flag,
+    int_input_sources,
     is_fake_tensor,
     mark_dynamic,
     maybe_mark_dynamic,
@@ -120,6 +121,7 @@ from graphtool.capture.compat.dynamo import (
     tracing_context_active,
     tracing_span,
     tracing_stack,
+    value_guards,
 )
 from graphtool.capture.compat.meta import (
     composites_keep_autograd_on_meta,
@@ -242,6 +244,7 @@ __all__ = [
     "has_inductor_flag",
     "inductor_config_patch",
     "inductor_flag",
+    "int_input_sources",
     "is_fake_tensor",
     "mark_dynamic",
     "maybe_mark_dynamic",
@@ -252,6 +255,7 @@ __all__ = [
     "tracing_context_active",
     "tracing_span",
     "tracing_stack",
+    "value_guards",
     # meta
     "composites_keep_autograd_on_meta",
     "fake_tensor_mode",

@@ -27,7 +27,15 @@ from pathlib import Path
 
 from graphtool.capture import compat
 from graphtool.capture.dynamic_inputs import run_variant
-from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, hit_recompile_limit, is_user_file, quiet_torch_logs, user_site
+from graphtool.capture.graph_breaks import (
+    BreakRecorder,
+    StackFrame,
+    guard_site,
+    hit_recompile_limit,
+    is_user_file,
+    quiet_torch_logs,
+    user_site,
+)
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
 from graphtool.capture.processes.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
 from graphtool.capture.stack_room import call_with_stack_room
@@ -290,7 +298,7 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
         sites.setdefault((r.file, r.line, r.reason, r.library_file, r.library_line), []).append(r)
     breaks = tuple(replace(same[0], occurrences=len(same)) for same in sites.values())
     recompiles = tuple(
-        _frame_record(f.co_name, f.co_filename, f.co_firstlineno, f.recompile_reason, f.stack, called_at)
+        _frame_record(f.co_name, f.co_filename, f.co_firstlineno, f.recompile_reason, f.stack, called_at, guarded=True)
         for f in rec.frames if f.recompile_reason
     )
     skipped = tuple(
@@ -312,7 +320,12 @@ def _break_record(b, called_at: StackFrame | None) -> BreakRecord:
                        col=b.col if here else None, end_col=b.end_col if here else None)
 
 
-def _frame_record(function, file, line, reason, stack, called_at: StackFrame | None) -> FrameRecord:
+def _frame_record(function, file, line, reason, stack, called_at: StackFrame | None, *, guarded: bool = False) -> FrameRecord:
+    """A recompile (``guarded``) sits where the failed guard's value is used, when torch names that line: the frame
+    resuming after a graph break begins at the break's line, yet it guards a value its own code reads later."""
+    site = guard_site(reason) if guarded else None
+    if site is not None:
+        file, line = site
     file, line, library_file, library_line = _at_user_code(file, line, stack, called_at)
     return FrameRecord(function, file, line, reason, library_file=library_file, library_line=library_line)
 
