@@ -131,13 +131,6 @@ def _no_gc():
             gc.enable()
 
 
-def has_log_reader() -> bool:
-    """Whether this graphtool has ``graphtool log``'s reader of TORCH_TRACE logs."""
-    from importlib.util import find_spec
-
-    return find_spec("graphtool.capture.torch_trace") is not None
-
-
 _WANTED = "graphtool diff takes two documents a graphtool command wrote with --format json (or --format yaml, as .yaml)"
 
 
@@ -156,13 +149,7 @@ def _yaml(raw: bytes, path: str) -> object:
 def read_log_folder(folder: Path) -> dict:
     """A TORCH_TRACE folder as ``graphtool log`` reads it (:mod:`graphtool.capture.torch_trace`,
     :mod:`graphtool.analysis.run_log`): its document, with the ``log`` header (``graphs_compiled``, ``graph_breaks``,
-    ``recompiles``, ``compile_time``, ``cudagraph_skips``, ``log``). No torch is imported.
-
-    This is where ``graphtool log``'s reader (branch ``log``, issue 46) plugs in: with it merged, a folder is read;
-    without it, refused with what to do instead (branch ``diff-with-log`` is this branch with ``log`` merged)."""
-    if not has_log_reader():
-        raise UsageError(f"{folder}: is a folder; reading a TORCH_TRACE folder needs graphtool log's reader, which this "
-                         "graphtool does not have", hint="give the JSON documents a graphtool command wrote (--format json)")
+    ``recompiles``, ``compile_time``, ``cudagraph_skips``, ``log``). No torch is imported."""
     from graphtool.analysis.run_log import read_run_log, wants
     from graphtool.analysis.run_log.build import READ
     from graphtool.capture.torch_trace import LogReader, log_files

@@ -115,6 +115,7 @@ def format_report(result, *, command: str, versions: dict) -> str:
         _memory_section(result.memory, result.memory_note),
         *([fit_section(result.fit)] if getattr(result, "fit", None) is not None else []),
         *([shapes_section(result.shapes)] if getattr(result, "shapes", None) is not None else []),
+        *([_beside_run(result.beside_run)] if getattr(result, "beside_run", None) is not None else []),
         _regions_section(t, result.devices),
         _model_section(result, command, versions),
     ]
@@ -122,6 +123,23 @@ def format_report(result, *, command: str, versions: dict) -> str:
     line = f"{t.device}, {mode}, backend {t.backend}; torch {versions.get('torch', '?')}; made by: {command}"
     return format_page({"title": display_path(t.path) or t.path, "summary": result.summary(), "sections": sections,
                         "pictures": pictures, "svgs": svgs, "subtitle": line, "notes": list(result.notes)})
+
+
+def against_section(comparison, title: str = "Beside graphtool's prediction", extra: str = "") -> str:
+    """A real run's facts beside graphtool's prediction (``graphtool log --against``, ``report --log``)."""
+    rows = [[escape(str(c)) for c in (r.fact, r.what, r.predicted, r.seen, "agrees" if r.agree else "differs", r.cause or "")]
+            for r in comparison.rows]
+    return _section("against", title, extra + _table(["fact", "what", "graphtool", "the run", "", "likely cause"], rows),
+                    comparison.disagreements)
+
+
+def _beside_run(beside) -> str:
+    """``report --log``'s section: the run's logs (``RunLog``) beside this page's prediction (``Comparison``)."""
+    facts, comparison = beside
+    files = ", ".join(display_path(f.path) or f.path for f in facts.log.files)
+    extra = (f'<p class="subtitle">The run: {escape(files)}; {escape(facts.summary())}.</p>'
+             + "".join(f'<p class="note">desync: {escape(d.message)}</p>' for d in facts.desync))
+    return against_section(comparison, "Beside a real run (graphtool log)", extra)
 
 
 def _short_paths(facts: dict) -> dict:
@@ -219,7 +237,13 @@ def _graphs_section(result) -> str:
         f'<small>{p.nodes} nodes</small></button>'
         for i, p in enumerate(result.pictures)
     )
-    body = f"""<div class="tabs" id="picture-tabs">{tabs}</div>
+    return _section("graphs", "Graphs", viewer(tabs, _first_paint(result.pictures[0])))
+
+
+def viewer(tabs: str, first: str) -> str:
+    """The picture viewer's markup under its tabs (``<button class="tab" data-picture="I">``, HTML already escaped)
+    with ``first`` painted in its canvas (:func:`_first_paint`): the report page's, and ``graphtool log``'s page."""
+    return f"""<div class="tabs" id="picture-tabs">{tabs}</div>
 <div class="viewer" id="viewer">
   <div class="toolbar">
     <label>fold <select id="level"></select></label>
@@ -231,13 +255,12 @@ def _graphs_section(result) -> str:
     <span id="search-status"></span>
   </div>
   <div class="panes">
-    <div class="canvas" id="canvas" tabindex="0">{_first_paint(result.pictures[0])}</div>
+    <div class="canvas" id="canvas" tabindex="0">{first}</div>
     <aside class="details" id="details"><p class="hint">Click a node to see its op, shape, saved tensors and source line.
     Click a module box to unfold it. Drag to pan, wheel to zoom.</p></aside>
   </div>
   <ul class="results" id="search-results"></ul>
 </div>"""
-    return _section("graphs", "Graphs", body)
 
 
 #: the first picture is inlined as laid out, uncompressed, up to this size; a larger one shows a smaller fold level

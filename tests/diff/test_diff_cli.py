@@ -110,19 +110,9 @@ def test_bad_options_and_missing_files_exit_2(cli, docs, tmp_path):
         assert rc == 2 and says in err
     rc, _, err = cli("diff", good, str(tmp_path / "missing.json"))
     assert rc == 2 and "missing.json: no such file" in err
-    (tmp_path / "trace_dir").mkdir()
-    with pytest.MonkeyPatch.context() as mp:  # a graphtool without graphtool log's reader (branch log not merged)
-        mp.setattr("graphtool.commands.diff.has_log_reader", lambda: False)
-        rc, _, err = cli("diff", good, str(tmp_path / "trace_dir"))
-    assert rc == 2 and "needs graphtool log's reader" in err
-
-
-#: the TORCH_TRACE folders the log tests recorded; they and the reader come with branch log (issue 46)
-LOG_READER = "graphtool.capture.torch_trace"
 
 
 def test_a_folder_that_is_no_torch_trace_exits_2(cli, docs, tmp_path):
-    pytest.importorskip(LOG_READER, reason="graphtool log's reader (branch log) is not merged")
     good = docs("a.json", BEFORE)
     (tmp_path / "empty").mkdir()
     rc, _, err = cli("diff", good, str(tmp_path / "empty"))
@@ -136,7 +126,6 @@ def test_a_folder_that_is_no_torch_trace_exits_2(cli, docs, tmp_path):
 def test_two_torch_trace_folders_diff_as_two_runs(cli, tmp_path):
     """The loop the log tests recorded under torch 2.13 and 2.15 (tests/fixtures/torch_trace): read as graphtool log
     reads them, no torch imported; a side may also be graphtool log's own document."""
-    pytest.importorskip(LOG_READER, reason="graphtool log's reader (branch log) is not merged")
     from tests.log.recorded import LOOP_213, LOOP_215
 
     code = ("import sys\nfrom graphtool.cli.main import run\n"
