@@ -157,12 +157,13 @@ def shapes(model, *args, schedule=None, sizes: Sequence[str] = (), steps: Option
 
 
 @with_stack_room
-def bench(model, *args, compile_mode: str = "default", backward: bool = False, warmup: int = 10, iters: int = 100,
-          repeat: int = 3, cudagraphs: bool = False, device: Optional[str] = None, debug: bool = False,
-          model_kwargs: Optional[dict] = None, **kwargs) -> Result:
+def bench(model, *args, compile_mode: str = "default", backward: Optional[bool] = None, inference: bool = False,
+          warmup: int = 10, iters: int = 100, repeat: int = 3, cudagraphs: bool = False, device: Optional[str] = None,
+          debug: bool = False, model_kwargs: Optional[dict] = None, **kwargs) -> Result:
     """Eager against ``torch.compile`` (and, with ``cudagraphs`` on a GPU, graphtool's own CUDA-graph replay and
     ``mode="reduce-overhead"``), each checked against eager, then timed (``graphtool bench``). The model runs where
-    it is.
+    it is. Training by default, as every command (forward and backward when something requires grad); ``inference``
+    times the forward alone.
 
     >>> import torch, graphtool
     >>> r = graphtool.bench(torch.nn.Linear(8, 4), torch.randn(2, 8), iters=5, repeat=1, warmup=1)
@@ -172,7 +173,7 @@ def bench(model, *args, compile_mode: str = "default", backward: bool = False, w
     from graphtool.commands.bench import bench as run
 
     with _model(model, args, kwargs, model_kwargs) as obj:
-        return run(obj, cudagraphs=cudagraphs, compile_mode=compile_mode, backward=backward, warmup=warmup,
+        return run(obj, cudagraphs=cudagraphs, compile_mode=compile_mode, backward=backward, inference=inference, warmup=warmup,
                    iters=iters, repeat=repeat, device=device, debug=debug)
 
 

@@ -17,9 +17,11 @@ def register(app: typer.Typer) -> None:
         help=(
             "Time eager, torch.compile and (with --cudagraphs) graphtool's own CUDA-graph replay and\n"
             "mode=\"reduce-overhead\", side by side on the same inputs; every mode is checked against\n"
-            "eager before it is timed.\n\n"
+            "eager before it is timed. What is timed is training, as every command defaults to\n"
+            "(forward and backward when something requires grad); --inference times the forward.\n\n"
         ) + options.examples(
             "graphtool bench model.py                          # eager vs torch.compile",
+            "graphtool bench model.py --inference              # forward only",
             "graphtool bench model.py --cudagraphs --backward  # on a GPU",
             "graphtool bench model.py --compile aot_eager --iters 50 --format json",
         ) + (
@@ -39,7 +41,8 @@ def bench(
         "default", "--compile",
         help="torch.compile mode (default, reduce-overhead, max-autotune...) or backend (aot_eager, inductor...); none to skip.",
     ),
-    backward: bool = typer.Option(False, "--backward", help="Time the whole forward + backward step and check gradients too."),
+    backward: bool = typer.Option(False, "--backward", help="Time forward + backward and check gradients (the default when something requires grad)."),
+    inference: bool = typer.Option(False, "--inference", help="Time the forward alone (default: training, as every command)."),
     warmup: int = typer.Option(10, "--warmup", help="Untimed iterations before timing."),
     iters: int = typer.Option(100, "--iters", help="Iterations per timed repeat."),
     repeat: int = typer.Option(3, "--repeat", help="Timed repeats (median, min, max and spread are over these)."),
@@ -54,7 +57,7 @@ def bench(
 
     options.check_format(fmt)
     with console.RichProgress() as progress, options.time_limit(timeout):
-        result = run(model, entry=entry, cudagraphs=cudagraphs, compile_mode=compile_mode, backward=backward,
+        result = run(model, entry=entry, cudagraphs=cudagraphs, compile_mode=compile_mode, backward=backward or None, inference=inference,
                      warmup=warmup, iters=iters, repeat=repeat, device=device, debug=options.debug_enabled(),
                      progress=progress)
     if fmt == "table":

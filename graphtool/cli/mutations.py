@@ -22,8 +22,9 @@ def register(app: typer.Typer) -> None:
             "graphtool mutations model.py --check --allow buffers",
         ) + (
             "\n\n--check exits 1 when an input is mutated or an output aliases one; --allow\n"
-            "accepts expected mutations: buffers, parameters, user_inputs or FQN patterns\n"
-            "such as '*.k_cache' (or allow_mutations in graphtool.yaml)."
+            "accepts expected mutations: buffers, parameters, user_inputs, optimizer_state\n"
+            "(what a training step's optimizer writes) or FQN patterns such as '*.k_cache'\n"
+            "(or allow_mutations in graphtool.yaml)."
         ),
     )(mutations)
 
@@ -38,7 +39,7 @@ def mutations(
     fmt: str = options.FormatOpt,
     check: bool = options.CheckOpt,
     allow: Optional[list[str]] = typer.Option(
-        None, "--allow", help="Mutations that are expected: buffers, parameters, user_inputs, or an FQN pattern ('*.k_cache'); repeatable. "
+        None, "--allow", help="Mutations that are expected: buffers, parameters, user_inputs, optimizer_state, or an FQN pattern ('*.k_cache'); repeatable. "
              "Adds to allow_mutations in graphtool.yaml."
     ),
     timeout: Optional[float] = options.TimeoutOpt,

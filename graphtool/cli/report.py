@@ -58,6 +58,11 @@ def report(
         False, "--schedule",
         help="A section with the loop over the script's get_input_schedule(), as graphtool shapes predicts it.",
     ),
+    log: Optional[list[str]] = typer.Option(
+        None, "--log", metavar="PATH",
+        help="A real run's TORCH_TRACE logs (a folder, .log or .log.gz; repeatable): a section with each fact of the run "
+             "beside this prediction, as graphtool log --against.",
+    ),
 ) -> int:
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
     ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
@@ -90,7 +95,7 @@ def report(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run(model, entry=entry, device=device, inference=inference, backend=backend, memory=memory, layout_timeout=layout_timeout,
                       debug=options.debug_enabled(), progress=progress, ddp=ddp_settings,
-                      fsdp2=fsdp2_settings, fit=fit, budgets=budgets, schedule=schedule)
+                      fsdp2=fsdp2_settings, fit=fit, budgets=budgets, schedule=schedule, log=log)
         progress.phase("writing the page...")
         command = _command(model, ("--entry", entry, None), ("--device", device, None), ("--inference", inference, False),
                            ("--backend", backend, "inductor"), ("-o", output, None), ("--no-memory", not memory, False),

@@ -38,12 +38,17 @@ def trace(
         None, "--cudagraphs", help="Add the CUDA-graph verdict for this backend (inductor or cudagraphs); costs a second, stand-in trace."
     ),
     with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
+    coverage: bool = typer.Option(
+        False, "--coverage", help="Add capture coverage: calls captured, fallbacks to eager, the share of torch calls in graphs "
+                                  "(nested graph breaks off and on); costs an eager run and two compiles without code generation."),
     timeout: Optional[float] = options.TimeoutOpt,
     ddp: bool = options.DdpOpt,
     world_size: int = options.WorldSizeOpt,
     bucket_cap_mb: float = options.BucketCapOpt,
     fsdp2: bool = options.Fsdp2Opt,
     find_unused: bool = options.FindUnusedOpt,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="List every placeholder (by default many of one kind are one row, counted)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the summary line alone (diagnostics and tables left out)."),
 ) -> int:
     options.check_format(fmt)
     fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
@@ -59,13 +64,13 @@ def trace(
     with console.RichProgress() as progress, options.time_limit(timeout):
         results = run_trace(model, entry=entry, device=device, inference=inference, backend=backend, cudagraphs=with_cudagraphs,
                             bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
-                            progress=progress, ddp=ddp_settings, fsdp2=fsdp2_settings)
+                            progress=progress, ddp=ddp_settings, fsdp2=fsdp2_settings, coverage=coverage)
     for result in results:
         if out_dir is not None:
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
             _write_out(result, out_dir / sub, Path(out) / sub)
         if fmt == "table":  # the report, the verdict, DDP or FSDP2, and one summary line at the very end
-            console.print_view(result)
+            console.print_view(result.view(verbose=verbose, quiet=quiet))
     if out_dir is not None:
         _remove_earlier_models(out_dir, results)
     if fmt != "table":

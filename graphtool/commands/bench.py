@@ -17,6 +17,7 @@ from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 from graphtool.errors import UsageError
+from graphtool.schema import stamped
 
 
 @dataclass(frozen=True, repr=False)
@@ -29,7 +30,7 @@ class BenchResult(Result):
     cuda_missing: bool  # --cudagraphs was asked for on a machine without CUDA: eager and compiled only
 
     def to_dict(self) -> dict:
-        return self.report.to_dict()
+        return stamped(self.command, self.report.to_dict())
 
     def summary(self) -> str:
         """Each mode's median and its speed-up over eager, or why it did not run.
@@ -76,11 +77,18 @@ class BenchResult(Result):
 
 
 def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraphs: bool = False,
-          compile_mode: str = "default", backward: bool = False, warmup: int = 10, iters: int = 100, repeat: int = 3,
-          device: Optional[str] = None, debug: bool = False, progress: Progress = SILENT) -> BenchResult:
-    """Time the first model's modes side by side on the same inputs."""
+          compile_mode: str = "default", backward: Optional[bool] = None, inference: bool = False, warmup: int = 10,
+          iters: int = 100, repeat: int = 3, device: Optional[str] = None, debug: bool = False,
+          progress: Progress = SILENT) -> BenchResult:
+    """Time the first model's modes side by side on the same inputs. What one iteration is follows every command's
+    default, training (forward and backward when something requires grad; a whole training step as it is), unless
+    ``inference`` (the forward alone) or ``backward`` says; the report's ``timed`` and ``timed_why`` say which."""
     if iters < 1 or repeat < 1 or warmup < 0:
         raise UsageError("--iters and --repeat must be 1 or more, --warmup 0 or more")
+    if inference and backward:
+        raise UsageError("--backward and --inference ask for opposite things", hint="drop one: training is the default")
+    if inference:
+        backward = False
     target, ent = shared.targets(model, entry)[0]
     progress.phase("importing torch...")
     with shared.quiet_stdout():

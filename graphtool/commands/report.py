@@ -26,6 +26,7 @@ from graphtool.commands import shared
 from graphtool.commands.launch import Launch, launch_of
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.schema import stamped
 
 #: pictures with more boxes than this are not laid out: their layout would take seconds, their page megabytes
 FULL_LIMIT = 1000
@@ -80,6 +81,7 @@ class ReportResult(Result):
     fit: Any = None  # FitReport (``--fit``/``--budgets``): the step's predicted peak and its timeline
     shapes: Any = None  # ShapeReport (``--schedule``): the loop over the script's get_input_schedule()
     made_by: str = ""  # the command that makes this report again, as the page says it
+    beside_run: Any = None  # (RunLog, Comparison) with ``--log``: a real run's logs beside this prediction
 
     def summary(self) -> str:
         t = self.trace
@@ -108,7 +110,7 @@ class ReportResult(Result):
 
     def to_dict(self) -> dict:
         """The trace's document (``graphtool trace --format json`` of the own-device trace)."""
-        return self.trace.to_dict()
+        return stamped("trace", self.trace.to_dict())  # the trace's document, as graphtool trace prints it
 
     def view(self):
         from rich.text import Text
@@ -165,7 +167,7 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
            inference: bool = False, backend: str = "inductor", memory: bool = True, layout_timeout: float = LAYOUT_TIMEOUT,
            debug: bool = False, progress: Progress = SILENT, ddp: Optional[dict] = None,
            fsdp2: Optional[dict] = None, fit: Optional[str] = None, budgets: Optional[str] = None,
-           schedule: bool = False) -> list[ReportResult]:
+           schedule: bool = False, log: Optional[list] = None) -> list[ReportResult]:
     """One :class:`ReportResult` per model, its pictures laid out (SVG); a picture whose layout
     takes longer than ``layout_timeout`` seconds is left out, and the page says so. ``ddp``
     (``world_size``, ``bucket_cap_mb``, ``find_unused_parameters``): both traces run as
@@ -174,7 +176,8 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
     process group, and the page has an FSDP2 section (units, each graph's CUDA-graph verdict, the eager
     collectives, each rank's memory). ``fit``/``budgets``: a "Will it fit" section, as ``memory --fit``/``--budgets``
     compute it from the same trace. ``schedule``: a section with the loop over the script's ``get_input_schedule()``
-    (``graphtool shapes``' prediction, from the same load)."""
+    (``graphtool shapes``' prediction, from the same load). ``log`` (a TORCH_TRACE folder or files of a real run of
+    the same script): a section with each fact of the run beside graphtool's prediction (``graphtool log --against``)."""
     from graphtool.commands.fit import check_fit
 
     shared.check_aot_backend(backend)
@@ -187,6 +190,12 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
         from graphtool.commands.shapes import refuse_schedule_under
 
         refuse_schedule_under(launch)
+    logged = None
+    if log:  # read first: a wrong path costs no trace
+        from graphtool.analysis.run_log import read_logs
+
+        progress.phase("reading the run's logs...")
+        logged = read_logs(log)
     results = []
     for target, ent in shared.targets(model, entry):
         with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
@@ -196,6 +205,11 @@ def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: 
                 from graphtool.commands.shapes import over_schedule
 
                 result = replace(result, shapes=over_schedule(target, ent, device, progress, inference=inference).report)
+            if logged is not None:
+                from graphtool.analysis.run_log.against import compare, prediction_from
+
+                predicted = prediction_from(str(target), result.trace, result.verdict)
+                result = replace(result, beside_run=(logged, compare(logged, predicted)))
             results.append(result)
     return results
 

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Optional
 
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.schema import stamped
 
 
 def bundled_example() -> Path:
@@ -283,12 +284,12 @@ class ModelResult(Result):
 
     def to_dict(self) -> dict:
         body = self.report.to_dict()
-        return {"model": self.header, **(body if not self.key else {self.key: body}),
+        return stamped(self.command, {"model": self.header, **(body if not self.key else {self.key: body}),
                 **({"ddp": self.ddp.to_dict()} if self.ddp is not None else {}),
                 **({"fsdp2": self.fsdp2.to_dict()} if self.fsdp2 is not None else {}),
                 **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {}),
                 **({"fit": self.fit.to_dict()} if self.fit is not None else {}),
-                **({"shapes": self.shapes.to_dict()} if self.shapes is not None else {})}
+                **({"shapes": self.shapes.to_dict()} if self.shapes is not None else {})})
 
     def summary(self) -> str:
         return self.report.verdict()
@@ -335,9 +336,10 @@ def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool
         )
 
 
-def eager_vs_compiled(target, entry, *, compile_mode="default", backward=False, warmup=10, iters=100, repeat=3,
+def eager_vs_compiled(target, entry, *, compile_mode="default", backward=None, warmup=10, iters=100, repeat=3,
                       progress: Progress = SILENT):
-    """Eager vs torch.compile with bench's defaults, where the script put the model (``trace --bench``)."""
+    """Eager vs torch.compile with bench's defaults, where the script put the model (``trace --bench``); ``backward``
+    None: training when the model trains, as bench decides."""
     spec = load(target, entry, None, progress)
     import torch
 

@@ -17,6 +17,7 @@ from graphtool.commands import shared
 from graphtool.commands.launch import Launch, launch_of
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.schema import stamped
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,7 +45,7 @@ class TraceResult(Result):
             data["ddp"] = self.ddp.to_dict()
         if self.fsdp2 is not None:
             data["fsdp2"] = self.fsdp2.to_dict()
-        return data
+        return stamped(self.command, data)
 
     def _summary_line(self):
         """The line trace ends with (render.trace.summary_line), the CUDA-graph verdict's steady state joined to it."""
@@ -60,13 +61,16 @@ class TraceResult(Result):
         """Regions, breaks, skipped frames, mutations, and (``cudagraphs=``) the CUDA-graph verdict and its steady state."""
         return self._summary_line().plain
 
-    def view(self):
-        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line."""
+    def view(self, *, verbose: bool = False, quiet: bool = False):
+        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line;
+        ``quiet``: that line alone; ``verbose``: every placeholder (many of one kind are one row, counted)."""
         from rich.console import Group
 
         from graphtool.render.trace import trace_view
 
-        parts = [trace_view(self.report, summary=False)]
+        if quiet:
+            return self._summary_line()
+        parts = [trace_view(self.report, summary=False, verbose=verbose)]
         if self.verdict is not None:
             from graphtool.render.cudagraphs import cudagraphs_view
 
@@ -79,6 +83,10 @@ class TraceResult(Result):
             from graphtool.render.distributed import fsdp2_view
 
             parts.append(fsdp2_view(self.fsdp2))
+        if self.report.coverage is not None:
+            from rich.text import Text
+
+            parts.append(Text(self.report.coverage.line()))
         parts.append(self._summary_line())
         return Group(*parts)
 
@@ -120,13 +128,14 @@ class TraceResult(Result):
 def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
           inference: bool = False, backend: str = "inductor", cudagraphs: Optional[str] = None, bench: bool = False,
           graph_code: bool = False, debug: bool = False, progress: Progress = SILENT,
-          ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[TraceResult]:
+          ddp: Optional[dict] = None, fsdp2: Optional[dict] = None, coverage: bool = False) -> list[TraceResult]:
     """Trace every model with ``backend``'s AOT stage; ``cudagraphs`` (a backend) adds the verdict,
     ``bench`` the timings, ``graph_code`` each graph's readable source. ``ddp`` (``world_size``,
     ``bucket_cap_mb``) runs the model as ``DDP(torch.compile(model))``: each graph DDP's optimizer
     splits off is one region, and the result's ``ddp`` says where and why. ``fsdp2`` (``world_size``)
     runs it under ``fully_shard`` as rank 0 of a fake process group: the result's ``fsdp2`` says what
-    FSDP2 does to the graphs, its collectives and each rank's memory."""
+    FSDP2 does to the graphs, its collectives and each rank's memory. ``coverage`` adds capture coverage
+    (:mod:`graphtool.capture.coverage`: the share of torch calls in compiled graphs, nested graph breaks off and on)."""
     shared.check_aot_backend(backend)
     if cudagraphs:
         from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend
@@ -139,18 +148,26 @@ def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: O
         once = shared.one_load(standin=bool(cudagraphs), plain=bench and launch.wrapped)
         with once if cudagraphs or bench else contextlib.nullcontext():  # one trace alone needs no sharing
             results.append(_one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress,
-                                launch))
+                                launch, coverage))
     return results
 
 
-def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, launch: Launch):
+def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, launch: Launch,
+         coverage: bool = False):
+    from dataclasses import replace
+
     from graphtool.analysis.trace_report import build_trace_report
 
     capture, wrapped = launch.trace_own(target, ent, device, inference, backend, debug=debug, progress=progress)
+    report = build_trace_report(capture)
     verdict = timings = code = None
-    if cudagraphs:
-        from dataclasses import replace
+    if coverage and not launch.wrapped:
+        from graphtool.analysis.coverage import coverage_of
+        from graphtool.capture.coverage import measure_coverage
 
+        progress.phase("measuring capture coverage...")
+        report = replace(report, coverage=coverage_of(measure_coverage(capture.spec.model, capture.spec.args, capture.spec.kwargs)))
+    if cudagraphs:
         from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
         from graphtool.analysis.steady_state import steady_state
         from graphtool.capture.steady_state import DEFAULT_STEPS
@@ -162,9 +179,10 @@ def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code,
         verdict = replace(verdict, steady=steady_state(standin, verdict))
         wrapped = launch.judged(wrapped, verdict, standin, standin_report=standin_wrapped)
     if bench:
-        timings = shared.eager_vs_compiled(target, ent, progress=progress)
+        # what trace traced: training unless --inference (bench's own default), the forward alone with --inference
+        timings = shared.eager_vs_compiled(target, ent, backward=False if inference else None, progress=progress)
     if graph_code:
         from graphtool.render.graph_code import graph_files
 
         code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
-    return TraceResult(target, build_trace_report(capture), verdict, timings, code, **launch.fields(wrapped))
+    return TraceResult(target, report, verdict, timings, code, **launch.fields(wrapped))

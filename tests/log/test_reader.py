@@ -139,3 +139,51 @@ def test_log_files_of_a_folder(tmp_path):
     assert [p.name for p in log_files([tmp_path])] == ["a.log", "b.log.gz"]
     with pytest.raises(FileNotFoundError):
         log_files([tmp_path / "nope"])
+
+
+def test_records_not_asked_for_are_counted_and_their_payloads_still_checked():
+    ev = record("chromium_event", {}, '{\n"name": "dynamo"\n}', frame_id=0, frame_compile_id=0, attempt=0)
+    bad = record("chromium_event", {}, '{\n"name": "x"\n}', md5="f" * 32, frame_id=0, frame_compile_id=0, attempt=0)
+    new = record("shiny_record", {"a": 1})
+    reader = LogReader([("x.log", io.BytesIO(ev + small_log() + bad + new))], names={"dynamo_start"})
+    recs = list(reader.records())
+    assert [r.name for r in recs] == ["dynamo_start"] * 3
+    assert reader.files[0].records == 15  # every envelope: 12 of the small log's, two events, the new record
+    assert reader.damage.bad_payloads == 1 and reader.damage.payload_examples[0].record == "chromium_event"
+    assert ("record", "shiny_record") in reader.damage.unknown
+
+
+def test_nan_and_infinity_as_torch_writes_them():
+    """torch's json.dumps writes NaN and Infinity (a float metric): read, not a bad line (orjson and msgspec refuse them)."""
+    rec = record("compilation_metrics", {"compile_id": "0/0", "guard_latency_us": float("nan"), "x": float("inf")},
+                 frame_id=0, frame_compile_id=0, attempt=0)
+    reader, recs = read(rec)
+    assert reader.damage.total() == 0 and recs[0].meta["compile_id"] == "0/0"
+
+
+def test_memory_does_not_grow_with_the_log(tmp_path):
+    """Reading holds a chunk and the payload being read: a log eight times longer (its records repeated with new
+    frame ids, as benchmarks/bench_log.py makes its 600 MB log) peaks at about the same memory."""
+    import importlib.util
+    import tracemalloc
+
+    from graphtool.analysis.run_log import read_run_log
+    from tests.helpers import ROOT
+    from tests.log.recorded import LOOP_215
+
+    spec = importlib.util.spec_from_file_location("bench_log", ROOT / "benchmarks" / "bench_log.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    source = tmp_path / "one.log"
+    source.write_bytes(gzip.decompress(next((LOOP_215 / "trace").glob("*.gz")).read_bytes()))
+    peaks = {}
+    for mb in (1, 8):
+        big = tmp_path / f"dedicated_log_torch_trace_{mb}.log"
+        bench.make_big_log(source, big, mb)
+        tracemalloc.start()
+        facts = read_run_log([big])
+        peaks[mb] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert facts.log.bad_payloads == 0 and facts.log.bad_lines == 0
+    # eight times the log: the facts of eight times the compiles, and still far from eight times the memory
+    assert peaks[8] < 2 * peaks[1], peaks
