@@ -93,6 +93,8 @@ def _register() -> None:
     shapes.register(app)
     log.register(app)
     __import__("graphtool.cli.diff", fromlist=["register"]).register(app)  # graphtool diff (issue 47)
+    from graphtool.cli import compile as compile_cli
+    compile_cli.register(app)
 
 
 _register()

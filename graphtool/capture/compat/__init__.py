@@ -15,6 +15,7 @@ import X`` are how callers reach them): :mod:`~graphtool.capture.compat.versions
 :mod:`~graphtool.capture.compat._lookup` (how a private symbol is fetched, and :data:`OPTIONAL`),
 :mod:`~graphtool.capture.compat.dynamo`, :mod:`~graphtool.capture.compat.aot`,
 :mod:`~graphtool.capture.compat.cudagraphs`, :mod:`~graphtool.capture.compat.distributed`,
+:mod:`~graphtool.capture.compat.compile_time` (torch's own compile timers and the backend torch.compile builds),
 :mod:`~graphtool.capture.compat.meta` (the meta stand-in) and :mod:`~graphtool.capture.compat.ops`
 (ops, dispatch modes, tensors). A test that patches a name must patch it on the module that defines it
 where a sibling in that module calls it.
@@ -52,6 +53,16 @@ from graphtool.capture.compat.aot import (
     region_budgets_in_eager,
     run_aot_stage,
     static_input_indices,
+)
+from graphtool.capture.compat.compile_time import (
+    compilation_metrics,
+    compile_time_totals,
+    current_compile_id,
+    is_fsdp2_module,
+    nested_compile_region,
+    recompile_limit_at_least,
+    trace_marker,
+    user_backend,
 )
 from graphtool.capture.compat.cudagraphs import (
     bool_index_put_node,
@@ -193,6 +204,15 @@ __all__ = [
     "region_budgets_in_eager",
     "run_aot_stage",
     "static_input_indices",
+    # compile_time
+    "compilation_metrics",
+    "compile_time_totals",
+    "current_compile_id",
+    "is_fsdp2_module",
+    "nested_compile_region",
+    "recompile_limit_at_least",
+    "trace_marker",
+    "user_backend",
     # cudagraphs
     "bool_index_put_node",
     "caching_allocator_reason",
