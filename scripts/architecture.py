@@ -1,5 +1,6 @@
 """docs/architecture.md, generated from the code: the layers import-linter enforces, each package's and module's own
-docstring, and what each layer may import. ``tests/test_house.py`` fails when the file and the code disagree.
+docstring, and what each layer may import; and docs/options.md, every command's options from the one table
+(``graphtool.commands.options``). ``tests/test_house.py`` fails when a file and the code disagree.
 
     python scripts/architecture.py           # rewrite docs/architecture.md
     python scripts/architecture.py --check   # exit 1 (and say where) when it is stale
@@ -19,6 +20,7 @@ except ImportError:  # Python 3.10: graphtool's own dependency
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
+OPTIONS = ROOT / "docs" / "options.md"  # graphtool.commands.options.markdown(): the one option table
 PACKAGE = ROOT / "graphtool"
 
 
@@ -78,6 +80,16 @@ def render() -> str:
         "object in `graphtool.commands`; the CLI, the Python API, `graphtool.testing`, the pytest plugin and the",
         "HTML report are views of it. Only `graphtool.capture.compat` reaches into torch's private modules.",
         "",
+        "One model is one `graphtool.commands.session.Session` (`graphtool.load()`): the model loaded once under its",
+        "launch, one method per command, each answer kept for the next; the CLI builds one per model from argv and",
+        "`graphtool.trace(model, x)` is a one-line use of one. Every option is declared once, in",
+        "`graphtool.commands.options` (docs/options.md is generated from it). Each claim of this paragraph and the",
+        "one above is a check: the layers, no command importing another and the CLI not calling the API are",
+        "import-linter contracts; only `capture.compat` naming a private torch symbol is",
+        "`tests/test_house.py::test_only_capture_compat_touches_private_torch`; no command or view branching on the",
+        "launch is `tests/commands/test_launch.py`; every CLI flag having its API keyword is",
+        "`tests/api/test_session.py`.",
+        "",
         "One name has two meanings, on purpose: `graphtool.render` is the presentation layer (the package below) and,",
         "called, the public `graphtool.render(model, x)` (`graphtool/__init__.py` gives the package module a `__call__`",
         "that calls `graphtool.api.render`). Renaming the layer would end the double meaning, but the project's layout",
@@ -125,19 +137,28 @@ def render() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def render_options() -> str:
+    sys.path.insert(0, str(ROOT))
+    from graphtool.commands.options import markdown
+
+    return markdown()
+
+
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        old = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
-        if old == text:
-            return 0
-        diff = difflib.unified_diff(old.splitlines(), text.splitlines(), "docs/architecture.md", "the code", lineterm="", n=0)
-        print("\n".join(list(diff)[:40]), file=sys.stderr)
-        print("docs/architecture.md is stale: run `python scripts/architecture.py`", file=sys.stderr)
-        return 1
-    DOC.write_text(text, encoding="utf-8")
-    print(f"wrote {DOC.relative_to(ROOT)}")
-    return 0
+    stale = 0
+    for doc, text in ((DOC, render()), (OPTIONS, render_options())):
+        name = doc.relative_to(ROOT)
+        if "--check" in argv:
+            old = doc.read_text(encoding="utf-8") if doc.exists() else ""
+            if old != text:
+                diff = difflib.unified_diff(old.splitlines(), text.splitlines(), str(name), "the code", lineterm="", n=0)
+                print("\n".join(list(diff)[:40]), file=sys.stderr)
+                print(f"{name} is stale: run `python scripts/architecture.py`", file=sys.stderr)
+                stale = 1
+            continue
+        doc.write_text(text, encoding="utf-8")
+        print(f"wrote {name}")
+    return stale
 
 
 if __name__ == "__main__":
