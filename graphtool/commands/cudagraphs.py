@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from graphtool.commands.result import ModelResult, model_header
 from graphtool.commands.session import each
+
+if TYPE_CHECKING:
+    from graphtool.analysis.cudagraphs.verdict import Verdict
 
 
 @dataclass(frozen=True, repr=False)
 class CudagraphsResult(ModelResult):
     """One model's Verdict; ``ddp`` or ``fsdp2`` the split or block graphs, each with its verdict."""
+
+    report: Verdict
 
     command = "cudagraphs"
     key = "cudagraphs"

@@ -9,14 +9,20 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from graphtool.commands.result import ModelResult, model_header
 from graphtool.commands.session import each
+
+if TYPE_CHECKING:
+    from graphtool.analysis.devices import DeviceReport
 
 
 @dataclass(frozen=True, repr=False)
 class DevicesResult(ModelResult):
     """One model's DeviceReport."""
+
+    report: DeviceReport
 
     command = "devices"
     key = "devices"

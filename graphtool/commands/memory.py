@@ -15,11 +15,14 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from graphtool.commands.progress import quiet_stdout
 from graphtool.commands.result import ModelResult, model_header
 from graphtool.commands.session import each
+
+if TYPE_CHECKING:
+    from graphtool.analysis.memory.saved import MemoryReport
 
 BY = ("line", "module", "op")
 
@@ -28,6 +31,8 @@ BY = ("line", "module", "op")
 class MemoryResult(ModelResult):
     """One model's MemoryReport; ``rank`` what each rank holds (``--ddp``/``--fsdp2``), ``fit`` whether the
     step fits (``--fit``/``--budgets``); ``top``: rows per table of the terminal view."""
+
+    report: MemoryReport
 
     command = "memory"
     key = "memory"

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from graphtool.commands.result import ModelResult, model_header
 from graphtool.commands.session import each
+
+if TYPE_CHECKING:
+    from graphtool.analysis.mutations import MutationReport
 
 
 @dataclass(frozen=True, repr=False)
@@ -20,6 +24,8 @@ class MutationsResult(ModelResult):
     """One model's MutationReport; ``allowed``: what ``--check`` accepted (``--allow``, the config's
     ``allow_mutations``; the API's ``allow=``), listed and not counted as findings. ``python``: the model
     came as an object, so a finding says how to accept it as the API takes it (``allow=[...]``)."""
+
+    report: MutationReport
 
     command = "mutations"
 

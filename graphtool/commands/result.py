@@ -27,7 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+if TYPE_CHECKING:
+    from graphtool.analysis.memory.fit_report import FitReport
+    from graphtool.analysis.memory.rank_memory import RankMemory
+    from graphtool.analysis.shapes import ShapeReport
+    from graphtool.commands.launch import Part
 
 #: the names of the wrappers' reports (``result.ddp``...): what the launch's Part holds, under its key
 WRAPPERS = ("ddp", "fsdp2")
@@ -154,10 +160,10 @@ class ModelResult(Result):
     report: Any  # the command's report: MutationReport, DeviceReport, Verdict, MemoryReport, ShapeReport
     found: bool
     stopped: Optional[str] = None
-    wrapped: Any = None  # launch.Part: what DDP or FSDP2 did (``cudagraphs --ddp``, ``memory --fsdp2``)
-    rank: Any = None  # RankMemory (``memory --ddp``/``--fsdp2``): what one rank holds
-    fit: Any = None  # FitReport (``memory --fit``/``--budgets``): the step's predicted peak, per budget
-    shapes: Any = None  # ShapeReport (``cudagraphs --schedule``): the loop's schedule, step by step
+    wrapped: Optional[Part] = None  # what DDP or FSDP2 did (``cudagraphs --ddp``, ``memory --fsdp2``)
+    rank: Optional[RankMemory] = None  # ``memory --ddp``/``--fsdp2``: what one rank holds
+    fit: Optional[FitReport] = None  # ``memory --fit``/``--budgets``: the step's predicted peak, per budget
+    shapes: Optional[ShapeReport] = None  # ``cudagraphs --schedule``: the loop's schedule, step by step
 
     def to_dict(self) -> dict:
         body = self.report.to_dict()

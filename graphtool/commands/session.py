@@ -6,9 +6,10 @@ its launch (alone, under DDP or under FSDP2: :mod:`graphtool.commands.launch`) a
 (:data:`graphtool.commands.options.LOAD`, checked once, here). Each command is a method (``session.trace()``,
 ``session.cudagraphs(steps=3)``) that runs its module's ``run(session, **options)``, found by name in the option
 table; what one question computed is kept for the next: the own-device trace, each stand-in trace, each CUDA-graph
-verdict with its steady state, each answer. A command that needs another's answer asks the session (``report`` asks
-for the trace, the verdict, the devices and the memory), so every view of a model reads one object. The CLI builds
-one per model from argv; ``graphtool.trace(model, x)`` is a one-line use of one.
+verdict with its steady state, each answer: they describe the model as it was first asked (load it again after
+training it further). A command that needs another's answer asks the session (``report`` asks for the trace, the
+verdict, the devices and the memory), so every view of a model reads one object. The CLI builds one per model from
+argv; ``graphtool.trace(model, x)`` is a one-line use of one.
 
     >>> with Session("examples/mlp.py") as s:
     ...     t, m = s.trace(), s.mutations()
@@ -52,6 +53,9 @@ class Session:
         self.timeout = check_timeout(o["timeout"])
         self.launch = launch_from(o, self.device)
         self.optimizer = o["optimizer"]
+        if self.optimizer is not None and not callable(self.optimizer):
+            raise UsageError(f"optimizer={self.optimizer!r}: a callable taking the model, as a script's get_optimizer",
+                             hint="optimizer=lambda model: torch.optim.AdamW(model.parameters())")
         self.object = None
         if model is None or isinstance(model, (str, os.PathLike)):
             if inputs or o["model_kwargs"]:
