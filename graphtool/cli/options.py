@@ -68,7 +68,7 @@ def register(app: typer.Typer, name: str, help: str, show=None, ask=None) -> Non
         from graphtool.cli import console
 
         view = {o.name: given.pop(o.name) for o in cmd.options if o.view}
-        view["model"] = given["model"]  # MODEL as given (report says the command line that makes it again)
+        view["argv"] = dict(given)  # the options as given (report says the command line that makes it again)
         if "format" in view:
             check_format(view["format"])
         with console.RichProgress() as progress:

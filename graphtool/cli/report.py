@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -38,16 +37,8 @@ def _ask(sessions, own, view) -> list:
     _check_output(output)
     view["output"], view["target"] = output, Path(os.path.abspath(output))  # a script's os.chdir() must not move it
     results = [s.report(**own) for s in sessions]
-    s, wrapper = sessions[0], sessions[0].launch
-    command = _command(view["model"],
-                       ("--entry", s.entry, None), ("--device", s.device, None), ("--inference", s.inference, False),
-                       ("--backend", s.backend, "inductor"), ("-o", output, None), ("--no-memory", not own["memory"], False),
-                       ("--layout-timeout", own["layout_timeout"], 30.0), (wrapper.flag, wrapper.wrapped, False),
-                       ("--world-size", getattr(wrapper, "world_size", None), 2),
-                       ("--bucket-cap-mb", getattr(wrapper, "bucket_cap_mb", None), 25.0),
-                       ("--find-unused-parameters", getattr(wrapper, "find_unused_parameters", False), False),
-                       ("--fit", own["fit"], None), ("--budgets", own["budgets"], None),
-                       ("--schedule", own["schedule"], False))
+    command = _command({**view["argv"], "output": output})
+    s = sessions[0]
     s.progress.phase("writing the page...")
     results = [replace(r, made_by=command) for r in results]
     for r in results:
@@ -68,16 +59,19 @@ def _show(results, view) -> int:
     return 0
 
 
-def _command(model: Optional[str], *options) -> str:
-    """The command line that makes this report again (the options given, not graphtool's own argv:
-    ``run([...])`` in-process has none)."""
+def _command(given: dict) -> str:
+    """The command line that makes this report again: MODEL and each option given that is not the table's default
+    (the options, not graphtool's own argv: ``run([...])`` in-process has none; ``--timeout`` changes no fact)."""
+    from graphtool.commands.options import COMMANDS, LOAD
     from graphtool.display_paths import display_path
 
-    parts = ["graphtool", "report"] + ([display_path(model)] if model else [])
-    for flag, value, default in options:
-        if value == default or value is None:
+    cmd = COMMANDS["report"]
+    parts = ["graphtool", "report"] + ([display_path(given["model"])] if given.get("model") else [])
+    for o in [o for o in LOAD if o.name in cmd.load and o.name != "timeout"] + list(cmd.options):
+        value = given.get(o.name)
+        if value is None or value == o.default:
             continue
-        parts += [flag] if value is True else [flag, str(value)]
+        parts += ([o.cli] if value else [o.off]) if isinstance(value, bool) else [o.short or o.cli, str(value)]
     return " ".join(shlex.quote(p) for p in parts)
 
 

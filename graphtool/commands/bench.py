@@ -82,8 +82,8 @@ def bench(model=None, **options) -> BenchResult:
     return each("bench", model, options, first=True)
 
 
-def run(session, *, cudagraphs: bool = False, compile_mode: str = "default", backward: bool = False,
-        warmup: int = 10, iters: int = 100, repeat: int = 3, in_place: bool = False) -> BenchResult:
+def run(session, *, cudagraphs: bool, compile_mode: str, backward: bool,
+        warmup: int, iters: int, repeat: int, in_place: bool) -> BenchResult:
     """Time the model's modes side by side on the same inputs, on the session's device (default: CUDA when there is
     one); ``in_place``: where the script (or the caller) put the model, as ``trace --bench`` times it."""
     session.launch.check("bench", alone=not in_place)  # trace --ddp --bench times the model alone, on purpose

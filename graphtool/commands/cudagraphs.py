@@ -64,8 +64,8 @@ def cudagraphs(model=None, **options) -> list[CudagraphsResult]:
     return each("cudagraphs", model, options)
 
 
-def run(session, *, backend: str = "inductor", dynamic: bool = False, settings: Sequence[str] = (), steps: int = 3,
-        schedule=False) -> CudagraphsResult:
+def run(session, *, backend: str, dynamic: bool, settings: Sequence[str], steps: int,
+        schedule) -> CudagraphsResult:
     """The session's verdict (:meth:`~graphtool.commands.session.Session.verdict`: the stand-in run ``steps`` times as
     a loop would, under the launch; ``--ddp``: each split graph's verdict, ``--fsdp2``: each compiled graph's and how
     many times a step runs it); ``found`` when a reason makes torch skip. ``settings`` (``["graph_partition=false"]``)

@@ -187,10 +187,10 @@ def _peak_memories(judged: list, parallel: int, limit: Optional[float], progress
     return out
 
 
-def run(session, *, steps: Optional[Sequence] = None, max_graph_breaks: Optional[int] = None,
-        max_recompiles: Optional[int] = None, max_skipped_frames: Optional[int] = None,
-        max_peak_memory: Optional[str] = None, allowed_breaks: Sequence[str] = (), dynamic: bool = False,
-        baseline=None, name: Optional[str] = None) -> LintOutcome:
+def run(session, *, steps: Optional[Sequence], max_graph_breaks: Optional[int],
+        max_recompiles: Optional[int], max_skipped_frames: Optional[int],
+        max_peak_memory: Optional[str], allowed_breaks: Sequence[str], dynamic: bool,
+        baseline, name: Optional[str]) -> LintOutcome:
     """Lint the session's model in this process, as ``graphtool lint`` lints a script in its child: run once on its
     inputs, or once per entry of ``steps`` (each a tuple of positional arguments); judged against the budgets and
     ``baseline`` (a file or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name``

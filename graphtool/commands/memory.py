@@ -71,8 +71,8 @@ def memory(model=None, **options) -> list[MemoryResult]:
     return each("memory", model, options)
 
 
-def run(session, *, by: str = "line", depth: Optional[int] = None, top: int = 10, dynamic: bool = False,
-        schedule: bool = False, fit: Optional[str] = None, budgets: Optional[str] = None) -> MemoryResult:
+def run(session, *, by: str, depth: Optional[int], top: int, dynamic: bool,
+        schedule: bool, fit: Optional[str], budgets: Optional[str]) -> MemoryResult:
     """One :class:`MemoryResult` (a MemoryReport, key ``memory``); ``found`` is never set.
 
     ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``; ``dynamic`` traces the

@@ -66,7 +66,7 @@ def mutations(model=None, **options) -> list[MutationsResult]:
     return each("mutations", model, options)
 
 
-def run(session, *, allow: Sequence[str] = ()) -> MutationsResult:
+def run(session, *, allow: Sequence[str]) -> MutationsResult:
     """The session's own-device trace read for mutations; ``found`` when anything is mutated or aliased that ``allow``
     (kinds such as ``buffers``, or FQN patterns) does not accept."""
     from graphtool.analysis.mutations import analyze_mutations, is_allowed

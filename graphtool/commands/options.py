@@ -75,15 +75,15 @@ LOAD = (
            "(default: no limit).", metavar="SECONDS", type=OPT_FLOAT),
     Option("ddp", False, "Run the model as DDP(torch.compile(model)) in torch's fake process group (no GPU): the graphs "
            "DDP's optimizer splits at gradient buckets."),
+    Option("fsdp2", False, "Run the model under FSDP2 as rank 0 of a fake process group of --world-size ranks (no GPU): "
+           "graphtool calls fully_shard on every module of each nn.ModuleList, then on the model, then "
+           "torch.compile(model); a script's get_distributed_model(world_size) may return a model it sharded itself, "
+           "and get_optimizer(model) the optimizer whose state is counted."),
     Option("world_size", 2, "With --ddp or --fsdp2: the number of ranks the launch will use.", metavar="N"),
     Option("bucket_cap_mb", 25.0, "With --ddp: DDP's bucket_cap_mb (DDP's default 25).", metavar="MB"),
     Option("find_unused_parameters", False, "With --ddp: DDP(..., find_unused_parameters=True), as the launch will "
            "wrap it (without it, a model with parameters that get no gradient fails on its second step: graphtool "
            "runs two and says so)."),
-    Option("fsdp2", False, "Run the model under FSDP2 as rank 0 of a fake process group of --world-size ranks (no GPU): "
-           "graphtool calls fully_shard on every module of each nn.ModuleList, then on the model, then "
-           "torch.compile(model); a script's get_distributed_model(world_size) may return a model it sharded itself, "
-           "and get_optimizer(model) the optimizer whose state is counted."),
     Option("optimizer", None, "The optimizer the training loop builds, as a script's get_optimizer(model): a callable "
            "taking the model (its state is counted by memory's fit).", flag=None),
     Option("model_kwargs", None, "Keyword arguments of the model's call.", flag=None),
@@ -92,7 +92,7 @@ LOAD = (
 )
 
 _MODEL = ("entry", "device", "inference", "backend", "timeout")
-_LAUNCH = ("ddp", "world_size", "bucket_cap_mb", "find_unused_parameters", "fsdp2")
+_LAUNCH = ("ddp", "fsdp2", "world_size", "bucket_cap_mb", "find_unused_parameters")
 FORMAT = Option("format", "table", "table (rich, default), json or yaml: one document on stdout.", short="-f", view=True)
 CHECK = Option("check", False, "Exit 1 when anything is found (for CI).", view=True)
 SCHEDULE = "get_input_schedule()"

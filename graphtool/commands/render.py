@@ -65,8 +65,8 @@ def render(model=None, **options) -> RenderResult:
     return each("render", model, {**options, "output": output}, first=True)
 
 
-def run(session, *, graph: str = "autograd", output: Optional[Path] = None, fmt: Optional[str] = None,
-        collapse: str = "auto", depth: Optional[int] = None, saved: bool = False, region: int = 0):
+def run(session, *, graph: str, output: Optional[Path], fmt: Optional[str],
+        collapse: str, depth: Optional[int], saved: bool, region: int):
     """The graph as a picture: written to ``output`` (its format from ``fmt`` or the file name), else its DOT text
     (``fmt="dot"``) or SVG text (the default) in :attr:`RenderResult.text`; ``fmt="drawing"``: the
     :class:`~graphtool.analysis.drawing.Drawing` itself."""

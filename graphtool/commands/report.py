@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 
 #: pictures with more boxes than this are not laid out: their layout would take seconds, their page megabytes
 FULL_LIMIT = 1000
-#: seconds one picture's layout may take before it is given up (the page then says so)
-LAYOUT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -178,8 +176,8 @@ def report(model=None, **options) -> list[ReportResult]:
     return each("report", model, options)
 
 
-def run(session, *, output=None, memory: bool = True, layout_timeout: float = LAYOUT_TIMEOUT, fit: Optional[str] = None,
-        budgets: Optional[str] = None, schedule: bool = False) -> ReportResult:
+def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[str],
+        budgets: Optional[str], schedule: bool) -> ReportResult:
     """Every fact about the model in one :class:`ReportResult`, its pictures laid out (SVG), the page written to
     ``output`` when given; a picture whose layout takes longer than ``layout_timeout`` seconds is left out, and the page
     says so. Under the session's launch (``--ddp``, ``--fsdp2``) both traces run under the wrapper, and the page has its

@@ -99,10 +99,10 @@ def shapes(model=None, **options) -> list[ShapesResult]:
     return each("shapes", model, options)
 
 
-def run(session, *, sizes: Sequence[str] = (), steps: Optional[int] = None, max_steps: int = 1000, seed: int = 0,
-        mark_dynamic: Sequence[str] = (), maybe_mark_dynamic: Sequence[str] = (), dynamic: Optional[str] = "auto",
-        backend: str = "inductor", settings: Sequence[str] = (), stance: Optional[str] = None, advise: bool = True,
-        schedule: Optional[Iterable] = None) -> ShapesResult:
+def run(session, *, sizes: Sequence[str], steps: Optional[int], max_steps: int, seed: int,
+        mark_dynamic: Sequence[str], maybe_mark_dynamic: Sequence[str], dynamic: Optional[str],
+        backend: str, settings: Sequence[str], stance: Optional[str], advise: bool,
+        schedule: Optional[Iterable]) -> ShapesResult:
     """One :class:`ShapesResult` (a :class:`~graphtool.analysis.shapes.ShapeReport`); ``found`` when the frame passes
     ``recompile_limit``, the loop fails, or a graph is recorded for more sizes than torch warns about.
 

@@ -113,7 +113,7 @@ def trace(model=None, **options) -> list[TraceResult]:
     return each("trace", model, options)
 
 
-def run(session, *, cudagraphs: Optional[str] = None, bench: bool = False, graph_code: bool = False) -> TraceResult:
+def run(session, *, cudagraphs: Optional[str], bench: bool, graph_code: bool) -> TraceResult:
     """Trace the model with the session's backend's AOT stage, under its launch (``--ddp``: each graph DDP's optimizer
     splits off is one region, every other rank that could differ checked; ``--fsdp2``: as rank 0 under
     ``fully_shard``); ``cudagraphs`` (a backend) adds the session's CUDA-graph verdict and steady state, ``bench`` the
