@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from graphtool.analysis.diagnostics import GB_URL
 from graphtool.analysis.node_facts import source_snippet
+from graphtool.analysis.trace_report import break_info
 
 SEVERITY = {"graph-break": "warning", "skipped-frame": "error", "mutation": "info", "aliasing": "info",
             "device": "warning", "cudagraphs": "error", "cudagraphs-note": "info", "no-graph": "error"}
@@ -107,8 +108,9 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
         title = "frame skipped" if kind == "skipped-frame" else "graph break"
         if getattr(b, "code", None):
             title += f" ({b.code})"
-        src = f"{b.file}:{b.line}" if b.file and b.line else None
-        found = _finding(kind, title, b.reason, b.file, b.line, getattr(b, "hint", None), index.at_line(src))
+        at = break_info(b)  # where it points, as trace and lint place it
+        src = f"{at.file}:{at.line}" if at.file and at.line else None
+        found = _finding(kind, title, at.message(), at.file, at.line, getattr(b, "hint", None), index.at_line(src))
         code = getattr(b, "code", None)
         out.append(replace(found, url=GB_URL.format(code=code)) if code else found)
     if verdict is not None:

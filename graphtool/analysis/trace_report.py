@@ -30,6 +30,9 @@ class RegionReport:
 
 @dataclass(frozen=True)
 class BreakInfo:
+    """One graph break, where it points as ``graphtool lint`` places it (:func:`graphtool.capture.graph_breaks.at_user_code`):
+    ``file``/``line`` the user's own line, ``library_*`` torch's place when that is library code the user's line led into."""
+
     file: str | None
     line: int | None
     reason: str
@@ -37,9 +40,8 @@ class BreakInfo:
     hint: str | None = None  # torch's suggested fix
     col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
     end_col: int | None = None
-    # a break in library code: the user's call that led there (the nearest user frame on its stack)
-    called_file: str | None = None
-    called_line: int | None = None
+    library_file: str | None = None  # a break in library code: where torch saw it
+    library_line: int | None = None
 
     @property
     def url(self) -> str | None:
@@ -50,17 +52,28 @@ class BreakInfo:
 
     def to_dict(self) -> dict:
         d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
-        if self.called_file:
-            d["called_from"] = {"file": self.called_file, "line": self.called_line}
+        if self.library_file:
+            d.update(library_file=self.library_file, library_line=self.library_line)
         return d
 
     def message(self) -> str:
-        """The reason, and for a break in library code the user's call that led there."""
-        if not self.called_file:
+        """The reason, and for a break in library code where torch saw it (as lint says it)."""
+        if not self.library_file:
             return self.reason
         from graphtool.display_paths import display_path
 
-        return f"{self.reason} (called from {display_path(self.called_file)}:{self.called_line})"
+        return f"{self.reason} (in {display_path(self.library_file)}:{self.library_line})"
+
+
+def break_info(b) -> BreakInfo:
+    """A captured graph break (:class:`~graphtool.capture.graph_breaks.GraphBreak`) where it points."""
+    from graphtool.capture.graph_breaks import at_user_code
+
+    file, line, library_file, library_line = at_user_code(b.file, b.line, getattr(b, "stack", ()))
+    here = library_file is None  # the columns are of torch's place, not of a user's call that led there
+    return BreakInfo(file, line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
+                     getattr(b, "col", None) if here else None, getattr(b, "end_col", None) if here else None,
+                     library_file, library_line)
 
 
 @dataclass(frozen=True)
@@ -135,17 +148,12 @@ class TraceReport:
 
 
 def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
-    from graphtool.capture.graph_breaks import user_call
-
     seen, out = set(), []
     for b in breaks:
         key = (b.file, b.line, b.reason)
         if key not in seen:
             seen.add(key)
-            called = user_call(b) if hasattr(b, "stack") else None
-            out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
-                                 getattr(b, "col", None), getattr(b, "end_col", None),
-                                 called.file if called else None, called.line if called else None))
+            out.append(break_info(b))
     return tuple(out)
 
 
