@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from graphtool.capture.steady_state import DEFAULT_STEPS
 from graphtool.errors import UsageError
 
 
@@ -127,7 +128,7 @@ COMMANDS = {c.name: c for c in (
                "cudagraph_support_input_mutation, cudagraph_skip_dynamic_graphs, cudagraph_min_partition_size, "
                "cpp_wrapper, cudagraph_backend_support_input_mutation); repeatable.", flag="--set",
                metavar="KEY=VALUE", type=STRS),
-        Option("steps", 3, "Run the model's step N times on the stand-in, as a loop would (grads reset, inputs and "
+        Option("steps", DEFAULT_STEPS, "Run the model's step N times on the stand-in, as a loop would (grads reset, inputs and "
                "buffers as the step left them): each step's compiles, recompiles and CUDA-graph recordings; N >= 1.",
                metavar="N"),
         Option("schedule", False, f"Also predict the loop over the script's {SCHEDULE} (as graphtool shapes does, "

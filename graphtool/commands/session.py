@@ -25,13 +25,14 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from graphtool.capture.steady_state import DEFAULT_STEPS
 from graphtool.commands.options import COMMANDS, LOAD, split, unknown_option
 from graphtool.commands.progress import SILENT, quiet_stdout
 from graphtool.errors import UsageError
 
 #: how many steps a stand-in trace runs: enough for a guard that fails on the second call and a CUDA graph recorded
-#: on the call after its warm-up (``capture.steady_state.DEFAULT_STEPS``)
-STEPS = 3
+#: on the call after its warm-up
+STEPS = DEFAULT_STEPS
 
 
 class Session:
@@ -82,6 +83,7 @@ class Session:
             self.object.spec.optimizer = self.optimizer
         self._kept: dict = {}
         self._asking = 0
+        self._torch_ready = False
 
     # -- the session's life -------------------------------------------------------------------------------------
     def __enter__(self) -> Session:
@@ -193,7 +195,7 @@ class Session:
         return (self.target, entry or self.entry, self.device, tuple(factory_args))
 
     def _import_torch(self) -> None:
-        if getattr(self, "_torch_ready", False):
+        if self._torch_ready:
             return
         self.progress.phase("importing torch...")
         from graphtool.capture import compat
