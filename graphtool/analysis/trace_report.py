@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from graphtool.analysis.graph_summary import GraphSummary, summarize_graph
 from graphtool.analysis.mutations import MutationReport, analyze_mutations
@@ -42,6 +43,7 @@ class BreakInfo:
     end_col: int | None = None
     library_file: str | None = None  # a break in library code: where torch saw it
     library_line: int | None = None
+    source_text: str | None = None  # the stripped line at ``file:line`` when traced: what graphtool diff matches a moved break by
 
     @property
     def url(self) -> str | None:
@@ -50,8 +52,17 @@ class BreakInfo:
 
         return GB_URL.format(code=self.code) if self.code else None
 
+    @property
+    def help(self) -> str:
+        """What to do about it, for its cause, as every command says it (:func:`~graphtool.analysis.diagnostics.break_help`)."""
+        from graphtool.analysis.diagnostics import break_help, read_line
+
+        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.library_file, self.file),
+                          source=read_line(self.file, self.line) if self.file and self.line else None)
+
     def to_dict(self) -> dict:
-        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
+        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint,
+             "source_text": self.source_text, "help": self.help}
         if self.library_file:
             d.update(library_file=self.library_file, library_line=self.library_line)
         return d
@@ -67,13 +78,15 @@ class BreakInfo:
 
 def break_info(b) -> BreakInfo:
     """A captured graph break (:class:`~graphtool.capture.graph_breaks.GraphBreak`) where it points."""
+    import linecache
+
     from graphtool.capture.graph_breaks import at_user_code
 
     file, line, library_file, library_line = at_user_code(b.file, b.line, getattr(b, "stack", ()))
     here = library_file is None  # the columns are of torch's place, not of a user's call that led there
     return BreakInfo(file, line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
                      getattr(b, "col", None) if here else None, getattr(b, "end_col", None) if here else None,
-                     library_file, library_line)
+                     library_file, library_line, (linecache.getline(file, line).strip() or None) if file and line else None)
 
 
 @dataclass(frozen=True)
@@ -110,12 +123,15 @@ class TraceReport:
     module_training: bool | None = None  # the model's own .training flag (JSON "training"); None: a function
     grad_enabled: bool = True  # the grad mode the model was called in
     own_step: dict | None = None  # a step that runs its own backward/optimizer: {"kind", "evidence"} (train_step.OwnStep)
+    counters: dict | None = None  # dynamo's counters for the traced call: calls_captured, fallbacks_to_eager (capture.compat)
+    coverage: Any = None  # analysis.coverage.Coverage (``trace --coverage``)
 
     def diagnostics(self, lines=None) -> list:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
         from graphtool.analysis import diagnostics as dg
 
-        out = [dg.graph_break(b.message(), b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col)
+        out = [dg.graph_break(b.message(), b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col,
+                              other_file=b.library_file)
                for b in self.breaks]
         out += [dg.skipped_frame(s.function, s.file, s.line, s.reason, break_file=s.break_file, break_line=s.break_line, lines=lines)
                 for s in self.skipped_frames]
@@ -144,6 +160,9 @@ class TraceReport:
             "graphs": [r.to_dict() for r in self.regions],
         }
         d.update(self.mutations.to_dict())
+        d["calls_captured"] = (self.counters or {}).get("calls_captured")
+        d["fallbacks_to_eager"] = (self.counters or {}).get("fallbacks_to_eager")
+        d["coverage"] = self.coverage.to_dict() if self.coverage is not None else None
         return d
 
 
@@ -189,4 +208,5 @@ def build_trace_report(capture) -> TraceReport:
         module_training=getattr(capture, "module_training", None),
         grad_enabled=getattr(capture, "grad_enabled", True),
         own_step=capture.own_step.to_dict() if getattr(capture, "own_step", None) is not None else None,
+        counters=getattr(capture, "counters", None),
     )

@@ -12,9 +12,11 @@ def register(app: typer.Typer) -> None:
     options.register(app, "bench", (
         "Time eager, torch.compile and (with --cudagraphs) graphtool's own CUDA-graph replay and\n"
         "mode=\"reduce-overhead\", side by side on the same inputs; every mode is checked against\n"
-        "eager before it is timed.\n\n"
+        "eager before it is timed. What is timed is training, as every command defaults to\n"
+        "(forward and backward when something requires grad); --inference times the forward.\n\n"
     ) + options.examples(
         "graphtool bench model.py                          # eager vs torch.compile",
+        "graphtool bench model.py --inference              # forward only",
         "graphtool bench model.py --cudagraphs --backward  # on a GPU",
         "graphtool bench model.py --compile aot_eager --iters 50 --format json",
     ) + (

@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
             "graphtool lint --run train.py -- --epochs 1   # any script, unchanged",
             "graphtool lint model.py --schedule --max-recompiles 1  # a loop's shapes",
             "graphtool lint --baseline gb.json --format sarif -o lint.sarif",
+            "graphtool lint --log trace --max-graph-breaks 0   # a real run",
         ),
     )(lint)
 
@@ -55,6 +56,13 @@ def lint(
     max_skipped_frames: Optional[int] = _table("max_skipped_frames"),
     dynamic: bool = _table("dynamic"),
     max_peak_memory: Optional[str] = _table("max_peak_memory"),
+    min_coverage: Optional[float] = typer.Option(
+        None, "--min-coverage", metavar="SHARE",
+        help="Fail when fewer of the model's torch calls run inside compiled graphs than this share (0.9: 90%; "
+             "measures capture coverage, graphtool trace --coverage's figures; default: no budget).",
+    ),
+    coverage: bool = typer.Option(
+        False, "--coverage", help="Also measure capture coverage: calls captured, fallbacks to eager, the share of torch calls in graphs."),
     schedule: bool = typer.Option(
         False, "--schedule",
         help="Also run each step the script's get_input_schedule() yields (as graphtool shapes reads it): recompiles are "
@@ -72,12 +80,18 @@ def lint(
     world_size: int = _table("world_size"),
     bucket_cap_mb: float = _table("bucket_cap_mb"),
     fsdp2: bool = _table("fsdp2"),
+    log: Optional[list[str]] = typer.Option(
+        None, "--log", metavar="PATH",
+        help="Judge a real run's TORCH_TRACE logs (a folder, .log or .log.gz; repeatable) instead of running a model: "
+             "its breaks and recompiles, every rank, with the same budgets, baseline and formats.",
+    ),
 ) -> int:
     """The gate lints many models, each in a child process of its own (:func:`graphtool.commands.lint.lint`); in
     Python, ``graphtool.load(model).lint(...)`` lints one model in the session's own process."""
     if fmt not in LINT_FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(LINT_FORMATS)}")
-    _check_paths(models if not run_script else [], run_script)
+    if not log:
+        _check_paths(models if not run_script else [], run_script)
     # absolute now: every output lands where it was asked for, whatever folder the run ends in
     output, baseline, config = (Path(os.path.abspath(p)) if p is not None else None for p in (output, baseline, config))
     from graphtool.commands.launch import launch_from
@@ -89,7 +103,7 @@ def lint(
                       max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
                       progress=progress, ddp=launch, schedule=schedule,
-                      max_peak_memory=max_peak_memory)
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage, coverage=coverage, log=log)
     _emit(outcome, fmt, output)
     if outcome.baseline_refused:  # after the report, which says what failed
         raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")

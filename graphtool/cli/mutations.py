@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         "graphtool mutations model.py --check --allow buffers",
     ) + (
         "\n\n--check exits 1 when an input is mutated or an output aliases one; --allow\n"
-        "accepts expected mutations: buffers, parameters, user_inputs or FQN patterns\n"
-        "such as '*.k_cache' (or allow_mutations in graphtool.yaml)."
+        "accepts expected mutations: buffers, parameters, user_inputs, optimizer_state\n"
+        "(what a training step's optimizer writes) or FQN patterns such as '*.k_cache'\n"
+        "(or allow_mutations in graphtool.yaml)."
     ))

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from graphtool.commands.options import COMMANDS, LOAD
+from graphtool.commands.options import COMMANDS, FORMAT, LOAD
 from graphtool.errors import UsageError
 
 FORMATS = ("table", "json", "yaml")
@@ -53,6 +53,12 @@ def flag(option) -> typer.models.OptionInfo:
     decls = [f"{option.cli}/{option.off}" if option.off else option.cli] + ([option.short] if option.short else [])
     default = list(option.default) if isinstance(option.default, tuple) else option.default
     return typer.Option(default, *decls, help=option.help, **({"metavar": option.metavar} if option.metavar else {}))
+
+
+#: the table's ``--entry`` and ``--format`` as typer's, for the commands that load no model in this process (log,
+#: compile and diff read files or run children, so they ask no Session)
+EntryOpt = flag(next(o for o in LOAD if o.name == "entry"))
+FormatOpt = flag(FORMAT)
 
 
 def register(app: typer.Typer, name: str, help: str, show=None, ask=None) -> None:

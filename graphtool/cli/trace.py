@@ -34,7 +34,7 @@ def _show(results, view) -> int:
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
             _write_out(result, out_dir / sub, Path(out) / sub)
         if fmt == "table":  # the report, the verdict, DDP or FSDP2, and one summary line at the very end
-            console.print_view(result)
+            console.print_view(result.view(verbose=view["verbose"], quiet=view["quiet"]))
     if out_dir is not None:
         _remove_earlier_models(out_dir, results)
     if fmt != "table":

@@ -16,6 +16,7 @@ from graphtool.commands.progress import SILENT, Progress, quiet_stdout
 from graphtool.commands.result import Result
 from graphtool.commands.session import each
 from graphtool.errors import UsageError
+from graphtool.schema import stamped
 
 if TYPE_CHECKING:
     from graphtool.analysis.bench_report import BenchReport
@@ -31,7 +32,7 @@ class BenchResult(Result):
     cuda_missing: bool  # --cudagraphs was asked for on a machine without CUDA: eager and compiled only
 
     def to_dict(self) -> dict:
-        return self.report.to_dict()
+        return stamped(self.command, self.report.to_dict())
 
     def summary(self) -> str:
         """Each mode's median and its speed-up over eager, or why it did not run.
@@ -85,10 +86,16 @@ def bench(model=None, **options) -> BenchResult:
 def run(session, *, cudagraphs: bool, compile_mode: str, backward: bool,
         warmup: int, iters: int, repeat: int, in_place: bool) -> BenchResult:
     """Time the model's modes side by side on the same inputs, on the session's device (default: CUDA when there is
-    one); ``in_place``: where the script (or the caller) put the model, as ``trace --bench`` times it."""
+    one); ``in_place``: where the script (or the caller) put the model, as ``trace --bench`` times it. What one
+    iteration is follows every command's default, training (forward and backward when something requires grad; a
+    whole training step as it is), unless the session's ``inference`` (the forward alone) or ``backward`` says; the
+    report's ``timed`` and ``timed_why`` say which."""
     session.launch.check("bench", alone=not in_place)  # trace --ddp --bench times the model alone, on purpose
     if iters < 1 or repeat < 1 or warmup < 0:
         raise UsageError("--iters and --repeat must be 1 or more, --warmup 0 or more")
+    if session.inference and backward:
+        raise UsageError("--backward and --inference ask for opposite things", hint="drop one: training is the default")
+    backward = False if session.inference else backward
     progress = session.progress
     progress.phase("importing torch...")
     with quiet_stdout():

@@ -47,7 +47,7 @@ def fit_report(spec, report, capture, joints: list, fit: Optional[str], budgets:
                progress: Progress = SILENT):
     from graphtool.analysis.memory.fit import parse_budgets, parse_target
     from graphtool.analysis.memory.fit_report import build_fit_report, held_bytes
-    from graphtool.capture.memory.live_bytes import eager_step_peak, optimizer_step
+    from graphtool.capture.memory.live_bytes import eager_step_peak, optimizer_step, own_step_peaks
 
     target = parse_target(fit) if fit is not None else None
     swept = parse_budgets(budgets) if budgets is not None else ()
@@ -62,10 +62,15 @@ def fit_report(spec, report, capture, joints: list, fit: Optional[str], budgets:
     progress.phase("running the eager step and the optimizer's step, counting live bytes...")
     from graphtool.commands.progress import quiet_stdout
 
+    own = capture.own_step  # a step that runs its own backward and optimizer: run as written
     with quiet_stdout():  # the model's and the optimizer's prints: stdout carries only graphtool's document
-        eager_peak = eager_step_peak(spec) if capture.training else None
-        optimizer = optimizer_step(spec) if capture.training else None
+        own_peaks = own_step_peaks(spec, own.kind) if own is not None else None
+        eager_peak = eager_step_peak(spec) if capture.training and own is None else None
+        optimizer = optimizer_step(spec) if capture.training and own is None else None
+    if own_peaks is not None and own_peaks.own is not None:
+        optimizer = (own_peaks.state, own_peaks.state + own_peaks.own)
     held = held_bytes(spec, report, optimizer, target)
     if swept:
         progress.phase(f"partitioning at {len(swept)} activation budgets...")
-    return build_fit_report(report, capture, joints, held=held, eager_peak=eager_peak, budgets=swept, target=target)
+    return build_fit_report(report, capture, joints, held=held, eager_peak=eager_peak, budgets=swept, target=target,
+                            own_step=own_peaks)

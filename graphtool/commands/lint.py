@@ -24,6 +24,7 @@ from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 from graphtool.display_paths import display_path
 from graphtool.errors import EXIT_USAGE, UsageError
+from graphtool.schema import stamped
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,7 +45,7 @@ class LintOutcome(Result):
         return self.report.exit_code()
 
     def to_dict(self) -> dict:
-        return self.report.to_dict()
+        return stamped(self.command, self.report.to_dict())
 
     def summary(self) -> str:
         """``lint passed: 0 graph breaks, 0 recompiles, 0 skipped frames``, the counts of every model linted."""
@@ -99,32 +100,50 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None,
-         schedule: bool = False, max_peak_memory: Optional[str] = None) -> LintOutcome:
+         schedule: bool = False, max_peak_memory: Optional[str] = None, min_coverage: Optional[float] = None,
+         coverage: bool = False, log: Optional[Sequence[str]] = None) -> LintOutcome:
     """Lint every target; judge each against its budget and the baseline. ``max_peak_memory`` (a size or GPU name,
     as ``memory --fit`` takes it): each model's training step, predicted by ``graphtool memory --fit`` in a child
     of its own, must fit it. ``schedule``: after the example inputs,
     each model runs every step its script's ``get_input_schedule()`` yields, so recompiles are the loop's own, and
-    a frame that hits ``recompile_limit`` fails whatever the budget.
+    a frame that hits ``recompile_limit`` fails whatever the budget. ``coverage`` measures each model's capture
+    coverage (:mod:`graphtool.capture.coverage`); ``min_coverage`` (a share, 0.9) fails a model whose torch calls
+    run inside compiled graphs less often. ``log`` (a TORCH_TRACE folder or files): judge a real run's breaks and
+    recompiles instead of running anything (``graphtool lint --log DIR``): one target, named by the first path, its
+    baseline entries under that name.
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
     could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
+    from graphtool.analysis.coverage import check_min_coverage
     from graphtool.analysis.lint import Budget, LintReport
     from graphtool.config import find_config, load_config
+
+    check_min_coverage(min_coverage)
 
     check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
                    max_skipped_frames=max_skipped_frames, jobs=jobs, timeout=timeout)
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
-                      max_peak_memory=max_peak_memory)
-    targets = _targets(models, run, script_args, cfg, override, dynamic)
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage)
+    launch = launch_of(ddp, fsdp2)
+    if log:
+        if models or run or schedule or dynamic or max_peak_memory or coverage or min_coverage is not None or launch.wrapped:
+            raise UsageError("--log judges a run's logs: MODEL, --run, --schedule, --dynamic, --max-peak-memory, --coverage, "
+                             "--min-coverage, --ddp and --fsdp2 are for runs lint makes itself")
+        from graphtool.analysis.lint import LintTarget
+
+        targets = [LintTarget(path=str(log[0]), budget=override)]
+    else:
+        targets = _targets(models, run, script_args, cfg, override, dynamic)
+        if coverage:
+            targets = [replace(t, coverage=True) for t in targets]
     _check_peak_budgets(targets, run)
     if schedule:
         if run:
             raise UsageError("--schedule lints a model script's get_input_schedule(); a script run with --run runs its own loop")
         targets = [replace(t, schedule=True) for t in targets]
     # under --ddp or --fsdp2 each model runs in its child's fake process group, as the launch would wrap it
-    launch = launch_of(ddp, fsdp2)
     launch.check("lint", run=bool(run))
     targets = [launch.lint_target(t) for t in targets]
     baseline_path = baseline or (cfg.baseline if cfg else None)
@@ -133,7 +152,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     base = baselines.read(Path(baseline_path)) if baseline_path is not None and not update_baseline else None
     parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
     limit = timeout or (cfg.timeout if cfg else None)
-    results = _run(targets, parallel, limit, debug, progress)
+    results = _run(targets, parallel, limit, debug, progress) if not log else [_from_log(log, progress)]
     judged = [baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)]
     judged = _peak_memories(judged, parallel, limit, progress)
     report = LintReport(tuple(judged), display_path(str(baseline_path)) if baseline_path else None)
@@ -147,6 +166,15 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     baseline_path = Path(baseline_path)
     baselines.write(baseline_path, baselines.content(report, baseline_path))
     return LintOutcome(report, baseline_written=baseline_path)
+
+
+def _from_log(paths: Sequence[str], progress: Progress):
+    """What a run's logs say, as the result a lint child gives (torch is not imported)."""
+    from graphtool.analysis.run_log import read_logs
+    from graphtool.analysis.run_log.lint import as_lint_result
+
+    progress.phase("reading the logs...")
+    return as_lint_result(read_logs(paths))
 
 
 def _check_peak_budgets(targets, run) -> None:
@@ -274,6 +302,7 @@ def _merge(entry, override):
         max_recompiles=pick(override.max_recompiles, "max_recompiles"),
         max_skipped_frames=pick(override.max_skipped_frames, "max_skipped_frames"),
         max_peak_memory=pick(override.max_peak_memory, "max_peak_memory"),
+        min_coverage=override.min_coverage,
         allowed_breaks=tuple(entry.allowed_breaks) if entry else (),
     )
 

@@ -108,14 +108,19 @@ COMMANDS = {c.name: c for c in (
         Option("cudagraphs", None, "Add the CUDA-graph verdict for this backend (inductor or cudagraphs); costs a "
                "second, stand-in trace.", type=OPT_STR),
         Option("bench", False, "Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
+        Option("coverage", False, "Add capture coverage: calls captured, fallbacks to eager, the share of torch calls in "
+               "graphs (nested graph breaks off and on); costs an eager run and two compiles without code generation."),
         Option("graph_code", False, "Each graph's readable source (result.graph_code; the CLI's --out writes it).",
                flag=None),
         Option("out", None, "Also write forward.py, backward.py and report.json into this folder.", short="-o",
                type=OPT_PATH, view=True),
+        Option("verbose", False, "List every placeholder (by default many of one kind are one row, counted).", short="-v",
+               view=True),
+        Option("quiet", False, "Print the summary line alone (diagnostics and tables left out).", short="-q", view=True),
         FORMAT)),
     Command("mutations", "Inputs the model mutates, and outputs that alias inputs.", _MODEL, (
-        Option("allow", (), "Mutations that are expected: buffers, parameters, user_inputs, or an FQN pattern "
-               "('*.k_cache'); repeatable. Adds to allow_mutations in graphtool.yaml.", type=Optional[STRS]),
+        Option("allow", (), "Mutations that are expected: buffers, parameters, user_inputs, optimizer_state, or an FQN "
+               "pattern ('*.k_cache'); repeatable. Adds to allow_mutations in graphtool.yaml.", type=Optional[STRS]),
         Option("show_all", False, "List every input, not only mutated ones.", flag="--all", view=True),
         FORMAT, CHECK)),
     Command("devices", "Which device every node would run on, on a GPU.", _MODEL, (FORMAT, CHECK)),
@@ -185,12 +190,14 @@ COMMANDS = {c.name: c for c in (
         Option("saved", False, "Autograd graph: show each node's saved tensors' shapes."),
         Option("region", 0, "Which compiled region (after graph breaks) to draw."),
     ), cached=False, timed=False),
-    Command("bench", "Time eager, torch.compile and CUDA-graph replay side by side.", ("entry", "device", "timeout"), (
+    Command("bench", "Time eager, torch.compile and CUDA-graph replay side by side.",
+            ("entry", "device", "inference", "timeout"), (
         Option("cudagraphs", False, "Also capture and replay a CUDA graph, and run mode=\"reduce-overhead\" (needs "
                "CUDA)."),
         Option("compile_mode", "default", "torch.compile mode (default, reduce-overhead, max-autotune...) or backend "
                "(aot_eager, inductor...); none to skip.", flag="--compile"),
-        Option("backward", False, "Time the whole forward + backward step and check gradients too."),
+        Option("backward", None, "Time forward + backward and check gradients (the default when something requires "
+               "grad; --inference times the forward alone).", type=bool),
         Option("warmup", 10, "Untimed iterations before timing."),
         Option("iters", 100, "Iterations per timed repeat."),
         Option("repeat", 3, "Timed repeats (median, min, max and spread are over these)."),
@@ -227,6 +234,8 @@ COMMANDS = {c.name: c for c in (
                "graphtool memory --budgets.", metavar="[LIST]", type=OPT_STR),
         Option("schedule", False, f"A section with the loop over the script's {SCHEDULE}, as graphtool shapes "
                "predicts it."),
+        Option("log", None, "A real run's TORCH_TRACE logs (a folder, .log or .log.gz; repeatable): a section with each "
+               "fact of the run beside this prediction, as graphtool log --against.", metavar="PATH", type=Optional[STRS]),
     ), cached=False),
 )}
 

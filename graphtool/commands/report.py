@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Optional
 
 from graphtool.commands.result import Result
 from graphtool.display_paths import display_path
+from graphtool.schema import stamped
 
 if TYPE_CHECKING:
     from graphtool.analysis.cudagraphs.verdict import Verdict
@@ -86,6 +87,7 @@ class ReportResult(Result):
     fit: Optional[FitReport] = None  # ``--fit``/``--budgets``: the step's predicted peak and its timeline
     shapes: Optional[ShapeReport] = None  # ``--schedule``: the loop over the script's get_input_schedule()
     made_by: str = ""  # the command that makes this report again, as the page says it
+    beside_run: Optional[tuple] = None  # (RunLog, Comparison) with ``--log``: a real run's logs beside this prediction
 
     def summary(self) -> str:
         t = self.trace
@@ -104,7 +106,7 @@ class ReportResult(Result):
 
     def to_dict(self) -> dict:
         """The trace's document (``graphtool trace --format json`` of the own-device trace)."""
-        return self.trace.to_dict()
+        return stamped("trace", self.trace.to_dict())  # the trace's document, as graphtool trace prints it
 
     def view(self):
         from rich.text import Text
@@ -123,6 +125,7 @@ class ReportResult(Result):
                     page.memory_section(self.memory, self.memory_note),
                     *([page.fit_section(self.fit)] if self.fit is not None else []),
                     *([page.shapes_section(self.shapes)] if self.shapes is not None else []),
+                    *([page.beside_run_section(self.beside_run)] if self.beside_run is not None else []),
                     page.regions_section(t, self.devices), page.model_section(t, self.stand_in, self.made_by, made)]
         mode = "training" if t.training else "inference"
         line = f"{t.device}, {mode}, backend {t.backend}; torch {made.get('torch', '?')}; made by: {self.made_by}"
@@ -177,12 +180,14 @@ def report(model=None, **options) -> list[ReportResult]:
 
 
 def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[str],
-        budgets: Optional[str], schedule: bool) -> ReportResult:
+        budgets: Optional[str], schedule: bool, log: Optional[list]) -> ReportResult:
     """Every fact about the model in one :class:`ReportResult`, its pictures laid out (SVG), the page written to
     ``output`` when given; a picture whose layout takes longer than ``layout_timeout`` seconds is left out, and the page
     says so. Under the session's launch (``--ddp``, ``--fsdp2``) both traces run under the wrapper, and the page has its
     section. ``memory``: what training saves (``fit``/``budgets``: and a "Will it fit" section, as ``memory --fit``);
-    ``schedule``: a section with the loop over the script's ``get_input_schedule()`` (``graphtool shapes``')."""
+    ``schedule``: a section with the loop over the script's ``get_input_schedule()`` (``graphtool shapes``'); ``log`` (a
+    TORCH_TRACE folder or files of a real run of the same script): a section with each fact of the run beside graphtool's
+    prediction (``graphtool log --against``)."""
     from graphtool.capture.user.deadline import check_timeout
     from graphtool.commands.fit import check_fit
     from graphtool.errors import UsageError
@@ -194,11 +199,22 @@ def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[s
                          hint=f"drop {flag}")
     check_timeout(layout_timeout, "--layout-timeout")
     session.launch.check("report", schedule=schedule)
+    logged = None
+    if log:  # read first: a wrong path costs no trace
+        from graphtool.analysis.run_log import read_logs
+
+        session.progress.phase("reading the run's logs...")
+        logged = read_logs(log)
     if not session.is_object:  # a wrapper changes the model in place: the memory's own launch gets a copy
         session.loads.want_plain = True
     result = _one(session, memory, _Layout(layout_timeout), fit, budgets)
     if schedule:
         result = replace(result, shapes=session.shapes(advise=False).report)
+    if logged is not None:
+        from graphtool.analysis.run_log.against import compare, prediction_from
+
+        predicted = prediction_from(str(session.target), result.trace, result.verdict)
+        result = replace(result, beside_run=(logged, compare(logged, predicted)))
     if output is not None:
         result.save(output)
     return result

@@ -166,12 +166,14 @@ class ModelResult(Result):
     shapes: Optional[ShapeReport] = None  # ``cudagraphs --schedule``: the loop's schedule, step by step
 
     def to_dict(self) -> dict:
+        from graphtool.schema import stamped
+
         body = self.report.to_dict()
-        return {"model": self.header, **(body if not self.key else {self.key: body}),
-                **(self.wrapped.to_dict() if self.wrapped is not None else {}),
-                **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {}),
-                **({"fit": self.fit.to_dict()} if self.fit is not None else {}),
-                **({"shapes": self.shapes.to_dict()} if self.shapes is not None else {})}
+        return stamped(self.command, {"model": self.header, **(body if not self.key else {self.key: body}),
+                                      **(self.wrapped.to_dict() if self.wrapped is not None else {}),
+                                      **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {}),
+                                      **({"fit": self.fit.to_dict()} if self.fit is not None else {}),
+                                      **({"shapes": self.shapes.to_dict()} if self.shapes is not None else {})})
 
     def summary(self) -> str:
         return self.report.verdict()

@@ -123,18 +123,24 @@ def _one_model(session, given, opts: ShapeOptions):
 
     spec, accel = _load_standin(session)
     schedule = _schedule(spec, given, opts, from_object=session.is_object)
+    asked = opts.inference
+    if schedule.grad_off:  # the loop calls the model under torch.no_grad(): no backward, as trace follows the grad mode
+        opts = dataclasses.replace(opts, inference=True)
     standin = _standin_schedule(schedule, spec, opts)
     settings = settings_in_effect()  # after the script ran: its own torch._dynamo settings count
     settings.update(opts.overrides or {})  # --set, as torch would have them
     if opts.stance is not None:
         settings["stance"] = opts.stance
     capture, verdict = _predict(session, spec, standin, opts)
-    from graphtool.capture.schedule import symbolic_dims
+    from graphtool.analysis.shapes import scalar_advice
+    from graphtool.capture.schedule import symbolic_dims, varying_values
 
     report = shape_report(capture, verdict, labels=schedule.labels, source=schedule.source, settings=settings,
-                          backend=opts.backend, symbolic=symbolic_dims(capture), left_out=schedule.left_out)
+                          backend=opts.backend, symbolic=symbolic_dims(capture), left_out=schedule.left_out,
+                          asked_inference=asked, grad_modes=schedule.grad_modes, values=varying_values(spec, schedule.steps))
     if opts.advise:
-        report = dataclasses.replace(report, advice=tuple(_advice(session, spec, schedule, report, opts)))
+        report = dataclasses.replace(report, advice=tuple(_advice(session, spec, schedule, report, opts))
+                                     + tuple(scalar_advice(report)))
     return report, model_header(capture)
 
 
@@ -150,15 +156,15 @@ def _schedule(spec, given, opts: ShapeOptions, from_object: bool = False):
     from graphtool.errors import UsageError
 
     if given is not None:
-        import itertools
+        from graphtool.capture.schedule import read_steps
 
-        items = list(itertools.islice(iter(given), opts.max_steps + 1))
+        items, grad = read_steps(given, opts.max_steps + 1)
         steps = [_normalize(spec, item, k + 1, "the schedule") for k, item in enumerate(items[: opts.max_steps])]
         if not steps:
             raise UsageError("the schedule is empty", hint="pass the model's inputs for each step")
         left = (f"the schedule goes on past max_steps {opts.max_steps}: later steps were not predicted"
                 if len(items) > opts.max_steps else None)
-        return Schedule(steps, "the schedule passed in", varying_labels(spec, steps), left)
+        return Schedule(steps, "the schedule passed in", varying_labels(spec, steps), left, grad_modes=grad[: len(steps)])
     if opts.rules:
         return schedule_from_sizes(spec, list(opts.rules), steps=opts.steps, max_steps=opts.max_steps, seed=opts.seed)
     found = script_schedule(spec, max_steps=opts.max_steps)

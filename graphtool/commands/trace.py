@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 from graphtool.commands.result import Result
 from graphtool.commands.session import each
+from graphtool.schema import stamped
 
 if TYPE_CHECKING:
     from graphtool.analysis.bench_report import BenchReport
@@ -42,7 +43,7 @@ class TraceResult(Result):
             data["cudagraphs"] = self.verdict.to_dict()
         if self.bench is not None:
             data["bench"] = self.bench.to_dict()
-        return {**data, **(self.wrapped.to_dict() if self.wrapped is not None else {})}
+        return stamped(self.command, {**data, **(self.wrapped.to_dict() if self.wrapped is not None else {})})
 
     def _summary_line(self):
         """The line trace ends with (render.trace.summary_line), the CUDA-graph verdict's steady state joined to it."""
@@ -58,18 +59,25 @@ class TraceResult(Result):
         """Regions, breaks, skipped frames, mutations, and (``cudagraphs=``) the CUDA-graph verdict and its steady state."""
         return self._summary_line().plain
 
-    def view(self):
-        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line."""
+    def view(self, *, verbose: bool = False, quiet: bool = False):
+        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line;
+        ``quiet``: that line alone; ``verbose``: every placeholder (many of one kind are one row, counted)."""
         from rich.console import Group
 
         from graphtool.render.trace import trace_view
 
-        parts = [trace_view(self.report, summary=False)]
+        if quiet:
+            return self._summary_line()
+        parts = [trace_view(self.report, summary=False, verbose=verbose)]
         if self.verdict is not None:
             from graphtool.render.cudagraphs import cudagraphs_view
 
             parts.append(cudagraphs_view(self.verdict))
         parts += self._wrapped("view")
+        if self.report.coverage is not None:
+            from rich.text import Text
+
+            parts.append(Text(self.report.coverage.line()))
         parts.append(self._summary_line())
         return Group(*parts)
 
@@ -113,11 +121,12 @@ def trace(model=None, **options) -> list[TraceResult]:
     return each("trace", model, options)
 
 
-def run(session, *, cudagraphs: Optional[str], bench: bool, graph_code: bool) -> TraceResult:
+def run(session, *, cudagraphs: Optional[str], bench: bool, coverage: bool, graph_code: bool) -> TraceResult:
     """Trace the model with the session's backend's AOT stage, under its launch (``--ddp``: each graph DDP's optimizer
     splits off is one region, every other rank that could differ checked; ``--fsdp2``: as rank 0 under
     ``fully_shard``); ``cudagraphs`` (a backend) adds the session's CUDA-graph verdict and steady state, ``bench`` the
-    timings where the script put the model, ``graph_code`` each graph's readable source."""
+    timings where the script put the model, ``graph_code`` each graph's readable source, ``coverage`` capture coverage
+    (:mod:`graphtool.capture.coverage`: the share of torch calls in compiled graphs, nested graph breaks off and on)."""
     from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend
     from graphtool.analysis.trace_report import build_trace_report
 
@@ -128,7 +137,17 @@ def run(session, *, cudagraphs: Optional[str], bench: bool, graph_code: bool) ->
     capture, wrapped, opened = session.own_trace()
     launch = session.launch
     wrapped = launch.across_ranks(session, capture, wrapped, opened)
+    report = build_trace_report(capture)
     verdict = timings = code = None
+    if coverage and not launch.wrapped:
+        from dataclasses import replace
+
+        from graphtool.analysis.coverage import coverage_of
+        from graphtool.capture.coverage import measure_coverage
+
+        session.progress.phase("measuring capture coverage...")
+        report = replace(report, coverage=coverage_of(measure_coverage(capture.spec.model, capture.spec.args,
+                                                                       capture.spec.kwargs)))
     if cudagraphs:
         # the verdict, from the stand-in run under the same launch (each graph DDP splits off, each FSDP2 block graph)
         verdict, standin, _accel, standin_wrapped = session.verdict(cudagraphs)
@@ -140,4 +159,4 @@ def run(session, *, cudagraphs: Optional[str], bench: bool, graph_code: bool) ->
 
         code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
     return TraceResult(session.target if isinstance(session.target, str) else capture.spec.entry,
-                       build_trace_report(capture), verdict, timings, code, launch.part(wrapped))
+                       report, verdict, timings, code, launch.part(wrapped))

@@ -108,6 +108,23 @@ def format_report(sections: list[str], pictures, *, title: str, summary: str, su
                         "pictures": packed, "svgs": svgs, "subtitle": subtitle, "notes": list(notes)})
 
 
+def against_section(comparison, title: str = "Beside graphtool's prediction", extra: str = "") -> str:
+    """A real run's facts beside graphtool's prediction (``graphtool log --against``, ``report --log``)."""
+    rows = [[escape(str(c)) for c in (r.fact, r.what, r.predicted, r.seen, "agrees" if r.agree else "differs", r.cause or "")]
+            for r in comparison.rows]
+    return _section("against", title, extra + _table(["fact", "what", "graphtool", "the run", "", "likely cause"], rows),
+                    comparison.disagreements)
+
+
+def beside_run_section(beside) -> str:
+    """``report --log``'s section: the run's logs (``RunLog``) beside this page's prediction (``Comparison``)."""
+    facts, comparison = beside
+    files = ", ".join(display_path(f.path) or f.path for f in facts.log.files)
+    extra = (f'<p class="subtitle">The run: {escape(files)}; {escape(facts.summary())}.</p>'
+             + "".join(f'<p class="note">desync: {escape(d.message)}</p>' for d in facts.desync))
+    return against_section(comparison, "Beside a real run (graphtool log)", extra)
+
+
 def _short_paths(facts: dict) -> dict:
     out = {}
     for nid, f in facts.items():
@@ -197,13 +214,19 @@ def graphs_section(pictures, trace, devices, stand_in: str) -> str:
     where = escape(devices.shown_device if devices is not None else stand_in)
     own = _own_counts(trace)
     tabs = "".join(
-        f'<button type="button" class="tab" data-picture="{i}" title="{p.nodes} graph nodes as traced for {where}, counted '
+        f'<button type="button" class="tab{" active" if i == 0 else ""}" data-picture="{i}" title="{p.nodes} graph nodes as traced for {where}, counted '
         f'as the Devices table counts them{_own_differs(own, p.region, p.graph, p.nodes, trace.device)}; the picture '
         f'draws {p.drawn} (output markers in place of the output node)">region {p.region} {p.graph} '
         f'<small>{p.nodes} nodes</small></button>'
         for i, p in enumerate(pictures)
     )
-    body = f"""<div class="tabs" id="picture-tabs">{tabs}</div>
+    return _section("graphs", "Graphs", viewer(tabs, _first_paint(pictures[0])))
+
+
+def viewer(tabs: str, first: str) -> str:
+    """The picture viewer's markup under its tabs (``<button class="tab" data-picture="I">``, HTML already escaped)
+    with ``first`` painted in its canvas (:func:`_first_paint`): the report page's, and ``graphtool log``'s page."""
+    return f"""<div class="tabs" id="picture-tabs">{tabs}</div>
 <div class="viewer" id="viewer">
   <div class="toolbar">
     <label>fold <select id="level"></select></label>
@@ -215,13 +238,31 @@ def graphs_section(pictures, trace, devices, stand_in: str) -> str:
     <span id="search-status"></span>
   </div>
   <div class="panes">
-    <div class="canvas" id="canvas" tabindex="0"><div class="loading">loading...</div></div>
+    <div class="canvas" id="canvas" tabindex="0">{first}</div>
     <aside class="details" id="details"><p class="hint">Click a node to see its op, shape, saved tensors and source line.
     Click a module box to unfold it. Drag to pan, wheel to zoom.</p></aside>
   </div>
   <ul class="results" id="search-results"></ul>
 </div>"""
-    return _section("graphs", "Graphs", body)
+
+
+#: the first picture is inlined as laid out, uncompressed, up to this size; a larger one shows a smaller fold level
+FIRST_PAINT_LIMIT = 1_500_000
+_SVG_SIZE = re.compile(r'\s(?:width|height)="[^"]*"')
+
+
+def _first_paint(picture) -> str:
+    """The first picture, as the viewer opens it, in the page itself: a screenshot, a print or a browser without
+    scripts shows the graph at once, not ``loading...`` until the viewer has unpacked it (it then replaces it).
+    Sized to the pane by its viewBox; a level over :data:`FIRST_PAINT_LIMIT` gives way to a more folded one."""
+    order = [picture.default, *range(picture.default - 1, -1, -1)]
+    level = next((picture.levels[i] for i in order if len(picture.levels[i].svg) <= FIRST_PAINT_LIMIT), None)
+    if level is None or "<svg" not in level.svg:
+        return '<div class="loading">loading...</div>'
+    start = level.svg.index("<svg")
+    end = level.svg.index(">", start)
+    tag = _SVG_SIZE.sub("", level.svg[start:end])  # the root's own size: the pane sizes it, as the viewer does
+    return level.svg[:start] + tag + ' class="first-paint"' + level.svg[end:]
 
 
 def _src_cell(source) -> str:
@@ -229,16 +270,23 @@ def _src_cell(source) -> str:
 
 
 def _mutations_section(m) -> str:
-    rows = []
-    for x in m.inputs:
-        if not x.mutated:
-            continue
-        how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
-        rows.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
-                     escape(", ".join(map(str, x.regions)))])
+    def rows(inputs):
+        out = []
+        for x in inputs:
+            how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
+            # the regions whose graph writes it: a parameter is an input of the forward and the optimizer, written by the optimizer only
+            out.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
+                        escape(", ".join(map(str, x.mutated_in or x.regions)))])
+        return out
+
+    head = ["input", "kind", "mutated", "where", "written in region"]
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
-    if rows:
-        body += _table(["input", "kind", "mutated", "where", "regions"], rows)
+    others = [x for x in m.mutated if not x.by_optimizer]
+    if others:
+        body += _table(head, rows(others))
+    if m.optimizer_writes:  # a whole step's every parameter and state tensor: folded, one click away
+        body += (f'<details class="optimizer-writes"><summary>{escape(m.optimizer_summary() or "")}: '
+                 f"{len(m.optimizer_writes)} tensors</summary>{_table(head, rows(m.optimizer_writes))}</details>")
     from graphtool.analysis.findings import alias_target
 
     alias = [[str(o.index), "view" if o.is_view else "shares storage", escape(alias_target(o.alias_of))] for o in m.aliased_outputs]
@@ -380,8 +428,12 @@ def _memory_section(m, note) -> str:
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
     rows = [[k, str(h.tensors), escape(format_bytes(h.bytes))] for k, h in (("parameters", m.parameters), ("gradients", m.gradients), ("buffers", m.buffers))]
     for name, side in (("saved for backward (eager)", m.eager), (f"saved for backward (compiled, {m.backend})", m.compiled)):
-        rows.append([escape(name), str(len(side.tensors)), escape(format_bytes(side.bytes))])
+        unmeasured = side is m.eager and m.eager_not_measured
+        rows.append([escape(name), "-" if unmeasured else str(len(side.tensors)),
+                     "not measured" if unmeasured else escape(format_bytes(side.bytes))])
     body += _table(["what", "tensors", "bytes"], rows)
+    if m.eager_not_measured:
+        body += f'<p class="note">eager: not measured: {escape(m.eager_not_measured)}</p>'
     top = [[_src_cell(g.source) or escape(g.key), escape(format_bytes(g.eager_bytes)), escape(format_bytes(g.compiled_bytes))] for g in m.top_lines]
     if top:
         body += "<h3>Activations by line</h3>" + _table(["line", "eager", "compiled"], top)
@@ -489,8 +541,9 @@ def fit_section(fit) -> str:
     if svg:
         body += ("<h3>Live bytes through the compiled step</h3>" + svg +
                  '<p class="note">After each node of each region\'s forward graph, then each backward graph, then the '
-                 "optimizer's step, with what the caller holds (parameters, inputs, optimizer state, gradients as they "
-                 "are made); every tensor rounded to the caching allocator's 512-byte blocks.</p>")
+                 "optimizer's step (a whole training step's compiled optimizer graph, node by node), with what the caller "
+                 "holds (parameters, inputs, optimizer state, gradients as they are made); every tensor rounded to the "
+                 "caching allocator's 512-byte blocks.</p>")
     def sweep(points, fit_budget):
         rows = [[f"{p.budget:g}", b(p.saved_bytes), str(p.recomputed_ops), b(p.step.peak),
                  b(p.reduce_overhead.peak if p.reduce_overhead else None),
@@ -518,14 +571,16 @@ def shapes_section(report, limit: int = 200) -> str:
     >>> "<td>1</td><td>x:0=16</td><td>1</td>" in shapes_section(r)
     True
     """
-    body = f'<p class="verdict">{escape(report.summary())}</p><p class="note">schedule: {escape(report.source)}</p>'
+    mode = f"; {report.mode}: {report.mode_why}" if report.mode_why else ""
+    body = f'<p class="verdict">{escape(report.summary())}</p><p class="note">schedule: {escape(report.source + mode)}</p>'
     loud = report.loud()
     if loud:
         body += f'<p class="finding">{escape(loud)}</p>'
     rows = []
     for st in report.per_step[:limit]:
         did = report.run_bits(st)
-        rows.append([str(st.step), escape(", ".join(f"{k}={v}" for k, v in st.sizes.items())), str(st.graphs_compiled),
+        rows.append([str(st.step), escape(", ".join(f"{k}={v}" for k, v in [*st.sizes.items(), *st.values.items()])),
+                     str(st.graphs_compiled),
                      escape("; ".join(st.recompiles)), escape(", ".join(st.symbolic)), escape(", ".join(did))])
     body += _table(["step", "sizes", "graphs compiled", "recompile (guard failure)", "symbolic", "CUDA graphs"], rows)
     if len(report.per_step) > limit:

@@ -15,6 +15,7 @@ import X`` are how callers reach them): :mod:`~graphtool.capture.compat.versions
 :mod:`~graphtool.capture.compat._lookup` (how a private symbol is fetched, and :data:`OPTIONAL`),
 :mod:`~graphtool.capture.compat.dynamo`, :mod:`~graphtool.capture.compat.aot`,
 :mod:`~graphtool.capture.compat.cudagraphs`, :mod:`~graphtool.capture.compat.distributed`,
+:mod:`~graphtool.capture.compat.compile_time` (torch's own compile timers and the backend torch.compile builds),
 :mod:`~graphtool.capture.compat.meta` (the meta stand-in) and :mod:`~graphtool.capture.compat.ops`
 (ops, dispatch modes, tensors). A test that patches a name must patch it on the module that defines it
 where a sibling in that module calls it.
@@ -51,6 +52,16 @@ from graphtool.capture.compat.aot import (
     region_budgets_in_eager,
     run_aot_stage,
     static_input_indices,
+)
+from graphtool.capture.compat.compile_time import (
+    compilation_metrics,
+    compile_time_totals,
+    current_compile_id,
+    is_fsdp2_module,
+    nested_compile_region,
+    recompile_limit_at_least,
+    trace_marker,
+    user_backend,
 )
 from graphtool.capture.compat.cudagraphs import (
     bool_index_put_node,
@@ -95,17 +106,22 @@ from graphtool.capture.compat.distributed import (
 from graphtool.capture.compat.dynamo import (
     DYNAMIC_MARKS,
     STRUCTURED_TRACE_LOGGER,
+    capture_counters,
     compile_backends,
     compiled_autograd_captures,
     compiler_stance,
+    counters_since,
     dynamic_marks,
     dynamo_config_patch,
+    dynamo_counters,
     dynamo_flag,
     dynamo_import_module_cache,
     dynamo_reset,
+    has_dynamo_flag,
     has_inductor_flag,
     inductor_config_patch,
     inductor_flag,
+    int_input_sources,
     is_fake_tensor,
     mark_dynamic,
     maybe_mark_dynamic,
@@ -116,6 +132,7 @@ from graphtool.capture.compat.dynamo import (
     tracing_context_active,
     tracing_span,
     tracing_stack,
+    value_guards,
 )
 from graphtool.capture.compat.meta import (
     composites_keep_autograd_on_meta,
@@ -181,6 +198,15 @@ __all__ = [
     "region_budgets_in_eager",
     "run_aot_stage",
     "static_input_indices",
+    # compile_time
+    "compilation_metrics",
+    "compile_time_totals",
+    "current_compile_id",
+    "is_fsdp2_module",
+    "nested_compile_region",
+    "recompile_limit_at_least",
+    "trace_marker",
+    "user_backend",
     # cudagraphs
     "bool_index_put_node",
     "caching_allocator_reason",
@@ -222,17 +248,22 @@ __all__ = [
     # dynamo
     "DYNAMIC_MARKS",
     "STRUCTURED_TRACE_LOGGER",
+    "capture_counters",
     "compile_backends",
     "compiled_autograd_captures",
     "compiler_stance",
+    "counters_since",
     "dynamic_marks",
     "dynamo_config_patch",
+    "dynamo_counters",
     "dynamo_flag",
     "dynamo_import_module_cache",
     "dynamo_reset",
+    "has_dynamo_flag",
     "has_inductor_flag",
     "inductor_config_patch",
     "inductor_flag",
+    "int_input_sources",
     "is_fake_tensor",
     "mark_dynamic",
     "maybe_mark_dynamic",
@@ -243,6 +274,7 @@ __all__ = [
     "tracing_context_active",
     "tracing_span",
     "tracing_stack",
+    "value_guards",
     # meta
     "composites_keep_autograd_on_meta",
     "fake_tensor_mode",
