@@ -43,10 +43,11 @@ def load(model=None, *inputs, **options) -> Session:
     return Session(model, *inputs, **options)
 
 
-load.__signature__ = inspect.Signature(
-    [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
-     inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)]
-    + [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default) for o in LOAD])
+def _signature(fn, options, model_default=inspect.Parameter.empty) -> None:
+    P = inspect.Parameter
+    fn.__signature__ = inspect.Signature([P("model", P.POSITIONAL_OR_KEYWORD, default=model_default),
+                                          P("inputs", P.VAR_POSITIONAL)]
+                                         + [P(o.name, P.KEYWORD_ONLY, default=o.default) for o in options])
 
 
 def _door(name: str):
@@ -60,18 +61,15 @@ def _door(name: str):
             return answer.output if answer.output is not None else answer.text
         return answer
 
-    own = [o for o in command.keywords]
-    door.__signature__ = inspect.Signature(
-        [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-         inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL)]
-        + [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default)
-           for o in own + [o for o in LOAD if o.name not in {k.name for k in own}]])
+    own = {o.name for o in command.keywords}
+    _signature(door, list(command.keywords) + [o for o in LOAD if o.name not in own])
     door.__name__ = door.__qualname__ = name
     door.__doc__ = (f"``graphtool {name}`` of ``model(*inputs)`` (or a script's path): {command.summary} "
                     f"``graphtool.load(model, *inputs, **shared).{name}(**own)`` (docs/options.md).")
     return door
 
 
+_signature(load, LOAD, None)
 trace, mutations, devices, cudagraphs, memory, shapes, render, bench, lint, report = (
     _door(n) for n in ("trace", "mutations", "devices", "cudagraphs", "memory", "shapes", "render", "bench", "lint",
                        "report"))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 from graphtool.commands.progress import SILENT, Progress, quiet_stdout
 from graphtool.commands.result import Result
-from graphtool.commands.session import each
+from graphtool.commands.session import per_model
 from graphtool.errors import UsageError
 from graphtool.schema import stamped
 
@@ -78,9 +78,7 @@ class BenchResult(Result):
         return self.report.entry
 
 
-def bench(model=None, **options) -> BenchResult:
-    """``graphtool bench`` of the first model: :func:`run` in a Session."""
-    return each("bench", model, options, first=True)
+bench = per_model("bench", first=True)
 
 
 def run(session, *, cudagraphs: bool, compile_mode: str, backward: bool,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphtool.commands.result import ModelResult, model_header
-from graphtool.commands.session import each
+from graphtool.commands.session import per_model
 
 if TYPE_CHECKING:
     from graphtool.analysis.cudagraphs.verdict import Verdict
@@ -59,9 +59,7 @@ class CudagraphsResult(ModelResult):
         return [cudagraphs_section(self.report)] + ([shapes_section(self.shapes)] if self.shapes is not None else [])
 
 
-def cudagraphs(model=None, **options) -> list[CudagraphsResult]:
-    """``graphtool cudagraphs`` of each model: :func:`run` in a Session each."""
-    return each("cudagraphs", model, options)
+cudagraphs = per_model("cudagraphs")
 
 
 def run(session, *, backend: str, dynamic: bool, settings: Sequence[str], steps: int,

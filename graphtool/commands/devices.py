@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphtool.commands.result import ModelResult, model_header
-from graphtool.commands.session import each
+from graphtool.commands.session import per_model
 
 if TYPE_CHECKING:
     from graphtool.analysis.devices import DeviceReport
@@ -38,9 +38,7 @@ class DevicesResult(ModelResult):
         return [devices_section(self.report)]
 
 
-def devices(model=None, **options) -> list[DevicesResult]:
-    """``graphtool devices`` of each model: :func:`run` in a Session each."""
-    return each("devices", model, options)
+devices = per_model("devices")
 
 
 def run(session) -> DevicesResult:

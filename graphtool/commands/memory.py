@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Optional
 
 from graphtool.commands.progress import quiet_stdout
 from graphtool.commands.result import ModelResult, model_header
-from graphtool.commands.session import each
+from graphtool.commands.session import per_model
 
 if TYPE_CHECKING:
     from graphtool.analysis.memory.saved import MemoryReport
@@ -66,9 +66,7 @@ class MemoryResult(ModelResult):
         return [memory_section(self.report)] + ([fit_section(self.fit)] if self.fit is not None else [])
 
 
-def memory(model=None, **options) -> list[MemoryResult]:
-    """``graphtool memory`` of each model: :func:`run` in a Session each."""
-    return each("memory", model, options)
+memory = per_model("memory")
 
 
 def run(session, *, by: str, depth: Optional[int], top: int, dynamic: bool,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphtool.commands.result import ModelResult, model_header
-from graphtool.commands.session import each
+from graphtool.commands.session import per_model
 
 if TYPE_CHECKING:
     from graphtool.analysis.mutations import MutationReport
@@ -61,9 +61,7 @@ class MutationsResult(ModelResult):
         return list(self.report.mutated)
 
 
-def mutations(model=None, **options) -> list[MutationsResult]:
-    """``graphtool mutations`` of each model: :func:`run` in a Session each."""
-    return each("mutations", model, options)
+mutations = per_model("mutations")
 
 
 def run(session, *, allow: Sequence[str]) -> MutationsResult:

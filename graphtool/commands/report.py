@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from graphtool.commands.result import Result
+from graphtool.commands.session import per_model
 from graphtool.display_paths import display_path
 from graphtool.schema import stamped
 
@@ -172,11 +173,7 @@ def versions() -> dict:
     return {"graphtool": __version__, "torch": str(torch.__version__), "python": python_version()}
 
 
-def report(model=None, **options) -> list[ReportResult]:
-    """``graphtool report`` of each model: :func:`run` in a Session each."""
-    from graphtool.commands.session import each
-
-    return each("report", model, options)
+report = per_model("report")
 
 
 def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[str],

@@ -323,6 +323,17 @@ for _command in COMMANDS.values():
     setattr(Session, _command.name, _make_method(_command))
 
 
+def per_model(command: str, *, first: bool = False):
+    """``commands.COMMAND.COMMAND(model=None, **options)``: the command asked of each model (:func:`each`); ``first``:
+    of the first model alone (bench)."""
+    def asked(model=None, **options):
+        return each(command, model, options, first=first)
+
+    asked.__name__ = asked.__qualname__ = command
+    asked.__doc__ = f"``graphtool {command}`` of each model: its ``run`` in a Session each (:func:`each`)."
+    return asked
+
+
 def each(command: str, model: Any = None, options: Optional[dict] = None, *, first: bool = False) -> Any:
     """``command`` asked of each model (MODEL, else the config's models, else the bundled example), a Session each:
     what ``graphtool.commands.trace.trace("model.py", ...)`` and its siblings are."""

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from graphtool.commands.progress import quiet_stdout
 from graphtool.commands.result import ModelResult, model_header
-from graphtool.commands.session import each
+from graphtool.commands.session import per_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,9 +94,7 @@ class ShapesResult(ModelResult):
         return ""  # the page's section has every step, the loud line and the advice
 
 
-def shapes(model=None, **options) -> list[ShapesResult]:
-    """``graphtool shapes`` of each model: :func:`run` in a Session each."""
-    return each("shapes", model, options)
+shapes = per_model("shapes")
 
 
 def run(session, *, sizes: Sequence[str], steps: Optional[int], max_steps: int, seed: int,

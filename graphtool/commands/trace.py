@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from graphtool.commands.result import Result
-from graphtool.commands.session import each
+from graphtool.commands.session import per_model
 from graphtool.schema import stamped
 
 if TYPE_CHECKING:
@@ -116,9 +116,7 @@ class TraceResult(Result):
         return {"verdict": self.verdict, "bench": self.bench, "graph_code": self.graph_code, "title": self.title}
 
 
-def trace(model=None, **options) -> list[TraceResult]:
-    """``graphtool trace`` of each model (MODEL, the config's, the bundled example): :func:`run` in a Session each."""
-    return each("trace", model, options)
+trace = per_model("trace")
 
 
 def run(session, *, cudagraphs: Optional[str], bench: bool, coverage: bool, graph_code: bool) -> TraceResult:
