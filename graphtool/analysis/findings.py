@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from graphtool.analysis.diagnostics import GB_URL, break_help, read_line
+from graphtool.analysis.diagnostics import GB_URL
 from graphtool.analysis.node_facts import source_snippet
+from graphtool.analysis.trace_report import break_info
 
 SEVERITY = {"graph-break": "warning", "skipped-frame": "error", "mutation": "info", "aliasing": "info",
             "device": "warning", "cudagraphs": "error", "cudagraphs-note": "info", "no-graph": "error"}
@@ -98,8 +99,6 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
     ``trace`` is the TraceReport, ``breaks`` the capture's raw graph breaks (with torch's hint),
     ``verdict`` and ``devices`` may be None; ``highlights`` maps ``(region, graph)`` to the node
     names the pictures mark with a reason."""
-    from graphtool.capture.graph_breaks import user_call
-
     out: list[Finding] = []
     highlights = highlights or {}
     if trace.no_graph:
@@ -109,12 +108,9 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
         title = "frame skipped" if kind == "skipped-frame" else "graph break"
         if getattr(b, "code", None):
             title += f" ({b.code})"
-        src = f"{b.file}:{b.line}" if b.file and b.line else None
-        called = user_call(b) if getattr(b, "stack", None) else None
-        fix = break_help(b.reason, code=getattr(b, "code", None), hint=getattr(b, "hint", None),
-                         files=(b.file, called.file if called else None),
-                         source=read_line(b.file, b.line) if b.file and b.line else None)
-        found = _finding(kind, title, b.reason, b.file, b.line, fix, index.at_line(src))
+        at = break_info(b)  # where it points, as trace and lint place it
+        src = f"{at.file}:{at.line}" if at.file and at.line else None
+        found = _finding(kind, title, at.message(), at.file, at.line, at.help, index.at_line(src))
         code = getattr(b, "code", None)
         out.append(replace(found, url=GB_URL.format(code=code)) if code else found)
     if verdict is not None:

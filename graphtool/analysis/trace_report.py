@@ -31,6 +31,9 @@ class RegionReport:
 
 @dataclass(frozen=True)
 class BreakInfo:
+    """One graph break, where it points as ``graphtool lint`` places it (:func:`graphtool.capture.graph_breaks.at_user_code`):
+    ``file``/``line`` the user's own line, ``library_*`` torch's place when that is library code the user's line led into."""
+
     file: str | None
     line: int | None
     reason: str
@@ -38,9 +41,8 @@ class BreakInfo:
     hint: str | None = None  # torch's suggested fix
     col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
     end_col: int | None = None
-    # a break in library code: the user's call that led there (the nearest user frame on its stack)
-    called_file: str | None = None
-    called_line: int | None = None
+    library_file: str | None = None  # a break in library code: where torch saw it
+    library_line: int | None = None
     source_text: str | None = None  # the stripped line at ``file:line`` when traced: what graphtool diff matches a moved break by
 
     @property
@@ -55,24 +57,36 @@ class BreakInfo:
         """What to do about it, for its cause, as every command says it (:func:`~graphtool.analysis.diagnostics.break_help`)."""
         from graphtool.analysis.diagnostics import break_help, read_line
 
-        file, line = (self.called_file, self.called_line) if self.called_file else (self.file, self.line)
-        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.file, self.called_file),
-                          source=read_line(file, line) if file and line else None)
+        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.library_file, self.file),
+                          source=read_line(self.file, self.line) if self.file and self.line else None)
 
     def to_dict(self) -> dict:
         d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint,
              "source_text": self.source_text, "help": self.help}
-        if self.called_file:
-            d["called_from"] = {"file": self.called_file, "line": self.called_line}
+        if self.library_file:
+            d.update(library_file=self.library_file, library_line=self.library_line)
         return d
 
     def message(self) -> str:
-        """The reason, and for a break in library code the user's call that led there."""
-        if not self.called_file:
+        """The reason, and for a break in library code where torch saw it (as lint says it)."""
+        if not self.library_file:
             return self.reason
         from graphtool.display_paths import display_path
 
-        return f"{self.reason} (called from {display_path(self.called_file)}:{self.called_line})"
+        return f"{self.reason} (in {display_path(self.library_file)}:{self.library_line})"
+
+
+def break_info(b) -> BreakInfo:
+    """A captured graph break (:class:`~graphtool.capture.graph_breaks.GraphBreak`) where it points."""
+    import linecache
+
+    from graphtool.capture.graph_breaks import at_user_code
+
+    file, line, library_file, library_line = at_user_code(b.file, b.line, getattr(b, "stack", ()))
+    here = library_file is None  # the columns are of torch's place, not of a user's call that led there
+    return BreakInfo(file, line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
+                     getattr(b, "col", None) if here else None, getattr(b, "end_col", None) if here else None,
+                     library_file, library_line, (linecache.getline(file, line).strip() or None) if file and line else None)
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,7 @@ class TraceReport:
         from graphtool.analysis import diagnostics as dg
 
         out = [dg.graph_break(b.message(), b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col,
-                              other_file=b.called_file)
+                              other_file=b.library_file)
                for b in self.breaks]
         out += [dg.skipped_frame(s.function, s.file, s.line, s.reason, break_file=s.break_file, break_line=s.break_line, lines=lines)
                 for s in self.skipped_frames]
@@ -153,20 +167,12 @@ class TraceReport:
 
 
 def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
-    import linecache
-
-    from graphtool.capture.graph_breaks import user_call
-
     seen, out = set(), []
     for b in breaks:
         key = (b.file, b.line, b.reason)
         if key not in seen:
             seen.add(key)
-            called = user_call(b) if hasattr(b, "stack") else None
-            out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
-                                 getattr(b, "col", None), getattr(b, "end_col", None),
-                                 called.file if called else None, called.line if called else None,
-                                 (linecache.getline(b.file, b.line).strip() or None) if b.file and b.line else None))
+            out.append(break_info(b))
     return tuple(out)
 
 

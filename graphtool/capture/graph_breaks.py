@@ -403,9 +403,9 @@ def user_site(stack: Sequence[StackFrame]) -> StackFrame | None:
 
 
 def user_call(b: GraphBreak) -> StackFrame | None:
-    """For a break in library code (torch named a file that is not the user's), the user's call that led
-    there: the nearest user frame on the break's stack; None when torch named the user's own line, or no
-    user frame is on the stack (a library model's code all the way down).
+    """For a break in library code (torch named a file that is not the user's), the user's call that led there:
+    :func:`at_user_code`'s user place as a frame; None when torch named the user's own line, or no user frame is on
+    the stack (a library model's code all the way down).
 
     >>> lib = "/venv/lib/python3.11/site-packages/lib/x.py"
     >>> user_call(GraphBreak(lib, 8, "r", stack=(StackFrame("/app/m.py", 19, "forward"), StackFrame(lib, 8, "scale"))))
@@ -416,6 +416,24 @@ def user_call(b: GraphBreak) -> StackFrame | None:
     if b.file is None or is_user_file(b.file):
         return None
     return user_site(b.stack)
+
+
+def at_user_code(file: str | None, line: int | None, stack, called_at: StackFrame | None = None) -> tuple:
+    """Where a finding torch placed points, for trace and lint alike: ``(file, line, library_file, library_line)``,
+    unchanged when torch named the user's own code, else the innermost user frame of ``stack`` (or ``called_at``)
+    with torch's place as the library's; torch's place when no user frame led there (a library model's own code).
+
+    >>> at_user_code("/app/m.py", 4, ())
+    ('/app/m.py', 4, None, None)
+    >>> at_user_code("/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py", 67, (), StackFrame("/app/m.py", 9, "m"))
+    ('/app/m.py', 9, '/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py', 67)
+    """
+    if file is None or is_user_file(file):
+        return file, line, None, None
+    site = user_site(stack) or called_at
+    if site is None:  # no user frame anywhere: torch's place is the best there is
+        return file, line, None, None
+    return site.file, site.line, file, line
 
 
 class quiet_torch_logs:

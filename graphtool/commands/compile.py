@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from graphtool.commands import shared
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.commands.session import targets
 from graphtool.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, GraphtoolError, UsageError
 
 #: torch.compile's modes (``torch._inductor.list_mode_options``), checked before any child starts
@@ -138,7 +138,7 @@ def compile_model(model: Optional[str] = None, *, entry: Optional[str] = None, b
         from graphtool.capture.user.deadline import check_timeout
 
         check_timeout(timeout, "--timeout")
-    target, ent = shared.targets(model, entry)[0]
+    target, ent = targets(model, entry)[0]
     check_script_path(target)
     compat.check_installed_torch()  # torch runs only in the children: check (and warn) once, here
     with tempfile.TemporaryDirectory(prefix="graphtool-compile-", ignore_cleanup_errors=True) as tmp:

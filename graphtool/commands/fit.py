@@ -15,7 +15,7 @@ from graphtool.commands.progress import SILENT, Progress
 from graphtool.errors import UsageError
 
 
-def check_fit(fit: Optional[str], budgets: Optional[str], *, ddp=None, fsdp2=None, dynamic: bool = False) -> None:
+def check_fit(fit: Optional[str], budgets: Optional[str], *, launch=None, dynamic: bool = False) -> None:
     """Refuse (exit 2) what ``--fit``/``--budgets`` cannot take, before anything runs."""
     from graphtool.analysis.memory.fit import parse_budgets, parse_target
 
@@ -25,7 +25,7 @@ def check_fit(fit: Optional[str], budgets: Optional[str], *, ddp=None, fsdp2=Non
         parse_target(fit)
     if budgets is not None:
         parse_budgets(budgets)
-    for flag, given in (("--ddp", ddp), ("--fsdp2", fsdp2), ("--dynamic", dynamic)):
+    for flag, given in ((getattr(launch, "flag", ""), getattr(launch, "wrapped", False)), ("--dynamic", dynamic)):
         if given:
             raise UsageError(f"--fit/--budgets with {flag}: not supported yet", hint=f"drop {flag}")
 
@@ -60,7 +60,7 @@ def fit_report(spec, report, capture, joints: list, fit: Optional[str], budgets:
                          "partitioner, which the activation budget steers",
                          hint="use --backend inductor or aot_eager")
     progress.phase("running the eager step and the optimizer's step, counting live bytes...")
-    from graphtool.commands.shared import quiet_stdout
+    from graphtool.commands.progress import quiet_stdout
 
     own = capture.own_step  # a step that runs its own backward and optimizer: run as written
     with quiet_stdout():  # the model's and the optimizer's prints: stdout carries only graphtool's document

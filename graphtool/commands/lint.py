@@ -215,28 +215,34 @@ def _peak_memories(judged: list, parallel: int, limit: Optional[float], progress
     return out
 
 
-def lint_model(model, *, steps: Optional[Sequence] = None, max_graph_breaks: Optional[int] = None,
-               max_recompiles: Optional[int] = None, max_skipped_frames: Optional[int] = None,
-               allowed_breaks: Sequence[str] = (), dynamic: bool = False, baseline=None, name: Optional[str] = None,
-               debug: bool = False) -> LintOutcome:
-    """Lint one model object (a :class:`~graphtool.capture.model_object.ModelObject`) in this process,
-    as ``graphtool lint`` lints a script in its child: run once on its inputs, or once per entry of
-    ``steps`` (each a tuple of positional arguments); judged against the budgets and ``baseline`` (a file
-    or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name`` (default:
-    the model's source file) are accepted."""
-    from graphtool.analysis.lint import Budget, LintReport, LintTarget
+def run(session, *, steps: Optional[Sequence], max_graph_breaks: Optional[int],
+        max_recompiles: Optional[int], max_skipped_frames: Optional[int],
+        max_peak_memory: Optional[str], allowed_breaks: Sequence[str], dynamic: bool,
+        baseline, name: Optional[str]) -> LintOutcome:
+    """Lint the session's model in this process, as ``graphtool lint`` lints a script in its child: run once on its
+    inputs, or once per entry of ``steps`` (each a tuple of positional arguments); judged against the budgets and
+    ``baseline`` (a file or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name``
+    (default: the model's source file) are accepted. ``max_peak_memory``: the session's ``memory(fit=...)`` must fit."""
+    from graphtool.analysis.lint import Budget, LintReport, LintTarget, with_peak_memory
     from graphtool.capture.processes.lint_worker import lint_spec
-    from graphtool.commands import shared
 
+    session.launch.check("lint", alone=True)
     check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
+    if max_peak_memory is not None:
+        from graphtool.commands.fit import check_fit
+
+        check_fit(max_peak_memory, None)
     base = baselines.accepted(baseline)
-    spec = shared.load(model, None, None)
+    spec = session.spec()
     calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]
-    result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=debug)
-    budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
+    result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=session.debug)
+    budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_peak_memory=max_peak_memory,
                     max_skipped_frames=max_skipped_frames, allowed_breaks=tuple(allowed_breaks))
     target = LintTarget(path=name or str(spec.path), entry=None if name else spec.entry, dynamic=dynamic, budget=budget)
-    return LintOutcome(LintReport((baselines.judge(target, result, base),), None))
+    judged = baselines.judge(target, result, base)
+    if max_peak_memory is not None and judged.status != "error":
+        judged = with_peak_memory(judged, session.memory(fit=max_peak_memory).fit.to_dict())
+    return LintOutcome(LintReport((judged,), None))
 
 
 def check_numbers(**values) -> None:

@@ -146,14 +146,14 @@ def log(paths: Sequence[str], *, against: Optional[str] = None, entry: Optional[
 
 def predict(script: str, *, entry: Optional[str] = None, progress: Progress = SILENT):
     """graphtool's prediction for ``script``, as :class:`~graphtool.analysis.run_log.against.Prediction`: the one
-    place ``--against`` (and ``report --log``) asks graphtool's own commands; the rest reads plain values.
+    place ``--against`` asks graphtool's own commands (a Session's trace); the rest reads plain values.
 
     One trace of the script with inductor's AOT stage and the CUDA-graph verdict (the stand-in, reduce-overhead),
     as ``graphtool trace SCRIPT --cudagraphs inductor`` gives them."""
     from graphtool.analysis.run_log.against import prediction_from
-    from graphtool.commands.trace import trace
+    from graphtool.commands.session import Session
 
-    (result,) = trace(script, entry=entry, cudagraphs="inductor", progress=progress)
+    result = Session(script, entry=entry, progress=progress).trace(cudagraphs="inductor")
     return prediction_from(script, result.report, result.verdict)
 
 

@@ -90,39 +90,22 @@ def format_page(page: dict) -> str:
 # -- the report's sections ---------------------------------------------------------------------
 
 
-def format_report(result, *, command: str, versions: dict) -> str:
-    """The page for one :class:`~graphtool.commands.report.ReportResult`."""
-    pictures, svgs = [], []
-    for p in result.pictures:
+def format_report(sections: list[str], pictures, *, title: str, summary: str, subtitle: str, notes=()) -> str:
+    """The ``graphtool report`` page: its ``sections`` in order, and ``pictures`` (each a graph laid out at every
+    fold level, with what a click on a node shows) packed for the viewer."""
+    packed, svgs = [], []
+    for p in pictures:
         levels = []
         for lv in p.levels:
             levels.append({"name": lv.name, "depth": lv.depth, "boxes": lv.boxes, "svg": len(svgs)})
             svgs.append(_packed(lv.svg))
         # facts and fold membership are most of a large graph's bytes: packed like the pictures
         facts = {"facts": _short_paths(p.facts), "members": [lv.members for lv in p.levels]}
-        pictures.append({"id": f"r{p.region}-{p.graph}", "region": p.region, "graph": p.graph, "nodes": p.nodes,
-                         "drawn": p.drawn, "edges": p.edges, "default": p.default, "levels": levels, "packed": len(svgs)})
+        packed.append({"id": f"r{p.region}-{p.graph}", "region": p.region, "graph": p.graph, "nodes": p.nodes,
+                       "drawn": p.drawn, "edges": p.edges, "default": p.default, "levels": levels, "packed": len(svgs)})
         svgs.append(_packed(json.dumps(facts, separators=(",", ":"), default=str)))
-    t = result.trace
-    sections = [
-        _findings_section(result.findings),
-        _graphs_section(result),
-        _mutations_section(t.mutations),
-        _devices_section(result.devices),
-        _cudagraphs_section(result.verdict),
-        _ddp_section(getattr(result, "ddp", None)),
-        _fsdp2_section(getattr(result, "fsdp2", None), getattr(result, "rank_memory", None)),
-        _memory_section(result.memory, result.memory_note),
-        *([fit_section(result.fit)] if getattr(result, "fit", None) is not None else []),
-        *([shapes_section(result.shapes)] if getattr(result, "shapes", None) is not None else []),
-        *([_beside_run(result.beside_run)] if getattr(result, "beside_run", None) is not None else []),
-        _regions_section(t, result.devices),
-        _model_section(result, command, versions),
-    ]
-    mode = "training" if t.training else "inference"
-    line = f"{t.device}, {mode}, backend {t.backend}; torch {versions.get('torch', '?')}; made by: {command}"
-    return format_page({"title": display_path(t.path) or t.path, "summary": result.summary(), "sections": sections,
-                        "pictures": pictures, "svgs": svgs, "subtitle": line, "notes": list(result.notes)})
+    return format_page({"title": title, "summary": summary, "sections": [s for s in sections if s],
+                        "pictures": packed, "svgs": svgs, "subtitle": subtitle, "notes": list(notes)})
 
 
 def against_section(comparison, title: str = "Beside graphtool's prediction", extra: str = "") -> str:
@@ -133,7 +116,7 @@ def against_section(comparison, title: str = "Beside graphtool's prediction", ex
                     comparison.disagreements)
 
 
-def _beside_run(beside) -> str:
+def beside_run_section(beside) -> str:
     """``report --log``'s section: the run's logs (``RunLog``) beside this page's prediction (``Comparison``)."""
     facts, comparison = beside
     files = ", ".join(display_path(f.path) or f.path for f in facts.log.files)
@@ -169,15 +152,15 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _model_section(result, command: str, versions: dict) -> str:
-    t = result.trace
+def model_section(t, stand_in: str, command: str, versions: dict) -> str:
+    """About this report: the model, how it was traced, the command that makes the page again, the versions."""
     rows = [
         ["model", escape(display_path(t.path) or t.path)],
         ["entry", escape(str(t.entry))],
         ["device", escape(t.device)],
         ["mode", "training (forward + backward)" if t.training else "inference (forward only)"],
         ["backend", escape(t.backend)],
-        ["pictures traced on", escape("meta, standing for a GPU" if result.stand_in == "meta" else result.stand_in)],
+        ["pictures traced on", escape("meta, standing for a GPU" if stand_in == "meta" else stand_in)],
         ["command", f"<code>{escape(command)}</code>"],
         ["versions", escape(", ".join(f"{k} {v}" for k, v in versions.items()))],
     ]
@@ -201,7 +184,7 @@ def _see(url: str | None) -> str:
     return f'<div class="see"><b>see:</b> <a href="{escape(url)}" target="_blank" rel="noopener">{escape(url)}</a></div>'
 
 
-def _findings_section(findings) -> str:
+def findings_section(findings) -> str:
     if not findings:
         return _section("findings", "Findings", '<p class="ok">Nothing found: no graph break, mutation, device copy or CUDA-graph skip.</p>', 0)
     items = []
@@ -222,22 +205,22 @@ def _findings_section(findings) -> str:
     return _section("findings", "Findings", f'<ol class="findings">{"".join(items)}</ol>', len(findings))
 
 
-def _graphs_section(result) -> str:
-    if not result.pictures:
+def graphs_section(pictures, trace, devices, stand_in: str) -> str:
+    """The pictures' tabs and viewer; each tab counts the graph it draws (the stand-in's, as Devices counts it)."""
+    if not pictures:
         return _section("graphs", "Graphs", '<p class="note">torch.compile captured no graph to draw.</p>')
     # a tab counts the graph it draws, the stand-in's, as the Devices table does; the Compiled regions
     # table counts the own-device graph (graphtool trace's), and both tables say which is which
-    d = result.devices
-    where = escape(d.shown_device if d is not None else result.stand_in)
-    own = _own_counts(result.trace)
+    where = escape(devices.shown_device if devices is not None else stand_in)
+    own = _own_counts(trace)
     tabs = "".join(
         f'<button type="button" class="tab{" active" if i == 0 else ""}" data-picture="{i}" title="{p.nodes} graph nodes as traced for {where}, counted '
-        f'as the Devices table counts them{_own_differs(own, p.region, p.graph, p.nodes, result.trace.device)}; the picture '
+        f'as the Devices table counts them{_own_differs(own, p.region, p.graph, p.nodes, trace.device)}; the picture '
         f'draws {p.drawn} (output markers in place of the output node)">region {p.region} {p.graph} '
         f'<small>{p.nodes} nodes</small></button>'
-        for i, p in enumerate(result.pictures)
+        for i, p in enumerate(pictures)
     )
-    return _section("graphs", "Graphs", viewer(tabs, _first_paint(result.pictures[0])))
+    return _section("graphs", "Graphs", viewer(tabs, _first_paint(pictures[0])))
 
 
 def viewer(tabs: str, first: str) -> str:
@@ -338,12 +321,27 @@ def _cudagraphs_section(v) -> str:
         body += '<p class="note">Predicted from a trace on the meta device standing for a GPU, with torch\'s own checks.</p>'
     rows = [[escape(r.code), "skips" if r.skips else "note", escape(f"region {r.region} {r.graph}" if r.region is not None else "between regions"),
              escape(r.message), _src_cell(r.source), escape(r.fix or "")] for r in v.reasons]
+    body += _steady_html(getattr(v, "steady", None))
     if rows:
         body += _table(["reason", "effect", "where", "message", "line", "fix"], rows)
     return _section("cudagraphs", "CUDA graphs", body)
 
 
-def _ddp_section(d) -> str:
+def _steady_html(steady) -> str:
+    """The loop's steps, as ``graphtool cudagraphs`` prints them: the steady state, each step's counts, each recompile."""
+    if steady is None:
+        return ""
+    good = steady.steady_from is not None and not steady.failed
+    body = f'<p class="verdict {"ok" if good else "bad"}">steady state {escape(steady.summary())}</p>'
+    body += _table(["step", "graphs compiled", "recompiles", "warm-ups", "recorded", "replayed", "skipped runs"],
+                   [[str(f.step), str(f.graphs_compiled), str(len(f.recompiles)), str(f.warmups), str(f.recordings),
+                     str(f.replays), str(f.skipped_calls)] for f in steady.per_step], "steps")
+    return body + "".join(f'<p class="note">step {r.step}: recompiled {escape(str(r.function))} '
+                          f'{_src_cell(f"{r.file}:{r.line}" if r.file else None)}: {escape(r.reason)}</p>'
+                          for f in steady.per_step for r in f.recompiles)
+
+
+def ddp_section(d) -> str:
     """``--ddp``: one row per graph DDP's optimizer split off (a region of the page), its bucket, where
     the split falls and its CUDA-graph verdict; the graph count at other caps, unused parameters, notes."""
     if d is None:
@@ -372,7 +370,7 @@ def _ddp_section(d) -> str:
     return _section("ddp", "DDP", body, d.graph_count)
 
 
-def _fsdp2_section(f, rank_memory=None) -> str:
+def fsdp2_section(f, rank_memory=None) -> str:
     """``--fsdp2``: the FSDP units and their shards, each compiled graph (a region of the page) with the
     blocks it serves per step and its CUDA-graph verdict, the breaks, the eager collectives of one step,
     each rank's memory (activations when memory was measured), what is predicted only, the notes."""
@@ -457,7 +455,7 @@ def _standin_nodes_head(d) -> str:
     return f"nodes (traced for {d.shown_device})" if d is not None and d.stand_in else "nodes"
 
 
-def _regions_section(t, devices=None) -> str:
+def regions_section(t, devices=None) -> str:
     """One row per graph as ``graphtool trace`` counts it (the model's own device); when the graphs traced
     for the predicted GPU (the pictures', the Devices table's) count differently, their count is a
     column of its own, named so."""
@@ -496,7 +494,7 @@ def python_version() -> str:
 
 def trace_sections(report) -> list[str]:
     """``graphtool trace``'s part of the page: the Compiled regions table and the mutations."""
-    return [_regions_section(report), _mutations_section(report.mutations)]
+    return [regions_section(report), _mutations_section(report.mutations)]
 
 
 def mutations_section(report) -> str:

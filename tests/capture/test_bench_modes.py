@@ -428,7 +428,7 @@ def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
     on a machine with CUDA (before, the GPU's name was printed for CPU timings)."""
     import graphtool.analysis.bench_report as ab
     from graphtool.capture.bench.modes import cuda_device_of
-    from graphtool.commands.shared import eager_vs_compiled
+    from graphtool.commands.session import Session
 
     assert cuda_device_of(load_model(example("mlp.py"))) is None
     assert cuda_device_of(load_model(example("mutate_input.py"))) is None  # a function model
@@ -436,7 +436,7 @@ def test_trace_bench_names_the_device_the_script_used(cli, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "A GPU that was not used")
     seen = {}
     monkeypatch.setattr(ab, "build_bench_report", lambda spec, device, *a, **k: seen.setdefault("device", device))
-    eager_vs_compiled(example("mlp.py"), None, compile_mode="none", warmup=0, iters=1, repeat=1)
+    Session(example("mlp.py")).bench(in_place=True, compile_mode="none", warmup=0, iters=1, repeat=1)
     assert seen["device"] == "cpu"
 
 

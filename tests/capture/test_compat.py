@@ -138,10 +138,6 @@ def test_private_symbol_exists(module, attr):
     assert _lookup._require(module, attr) is not None
 
 
-def test_dispatch_modes_can_take_higher_order_ops_on_this_torch():
-    """bench's random-op mode relies on it to let torch.cond and friends through."""
-    assert compat.modes_can_take_higher_order_ops()
-    assert isinstance(torch.ops.higher_order.cond, compat.higher_order_operator_type())
 
 
 def test_op_arguments_names_the_schema():
@@ -805,10 +801,6 @@ def test_a_cross_entropy_loss_gives_gradients_on_meta_under_aot():
 
 
 # -- issue 35: the activation budget and live bytes
-
-
-def test_activation_memory_budget_is_a_functorch_setting():
-    assert compat.has_activation_memory_budget()
 
 
 def test_the_min_cut_partitioner_is_where_inductor_and_aot_eager_call_it():

@@ -30,13 +30,14 @@ BREAKS = [
 
 
 def _infos():
+    """Each break where trace and lint both place it: the user's line, torch's place in library code as the library's."""
     from graphtool.analysis.trace_report import BreakInfo
 
     out = []
     for reason, code, hint, file, line, called, _ in BREAKS:
         file = OPTIMIZER_PY if file == "OPTIMIZER" else file
-        out.append(BreakInfo(file, line, reason, code, hint, called_file=called[0] if called else None,
-                             called_line=called[1] if called else None))
+        out.append(BreakInfo(*(called or (file, line)), reason, code, hint, library_file=file if called else None,
+                             library_line=line if called else None))
     return out
 
 
@@ -55,17 +56,14 @@ def _verdict_fixes() -> list[str]:
 
 
 def _lint_model():
+    from graphtool.analysis.diagnostics import read_line
     from graphtool.analysis.lint import LintResult, LintTarget, judge
     from graphtool.capture.processes.lint_job import BreakRecord
 
     records = []
     for b in _infos():  # as lint's child records them: at the user's line, torch's place as the library's
-        user_file, user_line = (b.called_file, b.called_line) if b.called_file else (b.file, b.line)
-        from graphtool.analysis.diagnostics import read_line
-
-        records.append(BreakRecord(b.reason, b.code, user_file, user_line, (read_line(user_file, user_line) or "").strip(),
-                                   b.hint, library_file=b.file if b.called_file else None,
-                                   library_line=b.line if b.called_file else None))
+        records.append(BreakRecord(b.reason, b.code, b.file, b.line, (read_line(b.file, b.line) or "").strip(),
+                                   b.hint, library_file=b.library_file, library_line=b.library_line))
     return judge(LintTarget(STEP), LintResult(ok=True, graph_count=2, breaks=tuple(records)))
 
 
@@ -83,9 +81,9 @@ def _finding_fixes() -> list[str]:
     from graphtool.capture.graph_breaks import GraphBreak, StackFrame
     from tests.render.test_views import TRACE
 
-    raw = [GraphBreak(b.file, b.line, b.reason, b.code, b.hint,
-                      stack=(StackFrame(b.called_file, b.called_line, "train_step"), StackFrame(b.file, b.line, "_use_grad"))
-                      if b.called_file else ())
+    raw = [GraphBreak(b.library_file or b.file, b.library_line or b.line, b.reason, b.code, b.hint,  # as torch records them
+                      stack=(StackFrame(b.file, b.line, "train_step"), StackFrame(b.library_file, b.library_line, "_use_grad"))
+                      if b.library_file else ())
            for b in _infos()]
     trace = replace(TRACE, breaks=tuple(_infos()), mutations=replace(TRACE.mutations, inputs=(), outputs=(), input_aliases=()))
     return [f.fix for f in build_findings(trace, raw, None, None, NodeIndex({})) if f.kind == "graph-break"]

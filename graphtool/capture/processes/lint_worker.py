@@ -30,11 +30,10 @@ from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import (
     BreakRecorder,
     StackFrame,
+    at_user_code,
     guard_site,
     hit_recompile_limit,
-    is_user_file,
     quiet_torch_logs,
-    user_site,
 )
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
 from graphtool.capture.processes.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
@@ -341,7 +340,7 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
 def _break_record(b, called_at: StackFrame | None) -> BreakRecord:
     # a break with no user frame on its stack (a library model's own code) stays at the library line that
     # broke: ``called_at``, the factory's def line, never led to it and names no line worth reading
-    file, line, library_file, library_line = _at_user_code(b.file, b.line, b.stack, None)
+    file, line, library_file, library_line = at_user_code(b.file, b.line, b.stack, None)
     here = (file, line) == (b.file, b.line)  # the columns are of torch's place, not of a user's call that led there
     return BreakRecord(reason=b.reason, code=b.code, file=file, line=line, source_text=_source_text(file, line), hint=b.hint,
                        library_file=library_file, library_line=library_line,
@@ -354,25 +353,8 @@ def _frame_record(function, file, line, reason, stack, called_at: StackFrame | N
     site = guard_site(reason) if guarded else None
     if site is not None:
         file, line = site
-    file, line, library_file, library_line = _at_user_code(file, line, stack, called_at)
+    file, line, library_file, library_line = at_user_code(file, line, stack, called_at)
     return FrameRecord(function, file, line, reason, library_file=library_file, library_line=library_line)
-
-
-def _at_user_code(file: str | None, line: int | None, stack, called_at: StackFrame | None) -> tuple:
-    """``(file, line, library_file, library_line)``: unchanged when torch named the user's own code,
-    else the innermost user frame of ``stack`` (or ``called_at``) with torch's place as the library's.
-
-    >>> _at_user_code("/app/m.py", 4, (), None)
-    ('/app/m.py', 4, None, None)
-    >>> _at_user_code("/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py", 67, (), StackFrame("/app/m.py", 9, "m"))
-    ('/app/m.py', 9, '/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py', 67)
-    """
-    if file is None or is_user_file(file):
-        return file, line, None, None
-    site = user_site(stack) or called_at
-    if site is None:  # no user frame anywhere: torch's place is the best there is
-        return file, line, None, None
-    return site.file, site.line, file, line
 
 
 def main(argv: list[str]) -> int:
