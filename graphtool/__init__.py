@@ -4,7 +4,10 @@ The package is layered in one direction: ``cli -> api -> commands -> render -> a
 Only ``capture`` touches torch internals (through ``capture.compat``); importing
 ``graphtool`` itself imports nothing heavy (no torch, no rich), so ``graphtool --help`` stays fast.
 
-The public API works on model objects (see :mod:`graphtool.api`), and is loaded on first use::
+The public API works on model objects and scripts (see :mod:`graphtool.api`), and is loaded on first use::
+
+    s = graphtool.load(model, x)     # or graphtool.load("model.py", ddp=True): a Session, loaded once
+    s.trace(); s.cudagraphs(); s.memory(fit="24GiB"); s.report(output="r.html")
 
     graphtool.trace(model, x)        graphtool.mutations(model, x)   graphtool.devices(model, x)
     graphtool.cudagraphs(model, x)   graphtool.memory(model, x)      graphtool.lint(model, x)
@@ -24,7 +27,7 @@ __version__ = "0.1.0"
 SUPPORTED_TORCH = ((2, 11), (2, 15))
 
 _API = frozenset({"trace", "mutations", "devices", "cudagraphs", "memory", "lint", "report", "shapes", "bench",
-                  "Result"})
+                  "Result", "Session", "load"})
 __all__ = sorted(_API | {"render", "testing", "__version__"})
 
 

@@ -160,14 +160,14 @@ class Checker:
         """Lint the model on ``args`` against the marker's budgets (and the baseline); with
         ``cudagraphs=True`` also assert that CUDA graphs would be applied. Returns the lint result."""
         __tracebackhide__ = True
-        from graphtool import api, testing
+        from graphtool import testing
 
         opts = self.options
         budget = opts.get("max_graph_breaks", 0)
         baseline = self.baseline.data if self.baseline is not None and not self.baseline.recording else None
         if self.baseline is not None and "max_graph_breaks" not in opts:
             budget = None  # a baseline alone: any break not in it fails, as `graphtool lint --baseline` does; recording takes all
-        result = api.lint(model, *args, max_graph_breaks=budget, max_recompiles=opts.get("max_recompiles"),
+        result = testing._ask("lint", model, *args, max_graph_breaks=budget, max_recompiles=opts.get("max_recompiles"),
                           max_skipped_frames=opts.get("max_skipped_frames"), allowed_breaks=tuple(opts.get("allowed_breaks", ())),
                           baseline=baseline, name=self.name, **kwargs)
         self.results.append(result)

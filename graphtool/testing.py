@@ -34,6 +34,19 @@ def _name(model: Any) -> str:
     return getattr(model, "__qualname__", None) or type(model).__name__
 
 
+def _ask(command: str, model, *args, **kwargs) -> Any:
+    """``graphtool.COMMAND(model, *args, ...)``: the keyword arguments graphtool takes for ``command`` are its options,
+    the others the model's own (``model_kwargs``)."""
+    __tracebackhide__ = True
+    from graphtool import api
+    from graphtool.commands.options import COMMANDS, LOAD
+
+    known = {o.name for o in COMMANDS[command].keywords} | {o.name for o in LOAD}
+    options = {k: v for k, v in kwargs.items() if k in known}
+    model_kwargs = {**{k: v for k, v in kwargs.items() if k not in known}, **(options.pop("model_kwargs", None) or {})}
+    return getattr(api, command)(model, *args, **options, **({"model_kwargs": model_kwargs} if model_kwargs else {}))
+
+
 def _fail(headline: str, result) -> None:
     __tracebackhide__ = True
     raise AssertionError(f"{headline}:\n{result.diagnostics().rstrip()}")
@@ -45,10 +58,9 @@ def assert_graph_breaks_at_most(n: int, model, *args, **kwargs) -> Any:
     Keyword arguments go to the model, except :func:`graphtool.api.lint`'s options (``allowed_breaks``,
     ``max_recompiles``...). Returns the lint :class:`~graphtool.api.Result`."""
     __tracebackhide__ = True
-    from graphtool import api
     from graphtool.text import count
 
-    result = api.lint(model, *args, max_graph_breaks=n, **kwargs)
+    result = _ask("lint", model, *args, max_graph_breaks=n, **kwargs)
     if not result.passed:
         found = len(result.graph_breaks)
         expected = "expected none" if n == 0 else f"expected at most {n}"
@@ -72,14 +84,13 @@ def assert_no_recompiles(model, inputs_per_step: Sequence, **kwargs) -> Any:
     >>> _ = assert_no_recompiles(torch.nn.Linear(4, 2), [torch.randn(3, 4), torch.randn(3, 4)])
     """
     __tracebackhide__ = True
-    from graphtool import api
     from graphtool.text import count
 
     steps = list(inputs_per_step)
     if not steps:
         raise ValueError("inputs_per_step is empty: give the inputs of at least one call")
     first = steps[0] if isinstance(steps[0], (tuple, list)) else (steps[0],)
-    result = api.lint(model, *first, steps=steps, max_recompiles=0, **kwargs)
+    result = _ask("lint", model, *first, steps=steps, max_recompiles=0, **kwargs)
     if not result.passed:
         recompiles = len(result.report.models[0].recompiles)
         _fail(f"{_name(model)} recompiled {count(recompiles, 'time')} over {count(len(steps), 'step')} (expected none)", result)
@@ -90,9 +101,7 @@ def assert_cudagraphable(model, *args, backend: str = "inductor", **kwargs) -> A
     """CUDA graphs would be applied to every region (``mode="reduce-overhead"`` for ``backend="inductor"``,
     ``backend="cudagraphs"`` for torch's cudagraphs backend), judged on a meta stand-in: no GPU needed."""
     __tracebackhide__ = True
-    from graphtool import api
-
-    result = api.cudagraphs(model, *args, backend=backend, **kwargs)
+    result = _ask("cudagraphs", model, *args, backend=backend, **kwargs)
     if result.found:
         _fail(f"{_name(model)} would not be CUDA-graphed (backend {backend!r})", result)
     return result
@@ -102,9 +111,7 @@ def assert_no_input_mutations(model, *args, allow: Sequence[str] = (), **kwargs)
     """No input is mutated and no output aliases an input, except what ``allow`` accepts: the kinds
     ``buffers``, ``parameters``, ``user_inputs``, or FQN patterns such as ``"*.k_cache"``."""
     __tracebackhide__ = True
-    from graphtool import api
-
-    result = api.mutations(model, *args, allow=allow, **kwargs)
+    result = _ask("mutations", model, *args, allow=allow, **kwargs)
     if result.found:
         _fail(f"{_name(model)}: {result.summary()}", result)
     return result
@@ -124,9 +131,7 @@ def assert_fits(model, *args, device_memory: str, **kwargs) -> Any:
     AssertionError: Sequential does not fit 256.0 KiB: over by ...
     """
     __tracebackhide__ = True
-    from graphtool import api
-
-    result = api.memory(model, *args, fit=device_memory, **kwargs)
+    result = _ask("memory", model, *args, fit=device_memory, **kwargs)
     fit = result.fit
     if fit.verdict.startswith("does not fit"):
         from graphtool.analysis.memory.saved import format_bytes

@@ -55,6 +55,12 @@ class BenchReport:
     spread_limit_pct: float = SPREAD_LIMIT_PCT  # above it, a mode's timings are flagged as noisy
     random_ops: dict | None = None  # drawn, check ("dropout off"), turned_off, still_drawn; None: none drawn
     own_step: dict | None = None  # kind, evidence: the call is a training step with its own backward and optimizer
+    timed_why: str | None = None  # why what was timed was (training by default, as every command; or as asked)
+
+    @property
+    def timed(self) -> str:
+        """What one timed iteration is: ``forward``, ``forward + backward`` or ``training step`` (the model's own)."""
+        return "training step" if self.own_step else "forward + backward" if self.backward else "forward"
 
     def random_ops_note(self) -> str | None:
         """How modes were checked when the model draws random numbers (dropout in training).
@@ -139,7 +145,8 @@ class BenchReport:
             "device": self.device,
             "host": self.host,
             "settings": {"backward": self.backward, "warmup": self.warmup, "iters": self.iters, "repeat": self.repeat,
-                         "spread_limit_pct": self.spread_limit_pct, "own_step": self.own_step},
+                         "spread_limit_pct": self.spread_limit_pct, "own_step": self.own_step,
+                         "timed": self.timed, "timed_why": self.timed_why},
             "modes": [m.to_dict(self.spread_limit_pct) for m in self.modes],
             "warnings": self.warnings(),
             "cudagraphs_verdict": self.verdict,
@@ -158,6 +165,10 @@ def build_bench_report(spec, device: str, results, *, backward, warmup, iters, r
     )
     random_ops = next((r.random_ops for r in results if getattr(r, "random_ops", None)), None)
     own_step = next((r.own_step for r in results if getattr(r, "own_step", None)), None)
+    # eager's run decided what was timed when the caller left it to the model (backward=None)
+    decided = next((r for r in results if getattr(r, "backward", None) is not None), None)
+    backward = decided.backward if decided is not None else bool(backward)
+    timed_why = decided.timed_why if decided is not None else None
     import os
     import platform
 
@@ -167,4 +178,5 @@ def build_bench_report(spec, device: str, results, *, backward, warmup, iters, r
 
     host = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()}
     return BenchReport(str(spec.path), spec.entry, device, __version__, str(torch.__version__), host,
-                       backward, warmup, iters, repeat, modes, verdict, random_ops=random_ops, own_step=own_step)
+                       backward, warmup, iters, repeat, modes, verdict, random_ops=random_ops, own_step=own_step,
+                       timed_why=timed_why)

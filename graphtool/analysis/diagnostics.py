@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import linecache
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 
@@ -128,23 +129,66 @@ def with_source(d: Diagnostic, lines: LineReader | None = None, source_text: str
     return replace(d, source=text).located()
 
 
-def _gb_help(hint: str | None, code: str | None) -> tuple[str | None, str | None]:
-    url = GB_URL.format(code=code) if code else None
-    return hint, url
+#: what reads a tensor's value on the host, in a graph break's reason: the break is a host sync
+HOST_SYNC = re.compile(r"item\(\)|_local_scalar_dense|data[- ]dependent|dynamic shape operator|nonzero|DynamicOutputShape", re.I)
+
+#: a break's fix when nothing more is known of its cause (the CUDA-graph catalogue's CG090 and CG091 say the same)
+BREAK_FIX = "remove the break to get one graph"
+HOST_SYNC_FIX = "keep the value on the device"
+_BACKWARD_BREAK_HELP = ("dynamo ends the graph at backward() inside a compiled function (the call runs outside any graph, "
+                        "through the forward graph's compiled backward); compile the forward and loss alone "
+                        "(torch.compile(model); loss.backward() and the optimizer outside it), or turn on compiled autograd "
+                        "(torch._dynamo.config.compiled_autograd = True) to capture the backward as a graph of its own")
+_OPTIMIZER_BREAK_HELP = ("torch's optimizer breaks the graph on purpose around its step (its own code, nothing to remove): the "
+                         "step is a graph of its own; compile opt.step on its own (torch.compile(opt.step), called after "
+                         "loss.backward()), as torch's compiled-optimizer recipe does")
+_ZERO_GRAD_HELP = ("dynamo never traces Optimizer.zero_grad (it runs eagerly, between graphs): call "
+                   "opt.zero_grad(set_to_none=True) outside the compiled function, and compile opt.step on its own "
+                   "(torch.compile(opt.step))")
+
+
+def break_help(reason: str, *, code: str | None = None, hint: str | None = None, files: Iterable[str | None] = (),
+               source: str | None = None) -> str:
+    """What to do about a graph break, for its cause: every command's help for a break comes from here (trace, lint,
+    cudagraphs, the report). ``hint`` is torch's own; ``files`` the break's places (torch's file and the user's line
+    that led there); ``source`` the user's line.
+
+    >>> break_help("Unsupported Tensor.backward() call", code="gb0123").startswith("dynamo ends the graph at backward()")
+    True
+    >>> break_help("Call to `torch._dynamo.graph_break()`", code="gb0025",
+    ...            files=["/venv/lib/python3.11/site-packages/torch/optim/optimizer.py"]).startswith("torch's optimizer")
+    True
+    >>> break_help("Attempted to inline function marked as skipped", hint="Avoid calling the function `Optimizer.zero_grad`.",
+    ...            source="    opt.zero_grad(set_to_none=True)").startswith("dynamo never traces Optimizer.zero_grad")
+    True
+    >>> break_help("Call to `torch._dynamo.graph_break()`", hint="Remove the `torch._dynamo.graph_break()` call.")
+    'Remove the `torch._dynamo.graph_break()` call.'
+    """
+    text = f"{reason or ''} {hint or ''}"
+    if code == "gb0123" or re.search(r"\bTensor\.backward\(\)|\bautograd\.backward\b", reason or ""):
+        return _BACKWARD_BREAK_HELP
+    if "zero_grad" in text or re.search(r"\.zero_grad\(", source or ""):
+        return _ZERO_GRAD_HELP
+    in_optim = any(f and "/torch/optim/" in f.replace("\\", "/") for f in files)
+    if in_optim or re.search(r"`(Optimizer|\w*(Adam|SGD|RMSprop|Adagrad|LBFGS)\w*)\.step`", text):
+        return _OPTIMIZER_BREAK_HELP
+    if hint:
+        return hint
+    return HOST_SYNC_FIX if HOST_SYNC.search(reason or "") else BREAK_FIX
 
 
 def graph_break(reason: str, file: str | None, line: int | None, *, code: str | None = None, hint: str | None = None,
                 source_text: str | None = None, model: str | None = None, region: str | None = None, tag: str = "",
                 severity: str = "warning", lines: LineReader | None = None, col: int | None = None,
-                end_col: int | None = None) -> Diagnostic:
+                end_col: int | None = None, other_file: str | None = None) -> Diagnostic:
     """A graph break (GT-B001); ``code`` is torch's gb id, which names its explanation page; ``col``..``end_col``
-    (0-based, from torch's positions) the expression that broke, underlined instead of the whole line."""
-    help_text, url = _gb_help(hint, code)
-    if help_text is None:
-        help_text = "the code after this line runs eagerly until torch.compile starts a new region"
+    (0-based, from torch's positions) the expression that broke, underlined instead of the whole line; the help is
+    :func:`break_help`'s (``other_file``: the break's other place, torch's file or the user's call that led there)."""
+    url = GB_URL.format(code=code) if code else None
     message = f"graph break{tag}: {reason}" + (f" [{code}]" if code else "")
-    d = with_source(Diagnostic("GT-B001", message, file, line, help=help_text, url=url, model=model, region=region,
+    d = with_source(Diagnostic("GT-B001", message, file, line, url=url, model=model, region=region,
                                severity=severity), lines, source_text)
+    d = replace(d, help=break_help(reason, code=code, hint=hint, files=(file, other_file), source=d.source))
     if d.source is not None and col is not None and end_col is not None and 0 <= col < end_col <= len(d.source):
         d = replace(d, col=col + 1, span=end_col - col)
     return d
@@ -199,7 +243,6 @@ def recompile_help(reason: str) -> str:
     >>> recompile_help("GLOBAL_STATE changed: grad_mode ").startswith("the grad mode changed")
     True
     """
-    import re
 
     first = reason.splitlines()[0] if reason else ""
     guard = re.sub(r"^\d+/\d+: ", "", first).split("  #")[0].strip()  # "1/0: " is torch's frame/compile id
@@ -231,9 +274,31 @@ def recompile_help(reason: str) -> str:
 def recompile(function: str, file: str | None, line: int | None, reason: str, *, model: str | None = None,
               lines: LineReader | None = None) -> Diagnostic:
     """A recompile (GT-B003), its help written for the kind of guard that failed (:func:`recompile_help`)."""
-    d = Diagnostic("GT-B003", f"recompile of {function}: {reason}", file, line, help=recompile_help(reason),
+    d = Diagnostic("GT-B003", f"recompile of {function}: {guard_text(reason)}", file, line, help=recompile_help(reason),
                    model=model, severity="warning")
     return with_source(d, lines)
+
+
+def guard_text(reason: str) -> str:
+    """torch's recompile reason as a diagnostic's message: each failed guard on one line, without the source comment
+    and the user stack torch appends (the diagnostic shows that line itself).
+
+    >>> guard_text('1/0: ___stack0 == 0.27     # y * s  # m.py:19 in r\\nUser stack trace:\\n  File "m.py", line 19, in r\\n    y * s')
+    '1/0: ___stack0 == 0.27'
+    >>> guard_text("0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3")
+    "0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3"
+    """
+
+    kept, in_stack = [], False
+    for line in (reason or "").splitlines():
+        if line.strip() == "User stack trace:":
+            in_stack = True
+            continue
+        if in_stack and (line.startswith(" ") or not line.strip()):  # the stack's frames and their source lines
+            continue
+        in_stack = False
+        kept.append(re.split(r"\s{2,}#", line, maxsplit=1)[0].rstrip())
+    return "; ".join(k for k in kept if k) or (reason or "")
 
 
 def cudagraph_finding(r, *, lines: LineReader | None = None) -> Diagnostic:
@@ -281,37 +346,73 @@ def _mutation_help(m, names: list[str], accept: Callable[[Iterable[str]], str] =
             "CUDA graphs want it at one address (allocate it once; torch._dynamo.mark_static_address)")
 
 
+#: how many characters of names a mutation's message lists before ``and N more``: a diagnostic is never cut, so it stays short
+NAMES_WIDTH = 80
+
+
+def some_names(names: list[str], width: int = NAMES_WIDTH) -> str:
+    """As many names as fit in ``width`` characters (at least one), then how many more.
+
+    >>> some_names(["bn.running_mean", "bn.running_var"])
+    'bn.running_mean, bn.running_var'
+    >>> some_names([f"layers.{i}.weight" for i in range(12)], width=40)
+    'layers.0.weight, layers.1.weight and 10 more (--format json lists them all)'
+    """
+    shown: list[str] = []
+    for name in names:
+        if shown and len(", ".join([*shown, name])) > width:
+            break
+        shown.append(name)
+    rest = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {rest} more (--format json lists them all)" if rest else "")
+
+
 def mutation_diagnostics(report, *, model: str | None = None, skip=frozenset(), lines: LineReader | None = None,
                          accept: Callable[[Iterable[str]], str] = cli_allow) -> list[Diagnostic]:
     """GT-M001..M004 for a :class:`~graphtool.analysis.mutations.MutationReport`; inputs named in ``skip`` (accepted) left out.
     ``accept`` writes how to accept a mutation in the caller's terms: :func:`cli_allow` or :func:`python_allow`.
 
     Mutations of one kind at one line (the three statistics of a BatchNorm, each layer of a
-    Sequential built in one line) are one diagnostic that names them all and says how many."""
+    Sequential built in one line) are one diagnostic that names them all and says how many; what an
+    optimizer's step writes (its state, the parameters it updates) is one note for the whole step. A
+    message names as many tensors as fit in one line (``and 49 more``); ``--format json`` lists every one."""
+    from graphtool.analysis.mutations import optimizer_summary
+
     out = []
     groups: dict[tuple, list] = {}
+    steps: dict[tuple, list] = {}
     for m in report.mutated:
         if m.name in skip:
+            continue
+        region = "region " + ",".join(map(str, m.mutated_in or m.regions)) if (m.mutated_in or m.regions) else None
+        src = m.source
+        if m.by_optimizer:
+            steps.setdefault((src.file if src else None, src.line if src else None, region), []).append(m)
             continue
         what = "mutated in place" + (" under no_grad" if m.under_no_grad else "")
         code = "GT-M001" if m.mutates_data else "GT-M002"
         if not m.mutates_data:
             changed = [k for k, on in (("metadata", m.mutates_metadata), ("storage", m.mutates_storage)) if on]
             what = f"{' and '.join(changed)} changed"
-        region = "region " + ",".join(map(str, m.regions)) if m.regions else None
         help_text = _mutation_help(m, [m.name], accept)
         if m.note:
             help_text = f"{m.note}; {help_text}" if help_text else m.note
-        src = m.source
         key = (code, m.kind, what, src.file if src else None, src.line if src else None, region, help_text, m.name if not src else "")
         groups.setdefault(key, []).append(m)
+    for (file, line, region), members in steps.items():
+        states = sorted({m.name.rsplit(".", 1)[-1] for m in members if m.kind == "optimizer_state" and "." in m.name})
+        what = f"its state ({', '.join(states)})" if states else "its state"
+        help_text = (f"a compiled optimizer writes the parameters and {what} in place each step: accept it with "
+                     f"{accept(['optimizer_state'])}; --format json lists all {len(members)} tensors")
+        d = Diagnostic("GT-M001", optimizer_summary(members), file, line, help=help_text, model=model, region=region,
+                       severity="note")
+        out.append(with_source(d, lines))
     for (code, kind, what, file, line, region, help_text, _), members in groups.items():
         noun = kind.replace("_", " ")
         if len(members) == 1:
             message = f"{noun} {members[0].name} {what}"
         else:
-            names = ", ".join(m.name for m in members)
-            message = f"{len(members)} {noun}s {what}: {names}"
+            message = f"{len(members)} {noun}s {what}: {some_names([m.name for m in members])}"
             if members[0].kind == "user_input":
                 help_text = _mutation_help(members[0], [m.name for m in members], accept)
                 if members[0].note:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from graphtool.analysis.diagnostics import GB_URL
 from graphtool.analysis.node_facts import source_snippet
+from graphtool.analysis.trace_report import break_info
 
 SEVERITY = {"graph-break": "warning", "skipped-frame": "error", "mutation": "info", "aliasing": "info",
             "device": "warning", "cudagraphs": "error", "cudagraphs-note": "info", "no-graph": "error"}
@@ -107,8 +108,9 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
         title = "frame skipped" if kind == "skipped-frame" else "graph break"
         if getattr(b, "code", None):
             title += f" ({b.code})"
-        src = f"{b.file}:{b.line}" if b.file and b.line else None
-        found = _finding(kind, title, b.reason, b.file, b.line, getattr(b, "hint", None), index.at_line(src))
+        at = break_info(b)  # where it points, as trace and lint place it
+        src = f"{at.file}:{at.line}" if at.file and at.line else None
+        found = _finding(kind, title, at.message(), at.file, at.line, at.help, index.at_line(src))
         code = getattr(b, "code", None)
         out.append(replace(found, url=GB_URL.format(code=code)) if code else found)
     if verdict is not None:
@@ -137,14 +139,7 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
                                     src.file if src else None, src.line if src else None,
                                     "a copy between devices is a host sync: keep the tensor on one device",
                                     index.named(g.region, g.graph, c.name)))
-    for m in trace.mutations.mutated:
-        kinds = [k for k, on in (("data", m.mutates_data), ("metadata", m.mutates_metadata), ("storage", m.mutates_storage)) if on]
-        how = ", ".join(kinds) + (" under no_grad" if m.under_no_grad else "")
-        fix = None if m.kind == "buffer" else "mutated inputs make torch.compile add copies and CUDA graphs skip: return a new tensor instead"
-        node = index.input_named(m.name, m.regions[0] if m.regions else None)
-        src = m.source
-        out.append(_finding("mutation", f"{m.kind.replace('_', ' ')} {m.name} mutated ({how})", m.note or f"{m.name} is written in place",
-                            src.file if src else None, src.line if src else None, fix, node))
+    out.extend(_mutation_findings(trace.mutations, index))
     for o in trace.mutations.aliased_outputs:
         of = o.alias_of
         what = "a view of" if o.is_view else "shares storage with"
@@ -157,6 +152,39 @@ def build_findings(trace, breaks, verdict, devices, index: NodeIndex, highlights
                             None, index.input_named(a.names[0])))
     order = {"error": 0, "warning": 1, "info": 2}
     return tuple(sorted(out, key=lambda f: order[SEVERITY.get(f.kind, "info")]))
+
+
+def _mutation_findings(report, index: NodeIndex) -> list[Finding]:
+    """One finding per kind of mutation at one line (the three statistics of a BatchNorm), and one for all an
+    optimizer's step writes: a whole compiled training step writes every parameter and its state, which as one
+    finding each buried the graph breaks (211 findings for a 52-parameter GPT step)."""
+    from graphtool.analysis.diagnostics import some_names
+    from graphtool.analysis.mutations import optimizer_summary
+
+    groups: dict[tuple, list] = {}
+    for m in report.mutated:
+        kinds = [k for k, on in (("data", m.mutates_data), ("metadata", m.mutates_metadata), ("storage", m.mutates_storage)) if on]
+        how = ", ".join(kinds) + (" under no_grad" if m.under_no_grad else "")
+        src = m.source
+        kind = "optimizer" if m.by_optimizer else m.kind
+        groups.setdefault((kind, how, src.file if src else None, src.line if src else None, m.mutated_in, m.note), []).append(m)
+    out = []
+    for (kind, how, file, line, regions, note), members in groups.items():
+        first = members[0]
+        node = index.input_named(first.name, regions[0] if regions else (first.regions[0] if first.regions else None))
+        if kind == "optimizer":
+            out.append(_finding("mutation", "optimizer step: parameters and state updated in place", optimizer_summary(members),
+                                file, line, "accept it with `mutations --check --allow optimizer_state`", node))
+            continue
+        fix = None if kind == "buffer" else "mutated inputs make torch.compile add copies and CUDA graphs skip: return a new tensor instead"
+        noun = kind.replace("_", " ")
+        if len(members) == 1:
+            title, message = f"{noun} {first.name} mutated ({how})", note or f"{first.name} is written in place"
+        else:
+            title = f"{len(members)} {noun}s mutated ({how})"
+            message = (f"{note}: " if note else "written in place: ") + some_names([m.name for m in members])
+        out.append(_finding("mutation", title, message, file, line, fix, node))
+    return out
 
 
 def alias_target(of: dict) -> str:

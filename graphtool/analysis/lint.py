@@ -29,6 +29,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 
+from graphtool.analysis.coverage import coverage_of
 from graphtool.capture.processes.lint_job import LintJob, LintResult
 from graphtool.display_paths import display_path as _rel
 from graphtool.text import count
@@ -44,6 +45,7 @@ class Budget:
     allowed_breaks: tuple[str, ...] = ()  # regexes matched against the reason
     max_skipped_frames: int | None = None  # frames dynamo gave up on and ran eagerly
     max_peak_memory: str | None = None  # a size or GPU name the training step's predicted peak must fit
+    min_coverage: float | None = None  # the share of torch calls that must run inside compiled graphs (analysis.coverage)
 
 
 def no_graph_finding(cause: str) -> str:
@@ -84,6 +86,7 @@ class LintTarget:
     ddp: tuple[int, float] | None = None  # ``--ddp``: (world_size, bucket_cap_mb)
     fsdp2: int | None = None  # ``--fsdp2``: the world size
     schedule: bool = False  # ``--schedule``: also run each step of the script's get_input_schedule()
+    coverage: bool = False  # ``--coverage``: also measure capture coverage (so does a min_coverage budget)
 
     @property
     def name(self) -> str:
@@ -93,7 +96,7 @@ class LintTarget:
         if self.run:
             return LintJob(path=self.path, run=True, args=self.args, debug=debug)
         return LintJob(path=self.path, entry=self.entry, dynamic=self.dynamic, debug=debug, ddp=self.ddp, fsdp2=self.fsdp2,
-                       schedule=self.schedule)
+                       schedule=self.schedule, coverage=self.coverage or self.budget.min_coverage is not None)
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,14 @@ class Break:
     def library(self) -> str | None:
         return library_place(self.library_file, self.library_line)
 
+    @property
+    def help(self) -> str:
+        """What to do about it, for its cause, as every command says it (:func:`~graphtool.analysis.diagnostics.break_help`)."""
+        from graphtool.analysis.diagnostics import break_help
+
+        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.file, self.library_file),
+                          source=self.source_text)
+
     def key(self) -> tuple:
         # the library place keeps apart breaks that one user call led to
         return (_rel(self.file), self.kind, self.source_text or (str(self.line) if self.line else None), self.library)
@@ -128,7 +139,7 @@ class Break:
     def to_dict(self) -> dict:
         return {
             "reason": self.reason, "code": self.code, "file": self.file, "line": self.line,
-            "source_text": self.source_text, "hint": self.hint, "occurrences": self.occurrences,
+            "source_text": self.source_text, "hint": self.hint, "help": self.help, "occurrences": self.occurrences,
             "new": self.new, "allowed": self.allowed, "library_file": self.library_file, "library_line": self.library_line,
         }
 
@@ -150,6 +161,8 @@ class ModelLint:
     schedule: dict | None = None  # ``--schedule``: steps run after the example inputs, their source, what was left out
     limit_hit: str | None = None  # dynamo's words when a frame hit recompile_limit and ran eagerly from then on
     peak_memory: dict | None = None  # max_peak_memory: the predicted step peak, the budget, graphtool memory's verdict
+    counters: dict | None = None  # dynamo's counters for the example inputs' call (calls_captured, fallbacks_to_eager)
+    coverage: dict | None = None  # --coverage: analysis.coverage.Coverage.to_dict()
 
     @property
     def passed(self) -> bool:
@@ -195,6 +208,7 @@ class ModelLint:
                 "max_recompiles": t.budget.max_recompiles,
                 "max_skipped_frames": t.budget.max_skipped_frames,
                 "max_peak_memory": t.budget.max_peak_memory,
+                "min_coverage": t.budget.min_coverage,
                 "allowed_breaks": list(t.budget.allowed_breaks),
             },
             "failures": list(self.failures),
@@ -202,6 +216,9 @@ class ModelLint:
             "schedule": self.schedule,
             "recompile_limit_hit": self.limit_hit,
             "peak_memory": self.peak_memory,
+            "calls_captured": (self.counters or {}).get("calls_captured"),
+            "fallbacks_to_eager": (self.counters or {}).get("fallbacks_to_eager"),
+            "coverage": self.coverage,
             "seconds": self.seconds,
         }
 
@@ -287,6 +304,12 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
         failures.append(f"{count(len(new), 'new graph break')} not in the baseline")
     if result.limit_hit:  # the worst silent case: no budget lets it pass
         failures.append(f"recompile limit hit ({result.limit_hit}): the frame runs eagerly, uncompiled, from then on")
+    coverage = coverage_of(result.coverage)
+    if budget.min_coverage is not None:
+        below = coverage.below(budget.min_coverage) if coverage is not None else \
+            "op coverage not measured (a --run script, --ddp or --fsdp2 run): --min-coverage cannot judge it"
+        if below:
+            failures.append(below)
     fixed = ()
     if known is not None:
         now = {_break_key(b, root) for b in breaks}
@@ -310,6 +333,8 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
         no_graph=result.no_graph,
         schedule=result.schedule,
         limit_hit=result.limit_hit,
+        counters=result.counters,
+        coverage=coverage.to_dict() if coverage is not None else None,
     )
 
 

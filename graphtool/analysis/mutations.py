@@ -16,7 +16,8 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from graphtool.analysis.graph_summary import Source, user_source
 from graphtool.capture import compat
@@ -34,6 +35,8 @@ class InputMutation:
     regions: tuple[int, ...]
     note: str | None = None
     in_graph: bool = False  # the graph itself writes it (a copy_ into its placeholder), not an epilogue after it
+    mutated_in: tuple[int, ...] = ()  # the regions whose graph writes it (``regions``: every region it is an input of)
+    by_optimizer: bool = False  # written by one of torch's optimizers (its state; the parameters and gradients its step updates)
 
     @property
     def mutated(self) -> bool:
@@ -51,6 +54,8 @@ class InputMutation:
             "regions": list(self.regions),
             "note": self.note,
             "in_graph": self.in_graph,
+            "mutated_in": list(self.mutated_in),
+            "by_optimizer": self.by_optimizer,
         }
 
 
@@ -114,11 +119,31 @@ class MutationReport:
     def aliased_outputs(self) -> list[ModelOutputAlias]:
         return [o for o in self.model_outputs if o.alias_of is not None]
 
+    @property
+    def optimizer_writes(self) -> list[InputMutation]:
+        """What an optimizer's step writes in place, as it must: its state and the parameters (and gradients) it updates."""
+        return [m for m in self.mutated if m.by_optimizer]
+
+    def optimizer_summary(self) -> str | None:
+        """``the optimizer step updates 52 parameters and 156 state tensors in place, as expected`` (None: no optimizer wrote).
+
+        >>> p = InputMutation("w", "parameter", True, False, False, True, None, (1,), by_optimizer=True)
+        >>> s = InputMutation("opt.state[w].step", "optimizer_state", True, False, False, True, None, (1,), by_optimizer=True)
+        >>> MutationReport((p, s), (), ()).optimizer_summary()
+        'the optimizer step updates 1 parameter and 1 state tensor in place, as expected'
+        """
+        return optimizer_summary(self.optimizer_writes)
+
     def verdict(self) -> str:
         """One line: ``3 buffers mutated in place; output 1 is a view of input x``."""
         parts = []
+        said = self.optimizer_summary()
+        if said:
+            parts.append(said)
         by_kind: dict[str, int] = {}
         for m in self.mutated:
+            if m.by_optimizer:
+                continue
             by_kind[m.kind] = by_kind.get(m.kind, 0) + 1
         for kind, n in by_kind.items():
             noun = {"user_input": "user input", "optimizer_state": "optimizer state tensor"}.get(kind, kind)
@@ -144,12 +169,27 @@ class MutationReport:
         }
 
 
+def optimizer_summary(writes) -> str | None:
+    """One sentence for what an optimizer's step writes (``writes``: InputMutations with ``by_optimizer``)."""
+    if not writes:
+        return None
+    counts: dict[str, int] = {}
+    for m in writes:
+        counts[m.kind] = counts.get(m.kind, 0) + 1
+    nouns = {"parameter": "parameter", "optimizer_state": "state tensor", "gradient": "gradient"}
+    said = [f"{n} {nouns.get(k, k.replace('_', ' '))}{'s' if n != 1 else ''}"
+            for k, n in sorted(counts.items(), key=lambda kv: list(nouns).index(kv[0]) if kv[0] in nouns else len(nouns))]
+    listed = ", ".join(said[:-1]) + (" and " if len(said) > 1 else "") + said[-1]
+    return f"the optimizer step updates {listed} in place, as expected"
+
+
 ALLOW_KINDS = {"buffers": "buffer", "parameters": "parameter", "user_inputs": "user_input", "inputs": "user_input",
                "optimizer_state": "optimizer_state"}
 
 
 def is_allowed(m: InputMutation, allow) -> bool:
-    """Whether ``--allow`` accepts this mutation: a kind (``buffers``, ``parameters``, ``user_inputs``)
+    """Whether ``--allow`` accepts this mutation: a kind (``buffers``, ``parameters``, ``user_inputs``;
+    ``optimizer_state``: everything an optimizer's step writes, its state and the parameters it updates)
     or an FQN pattern (``*.k_cache``, ``bn.running_*``, fnmatch rules). A leading ``*.`` also matches
     nothing, so ``*.k_cache`` accepts a top-level ``k_cache`` as well as ``layers.0.k_cache``.
 
@@ -158,8 +198,11 @@ def is_allowed(m: InputMutation, allow) -> bool:
     (True, True, False)
     >>> is_allowed(InputMutation("k_cache", "buffer", True, False, False, True, None, (0,)), ["*.k_cache"])
     True
+    >>> is_allowed(InputMutation("net.0.weight", "parameter", True, False, False, True, None, (1,), by_optimizer=True), ["optimizer_state"])
+    True
     """
-    return any(ALLOW_KINDS.get(a) == m.kind or fqn_matches(m.name, a) for a in allow)
+    return any(ALLOW_KINDS.get(a) == m.kind or fqn_matches(m.name, a) or (a == "optimizer_state" and m.by_optimizer)
+               for a in allow)
 
 
 def fqn_matches(name: str, pattern: str) -> bool:
@@ -173,36 +216,50 @@ def fqn_matches(name: str, pattern: str) -> bool:
     return fnmatchcase(name, pattern) or (pattern.startswith("*.") and fnmatchcase(name, pattern[2:]))
 
 
-def _mutation_sources(region) -> dict[int, Source | None]:
-    """dynamo input index -> the user's line of the op whose result AOT writes back."""
+def _mutation_sources(region) -> dict[int, str | None]:
+    """dynamo input index -> the stack trace of the op whose result AOT writes back."""
     out_node = next(iter(region.forward.graph.find_nodes(op="output")))
     descs = compat.output_descriptors(region.forward.graph) or []
     values = out_node.args[0] if out_node.args else ()
-    sources: dict[int, Source | None] = {}
+    stacks: dict[int, str | None] = {}
     for value, desc in zip(values, descs):
         role, idx = compat.describe_aot_output(desc)
         if role == "mutated_input" and idx is not None and hasattr(value, "meta"):
-            sources[idx] = user_source(value.meta.get("stack_trace"))
-    return sources
+            stacks[idx] = value.meta.get("stack_trace")
+    return stacks
 
 
-def _in_graph_write_sources(region) -> dict[str, Source | None]:
-    """placeholder name -> the user's line of the value an in-graph ``copy_`` writes into it.
+def _in_graph_write_sources(region) -> dict[str, str | None]:
+    """placeholder name -> the stack trace of the value an in-graph ``copy_`` writes into it.
 
     Inductor's AOT stage keeps input mutations in the graph (``copy_(primals_5, add_2)`` at its end,
     with no stack trace of its own): the line is the one that computed the new value."""
-    found: dict[str, Source | None] = {}
+    found: dict[str, str | None] = {}
     for node in region.forward.graph.nodes:
         if node.op != "call_function" or "copy_" not in str(node.target) or len(node.args) < 2:
             continue
         dst, value = node.args[0], node.args[1]
-        if getattr(dst, "op", None) != "placeholder" or found.get(dst.name):
+        if getattr(dst, "op", None) != "placeholder" or user_source(found.get(dst.name)):
             continue
-        src = user_source(node.meta.get("stack_trace"))
-        if src is None and hasattr(value, "meta"):
-            src = user_source(value.meta.get("stack_trace"))
-        found[dst.name] = src
+        stack = node.meta.get("stack_trace")
+        if user_source(stack) is None and hasattr(value, "meta"):
+            stack = value.meta.get("stack_trace")
+        found[dst.name] = stack
     return found
+
+
+_OPTIMIZER_FRAME = re.compile(r'File "[^"]*[/\\]torch[/\\]optim[/\\][^"]*"')
+
+
+def _by_optimizer(*stacks: str | None) -> bool:
+    """Whether the write happened inside one of torch's optimizers (``torch/optim/adamw.py`` on its stack).
+
+    >>> _by_optimizer('File "/v/site-packages/torch/optim/adam.py", line 769, in _multi_tensor_adam', None)
+    True
+    >>> _by_optimizer('File "/m.py", line 9, in forward')
+    False
+    """
+    return any(bool(s) and _OPTIMIZER_FRAME.search(s) is not None for s in stacks)
 
 
 def analyze_mutations(capture) -> MutationReport:
@@ -226,11 +283,13 @@ def analyze_mutations(capture) -> MutationReport:
             # AOT's mutations_under_no_grad_or_inference_mode, as torch says it (True for every mutation
             # of a --inference trace, which runs under no_grad; and for a @torch.no_grad() decode step)
             entry["under_no_grad"] |= rec.under_no_grad
+            entry["mutated_in"].add(region.index)
             index = index_of.get(id(rec.ref))
-            entry["source"] = (entry["source"] or sources.get(index) or written.get(rec.graph_name)
-                               or user_source(region.input_writes.get(index))
+            stacks = (sources.get(index), written.get(rec.graph_name), region.input_writes.get(index))
+            entry["source"] = (entry["source"] or next(filter(None, map(user_source, stacks)), None)
                                or user_source(getattr(region, "called_from", None)))
             entry["in_graph"] |= rec.graph_name in written
+            entry["by_optimizer"] |= rec.ref.kind == "optimizer_state" or _by_optimizer(*stacks)
         outputs.extend(_output_aliases(region))
     for name, how in capture.metadata_changes.items():
         entry = merged.setdefault(name, _blank(name, "user_input"))
@@ -242,6 +301,7 @@ def analyze_mutations(capture) -> MutationReport:
             name=e["name"], kind=e["kind"], mutates_data=e["mutates_data"], mutates_metadata=e["mutates_metadata"],
             mutates_storage=e["mutates_storage"], under_no_grad=e["under_no_grad"], source=e["source"],
             regions=tuple(sorted(e["regions"])), note=e["note"], in_graph=e["in_graph"],
+            mutated_in=tuple(sorted(e["mutated_in"])), by_optimizer=e["by_optimizer"],
         )
         for e in merged.values()
     )
@@ -283,7 +343,8 @@ def model_output_aliases(capture) -> list[ModelOutputAlias]:
             view = False
         seen.setdefault(key, i)
         result.append(ModelOutputAlias(i, view, alias_of, lines.get(i)))
-    return result
+    more = _input_view_sources(capture, result, [tuple(t.shape) for t in tensors])
+    return [replace(o, source=more[o.index]) if more.get(o.index) else o for o in result]
 
 
 def _aot_output_kinds(capture, n_outputs: int) -> list[str] | None:
@@ -305,9 +366,14 @@ def _user_output_sources(capture, n_outputs: int) -> dict[int, Source | None]:
     """output index -> the user's line of the node the last region returns it from (when that region's
     user outputs are the model's outputs)."""
     regions = [r for r in capture.regions if r.forward is not None]
-    if not regions:
+    if not regions or len(regions[-1].forward_outputs) != n_outputs:
         return {}
-    graph = regions[-1].forward.graph
+    return _region_output_sources(regions[-1])
+
+
+def _region_output_sources(region) -> dict[int, Source | None]:
+    """user output index of one region -> the user's line of the node its forward graph returns it from."""
+    graph = region.forward.graph
     out_node = next(iter(graph.find_nodes(op="output")))
     values = out_node.args[0] if out_node.args else ()
     found: dict[int, Source | None] = {}
@@ -315,13 +381,57 @@ def _user_output_sources(capture, n_outputs: int) -> dict[int, Source | None]:
         role, idx = compat.describe_aot_output(desc)
         if role == "user_output" and idx is not None and hasattr(value, "meta"):
             found[idx] = user_source(value.meta.get("stack_trace"))
-    return found if len(regions[-1].forward_outputs) == n_outputs else {}
+    return found
+
+
+def _region_output_shapes(region) -> dict[int, tuple | None]:
+    """user output index of one region -> the shape its forward graph gives it (``None``: symbolic or unknown)."""
+    graph = region.forward.graph
+    out_node = next(iter(graph.find_nodes(op="output")))
+    values = out_node.args[0] if out_node.args else ()
+    found: dict[int, tuple | None] = {}
+    for value, desc in zip(values, compat.output_descriptors(graph) or []):
+        role, idx = compat.describe_aot_output(desc)
+        val = value.meta.get("val") if hasattr(value, "meta") else None
+        if role == "user_output" and idx is not None:
+            try:
+                found[idx] = tuple(int(n) for n in val.shape)
+            except (AttributeError, TypeError, ValueError):
+                found[idx] = None
+    return found
+
+
+def _input_view_sources(capture, outputs: list[ModelOutputAlias], shapes: list[tuple]) -> dict[int, Source | None]:
+    """output index -> the user's line, for the model's outputs that are views of an input when the last
+    region's outputs are not the model's: a graph break before ``return y, x[:, -1]`` leaves ``y`` outside
+    the last graph, which returns the view alone. The k-th output that views input ``x`` is the k-th output
+    of the latest region that views an input named ``x``, when that region has as many of the same shapes
+    (a submodule's own ``x`` is another tensor)."""
+    wanted: dict[str, list[int]] = {}
+    for o in outputs:
+        if o.source is None and o.is_view and o.alias_of and o.alias_of.get("kind") == "input":
+            wanted.setdefault(o.alias_of["name"], []).append(o.index)
+    found: dict[int, Source | None] = {}
+    for name, indices in wanted.items():
+        for region in reversed([r for r in capture.regions if r.forward is not None]):
+            refs = [rec.ref for rec in region.forward_inputs]
+            views = [o.index for o in region.forward_outputs if o.alias_type == "alias_of_input" and o.base_index is not None
+                     and o.base_index < len(refs) and refs[o.base_index] is not None and refs[o.base_index].name == name]
+            if not views:
+                continue
+            if len(views) == len(indices):
+                lines, made = _region_output_sources(region), _region_output_shapes(region)
+                if all(made.get(v) == shapes[i] for i, v in zip(indices, views)):
+                    found.update((i, lines.get(v)) for i, v in zip(indices, views))
+            break  # the latest region that returns a view of it decides; a different count matches nothing
+    return found
 
 
 def _blank(name: str, kind: str) -> dict:
     return {
         "name": name, "kind": kind, "mutates_data": False, "mutates_metadata": False, "mutates_storage": False,
         "under_no_grad": False, "source": None, "regions": set(), "note": None, "in_graph": False,
+        "mutated_in": set(), "by_optimizer": False,
     }
 
 

@@ -69,6 +69,9 @@ class SteadyState:
     steady_from: int | None  # the first step from which nothing more is compiled or recorded; None: still growing
     failed: str | None = None  # a later step raised: the steps before it are reported
     last_step_rerecords: int = 0  # of the last step's recordings, those of a piece already recorded
+    # Python numbers compiled into a graph as constants and guarded on (capture.steady_state.ValueGuard): the
+    # steps ran with the same value each time, and a loop whose value changes compiles again
+    value_guards: tuple = ()
 
     @property
     def captures(self) -> int:
@@ -80,7 +83,38 @@ class SteadyState:
         last = self.per_step[-1] if self.per_step else None
         return (last.recordings + last.replays) if last else 0
 
+    def assumption(self) -> str | None:
+        """What the steady state takes for granted: each number dynamo compiled into a graph keeps its value.
+
+        >>> from graphtool.capture.steady_state import ValueGuard
+        >>> s = SteadyState(3, (), 2, 0, 0, 0, False, 3, value_guards=(ValueGuard("pos", 8, "/nowhere/kv.py", 23),))
+        >>> s.assumption()  # doctest: +ELLIPSIS
+        'assumes the same value every step for pos at /nowhere/kv.py:23: dynamo compiled it into the graph ...'
+        """
+        if not self.value_guards:
+            return None
+        from graphtool.display_paths import display_path
+
+        named = []
+        for g in self.value_guards:
+            where = f"{display_path(g.file)}:{g.line}" if g.file and g.line else None
+            if g.handed_over:  # the resume frame's code is the file of the line that broke
+                what = "the number read before the graph break" + (
+                    f" at line {g.read_at}" if g.read_at else "") + (f", used at {where}" if where else "")
+            else:
+                what = g.name + (f" at {where}" if where else "")
+            named.append(what)
+        one = len(named) == 1
+        return (f"assumes the same value every step for {'; '.join(named)}: dynamo compiled {'it' if one else 'each'} into "
+                f"the graph as a constant and guards on {'it' if one else 'its value'}, so a step with another value "
+                "compiles again")
+
     def summary(self) -> str:
+        text = self._summary()
+        said = self.assumption()
+        return text + f"; {said}" if said else text
+
+    def _summary(self) -> str:
         from graphtool.text import count
 
         recompiles = sum(len(f.recompiles) for f in self.per_step)
@@ -134,6 +168,7 @@ class SteadyState:
             "failed": self.failed,
             "steady_from": self.steady_from,
             "per_step": [f.to_dict() for f in self.per_step],
+            "value_guards": [g.to_dict() for g in self.value_guards],
             "summary": self.summary(),
         }
 
@@ -250,5 +285,14 @@ def steady_state(capture, verdict, capture_sizes=None) -> SteadyState | None:
     return SteadyState(
         steps=log.steps, per_step=tuple(per_step), graphs_compiled=len(log.region_steps), functions_graphed=len(functions),
         recordings=sum(f.recordings for f in per_step), rerecords=rerecords, pool_capture=pool, steady_from=steady_from,
-        failed=log.failed, last_step_rerecords=step_rerecords if per_step else 0,
+        failed=log.failed, last_step_rerecords=step_rerecords if per_step else 0, value_guards=_value_guards(capture),
     )
+
+
+def _value_guards(capture) -> tuple:
+    """Every region's value guards, each number and the line that uses it once (a recompiled region guards again)."""
+    seen: dict = {}
+    for region in getattr(capture, "regions", ()):
+        for g in getattr(region, "value_guards", ()):
+            seen.setdefault((g.name, g.file, g.line, g.read_at), g)
+    return tuple(seen.values())

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from graphtool.analysis.graph_summary import GraphSummary, summarize_graph
 from graphtool.analysis.mutations import MutationReport, analyze_mutations
@@ -30,6 +31,9 @@ class RegionReport:
 
 @dataclass(frozen=True)
 class BreakInfo:
+    """One graph break, where it points as ``graphtool lint`` places it (:func:`graphtool.capture.graph_breaks.at_user_code`):
+    ``file``/``line`` the user's own line, ``library_*`` torch's place when that is library code the user's line led into."""
+
     file: str | None
     line: int | None
     reason: str
@@ -37,9 +41,9 @@ class BreakInfo:
     hint: str | None = None  # torch's suggested fix
     col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
     end_col: int | None = None
-    # a break in library code: the user's call that led there (the nearest user frame on its stack)
-    called_file: str | None = None
-    called_line: int | None = None
+    library_file: str | None = None  # a break in library code: where torch saw it
+    library_line: int | None = None
+    source_text: str | None = None  # the stripped line at ``file:line`` when traced: what graphtool diff matches a moved break by
 
     @property
     def url(self) -> str | None:
@@ -48,19 +52,41 @@ class BreakInfo:
 
         return GB_URL.format(code=self.code) if self.code else None
 
+    @property
+    def help(self) -> str:
+        """What to do about it, for its cause, as every command says it (:func:`~graphtool.analysis.diagnostics.break_help`)."""
+        from graphtool.analysis.diagnostics import break_help, read_line
+
+        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.library_file, self.file),
+                          source=read_line(self.file, self.line) if self.file and self.line else None)
+
     def to_dict(self) -> dict:
-        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint}
-        if self.called_file:
-            d["called_from"] = {"file": self.called_file, "line": self.called_line}
+        d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint,
+             "source_text": self.source_text, "help": self.help}
+        if self.library_file:
+            d.update(library_file=self.library_file, library_line=self.library_line)
         return d
 
     def message(self) -> str:
-        """The reason, and for a break in library code the user's call that led there."""
-        if not self.called_file:
+        """The reason, and for a break in library code where torch saw it (as lint says it)."""
+        if not self.library_file:
             return self.reason
         from graphtool.display_paths import display_path
 
-        return f"{self.reason} (called from {display_path(self.called_file)}:{self.called_line})"
+        return f"{self.reason} (in {display_path(self.library_file)}:{self.library_line})"
+
+
+def break_info(b) -> BreakInfo:
+    """A captured graph break (:class:`~graphtool.capture.graph_breaks.GraphBreak`) where it points."""
+    import linecache
+
+    from graphtool.capture.graph_breaks import at_user_code
+
+    file, line, library_file, library_line = at_user_code(b.file, b.line, getattr(b, "stack", ()))
+    here = library_file is None  # the columns are of torch's place, not of a user's call that led there
+    return BreakInfo(file, line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
+                     getattr(b, "col", None) if here else None, getattr(b, "end_col", None) if here else None,
+                     library_file, library_line, (linecache.getline(file, line).strip() or None) if file and line else None)
 
 
 @dataclass(frozen=True)
@@ -97,12 +123,15 @@ class TraceReport:
     module_training: bool | None = None  # the model's own .training flag (JSON "training"); None: a function
     grad_enabled: bool = True  # the grad mode the model was called in
     own_step: dict | None = None  # a step that runs its own backward/optimizer: {"kind", "evidence"} (train_step.OwnStep)
+    counters: dict | None = None  # dynamo's counters for the traced call: calls_captured, fallbacks_to_eager (capture.compat)
+    coverage: Any = None  # analysis.coverage.Coverage (``trace --coverage``)
 
     def diagnostics(self, lines=None) -> list:
         """Graph breaks (GT-B001) and skipped frames (GT-B002) as :class:`~graphtool.analysis.diagnostics.Diagnostic`."""
         from graphtool.analysis import diagnostics as dg
 
-        out = [dg.graph_break(b.message(), b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col)
+        out = [dg.graph_break(b.message(), b.file, b.line, code=b.code, hint=b.hint, lines=lines, col=b.col, end_col=b.end_col,
+                              other_file=b.library_file)
                for b in self.breaks]
         out += [dg.skipped_frame(s.function, s.file, s.line, s.reason, break_file=s.break_file, break_line=s.break_line, lines=lines)
                 for s in self.skipped_frames]
@@ -131,21 +160,19 @@ class TraceReport:
             "graphs": [r.to_dict() for r in self.regions],
         }
         d.update(self.mutations.to_dict())
+        d["calls_captured"] = (self.counters or {}).get("calls_captured")
+        d["fallbacks_to_eager"] = (self.counters or {}).get("fallbacks_to_eager")
+        d["coverage"] = self.coverage.to_dict() if self.coverage is not None else None
         return d
 
 
 def dedupe_breaks(breaks) -> tuple[BreakInfo, ...]:
-    from graphtool.capture.graph_breaks import user_call
-
     seen, out = set(), []
     for b in breaks:
         key = (b.file, b.line, b.reason)
         if key not in seen:
             seen.add(key)
-            called = user_call(b) if hasattr(b, "stack") else None
-            out.append(BreakInfo(b.file, b.line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
-                                 getattr(b, "col", None), getattr(b, "end_col", None),
-                                 called.file if called else None, called.line if called else None))
+            out.append(break_info(b))
     return tuple(out)
 
 
@@ -181,4 +208,5 @@ def build_trace_report(capture) -> TraceReport:
         module_training=getattr(capture, "module_training", None),
         grad_enabled=getattr(capture, "grad_enabled", True),
         own_step=capture.own_step.to_dict() if getattr(capture, "own_step", None) is not None else None,
+        counters=getattr(capture, "counters", None),
     )

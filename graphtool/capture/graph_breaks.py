@@ -83,6 +83,32 @@ class FrameEvent:
     stack: tuple[StackFrame, ...] = field(default=(), repr=False)
 
 
+_GUARD_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.M)
+_NEXT_GUARD = re.compile(r"\n\s*-?\s*\d+/\d+: ")
+
+
+def guard_site(reason: str | None) -> tuple[str, int] | None:
+    """``(file, line)`` where the value the first failed guard checks is used: the innermost user frame of the
+    ``User stack trace`` torch prints under a recompile reason. A value a graph break handed on (``___stack0 ==
+    0.27``) is guarded in the frame that resumes after the break, whose first line is the break's, not the use's.
+    None when torch printed no user frame (a guard inside torch's own code: an optimizer's ``lr``).
+
+    >>> guard_site('1/0: ___stack0 == 0.27  # y * s  # m.py:19 in r\\nUser stack trace:\\n  File "/app/m.py", line 19, in r')
+    ('/app/m.py', 19)
+    >>> guard_site("0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3") is None
+    True
+    """
+    text = str(reason or "")
+    start = text.find("User stack trace:")
+    if start < 0:
+        return None
+    block = text[start:]
+    more = _NEXT_GUARD.search(block)
+    frames = [(m.group("file"), int(m.group("line"))) for m in _GUARD_FRAME.finditer(block[:more.start()] if more else block)]
+    user = [f for f in frames if is_user_file(f[0])]
+    return user[-1] if user else None
+
+
 def hit_recompile_limit(fail_reason: str | None) -> bool:
     """Whether a frame's failed compile is dynamo giving up past ``recompile_limit`` (``cache_size_limit`` in older
     releases), after which the frame runs eagerly with no error.
@@ -377,9 +403,9 @@ def user_site(stack: Sequence[StackFrame]) -> StackFrame | None:
 
 
 def user_call(b: GraphBreak) -> StackFrame | None:
-    """For a break in library code (torch named a file that is not the user's), the user's call that led
-    there: the nearest user frame on the break's stack; None when torch named the user's own line, or no
-    user frame is on the stack (a library model's code all the way down).
+    """For a break in library code (torch named a file that is not the user's), the user's call that led there:
+    :func:`at_user_code`'s user place as a frame; None when torch named the user's own line, or no user frame is on
+    the stack (a library model's code all the way down).
 
     >>> lib = "/venv/lib/python3.11/site-packages/lib/x.py"
     >>> user_call(GraphBreak(lib, 8, "r", stack=(StackFrame("/app/m.py", 19, "forward"), StackFrame(lib, 8, "scale"))))
@@ -390,6 +416,24 @@ def user_call(b: GraphBreak) -> StackFrame | None:
     if b.file is None or is_user_file(b.file):
         return None
     return user_site(b.stack)
+
+
+def at_user_code(file: str | None, line: int | None, stack, called_at: StackFrame | None = None) -> tuple:
+    """Where a finding torch placed points, for trace and lint alike: ``(file, line, library_file, library_line)``,
+    unchanged when torch named the user's own code, else the innermost user frame of ``stack`` (or ``called_at``)
+    with torch's place as the library's; torch's place when no user frame led there (a library model's own code).
+
+    >>> at_user_code("/app/m.py", 4, ())
+    ('/app/m.py', 4, None, None)
+    >>> at_user_code("/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py", 67, (), StackFrame("/app/m.py", 9, "m"))
+    ('/app/m.py', 9, '/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py', 67)
+    """
+    if file is None or is_user_file(file):
+        return file, line, None, None
+    site = user_site(stack) or called_at
+    if site is None:  # no user frame anywhere: torch's place is the best there is
+        return file, line, None, None
+    return site.file, site.line, file, line
 
 
 class quiet_torch_logs:

@@ -1,8 +1,9 @@
-"""One command's loads of one script: the script runs once, every trace after the first gets the
+"""A session's loads of one script: the script runs once, every trace after the first gets the
 same model back, its state put back as the object API puts a caller's model back.
 
-A command may trace a model several times: on its own device, on the accelerator stand-in, on its
-own device again to record the host values the stand-in lacks, under ``--bench``. Running the script
+A session (:class:`graphtool.commands.session.Session`, one per model and command on the CLI) may trace
+a model many times: on its own device, on the accelerator stand-in, on its own device again to record
+the host values the stand-in lacks, under ``--bench``, for each question asked. Running the script
 for each would build the model each time (a model that takes 20 s to build cost a minute) and repeat
 the script's side effects (prints, files, downloads). :class:`LoadOnce` runs it once:
 
@@ -15,16 +16,18 @@ the script's side effects (prints, files, downloads). :class:`LoadOnce` runs it 
 - another factory of the same script (``get_distributed_model`` beside ``get_model_and_inputs``) is
   called on the module already imported: the script itself does not run again;
 - a model traced under a wrapper that changes it in place (``--fsdp2``'s ``fully_shard``, ``--ddp``'s
-  hooks) serves a later plain use (``--bench``) from a deep copy taken before.
+  hooks) serves a later use (``--bench``, ``report``'s memory under the wrapper) from a deep copy
+  taken before (``want_plain``, set by a question that will need one).
 
 The script still runs more than once where a second run is the point or cannot be avoided, and each
 place says so:
 
 - another rank's model: ``--ddp``'s rank check builds rank 1 as rank 1's process would (its script may
   read its rank), and builds again each rank it traces (one whose model differs from rank 0's);
-- lint's children: one process per script, each runs it once (the parent never imports it);
-- ``--device`` with ``trace --bench`` or ``bench --cudagraphs``: the timings, or the verdict, are taken
-  where the script itself puts the model, and the module runs under the device it builds on;
+- lint's children: one process per script, each runs it once (the parent never imports it); with
+  ``--max-peak-memory`` a second child per script predicts the step's peak (``graphtool memory --fit``
+  in :mod:`graphtool.commands.peak_worker`), so the script runs there once more;
+- a third use after a wrapper changed the model in place, or a wrapped use with no copy kept;
 - a model that cannot be copied (a lock, a process group, a model the script wrapped in DDP or sharded
   itself): its stand-in is built afresh, as before.
 
@@ -44,7 +47,6 @@ Example::
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -72,11 +74,9 @@ class LoadOnce:
     stand-in (a pristine meta copy is kept once the model has run); ``plain``: the command traces the
     model under a wrapper and also plainly (a deep copy is kept for the plain use)."""
 
-    def __init__(self, *, standin: bool = False, plain: bool = False,
-                 loader: Callable[..., ModelSpec] = load_model):
+    def __init__(self, *, standin: bool = False, plain: bool = False):
         self.want_standin = standin
         self.want_plain = plain
-        self._loader = loader
         self._loaded: dict[Key, _Loaded] = {}
         self._modules: dict[Any, str] = {}  # (target, device) -> the imported module's name in sys.modules
         #: how many times the script ran (imported afresh) in this command
@@ -86,7 +86,7 @@ class LoadOnce:
         """The model on its own device, as the script built it (its state put back after an earlier
         trace). ``wrapped``: this trace runs it under a wrapper that may change it in place."""
         loaded = self._load(key)
-        if loaded.wrapped and not wrapped:
+        if loaded.wrapped:  # a wrapper changed the model in place: a copy taken before, or the script afresh
             if loaded.plain is None:  # no copy kept: this use needs the script run afresh
                 return self._run(key, again=True)
             spec, loaded.plain = loaded.plain, None
@@ -96,7 +96,7 @@ class LoadOnce:
                 loaded.template = _meta_copy(loaded.spec)
                 loaded.copyable = loaded.template is not None
             if self.want_plain and wrapped:
-                loaded.plain = _deep_copy(loaded.spec)
+                loaded.plain = deep_copy(loaded.spec)
         self._put_back(loaded)
         loaded.handed = True
         loaded.wrapped = loaded.wrapped or wrapped
@@ -149,7 +149,7 @@ class LoadOnce:
         target, entry, device, factory_args = key
         name = None if again else self._modules.get((target, device))
         module = sys.modules.get(name) if name else None
-        spec = self._loader(target, entry=entry, device=device, factory_args=factory_args, module=module)
+        spec = load_model(target, entry=entry, device=device, factory_args=factory_args, module=module)
         if module is None:
             self.runs += 1
             self._modules[(target, device)] = spec.module_name
@@ -167,7 +167,8 @@ def _meta_copy(spec: ModelSpec) -> Optional[ModelSpec]:
         return None
 
 
-def _deep_copy(spec: ModelSpec) -> Optional[ModelSpec]:
+def deep_copy(spec: ModelSpec) -> Optional[ModelSpec]:
+    """``spec`` with its model and inputs deep-copied, or None where Python cannot copy them."""
     try:
         model, args, kwargs = copy.deepcopy((spec.model, spec.args, spec.kwargs))
     except Exception:  # an object Python cannot copy: the plain use runs the script afresh

@@ -124,10 +124,24 @@ class Schedule:
     labels: list = field(default_factory=list)  # per step: {"input_ids:1": 17} for the sizes that vary
     left_out: str | None = None  # what --max-steps cut off
     on_step: Any = field(default=None, repr=False)  # told (step, steps) as each step starts: the progress bar
+    # per step: whether gradients were on where the step's inputs were yielded, as a loop ``for x in
+    # get_input_schedule(): model(x)`` calls the model (a ``with torch.no_grad():`` around the yields is still
+    # open there); empty when unknown
+    grad_modes: list = field(default_factory=list)
 
     @property
     def later(self) -> list:
         return self.steps[1:]
+
+    @property
+    def grad_off(self) -> bool:
+        """Every step is yielded with gradients off: the loop runs the model under ``torch.no_grad()`` (a ``with``
+        around the generator's yields, or the script's own ``torch.set_grad_enabled(False)``).
+
+        >>> Schedule([], "s", grad_modes=[False, False]).grad_off, Schedule([], "s", grad_modes=[False, True]).grad_off
+        (True, False)
+        """
+        return bool(self.grad_modes) and not any(self.grad_modes)
 
     @staticmethod
     def signature(args, kwargs) -> tuple:
@@ -180,7 +194,38 @@ def schedule_from_sizes(spec, rules: list[SizeRule], *, steps: int | None = None
         out.append(_resized_inputs(spec, named, targets, rules, want))
         labels.append({f"{n}:{d}": v for (n, d), v in want.items()})
     left = f"{total - shown} of {total} steps past --max-steps {max_steps} were not predicted" if total > shown else None
-    return Schedule(out, "--sizes " + " ".join(r.text for r in rules), labels, left)
+    return Schedule(out, "--sizes " + " ".join(r.text for r in rules), labels, left, grad_modes=[_grad_enabled()] * len(out))
+
+
+def _grad_enabled() -> bool:
+    import torch
+
+    return torch.is_grad_enabled()
+
+
+def read_steps(source, limit: int) -> tuple[list, list[bool]]:
+    """At most ``limit`` items of ``source`` and, for each, whether gradients were on as it came out: a generator's
+    ``with torch.no_grad():`` around its ``yield`` is open while the caller's loop body runs.
+
+    >>> import torch
+    >>> def batches():
+    ...     with torch.no_grad():
+    ...         yield 1
+    ...         yield 2
+    >>> read_steps(batches(), 5), torch.is_grad_enabled()
+    (([1, 2], [False, False]), True)
+    """
+    import torch
+
+    before = torch.is_grad_enabled()
+    items, modes = [], []
+    try:
+        for item in itertools.islice(iter(source), limit):
+            items.append(item)
+            modes.append(torch.is_grad_enabled())
+    finally:  # a generator left at a yield inside `with torch.no_grad():` would leave gradients off for the rest of the run
+        torch.set_grad_enabled(before)
+    return items, modes
 
 
 def _target(spec, named, rule: SizeRule) -> tuple[str, Any]:
@@ -254,9 +299,10 @@ def script_schedule(spec, *, max_steps: int = DEFAULT_MAX_STEPS) -> Schedule | N
         raise BadModelSpec(f"{where}: {SCHEDULE_FUNCTION}() returned {type(source).__name__}, not an iterable of inputs",
                            hint="return a list of the model's inputs per step, or yield them")
     items = iter(source)
-    steps, lines = [], []
+    steps, lines, grad = [], [], []
     try:
         for k, item in enumerate(itertools.islice(items, max_steps)):
+            grad.append(_grad_enabled())  # as the loop's body would call the model: inside the generator's `with`
             line = _yield_site(items, where)
             steps.append(_normalize(spec, item, k + 1, line))
             lines.append(line)
@@ -277,7 +323,7 @@ def script_schedule(spec, *, max_steps: int = DEFAULT_MAX_STEPS) -> Schedule | N
         left = (f"{known - max_steps} of {known} steps past --max-steps {max_steps} were not predicted" if known
                 else f"the schedule goes on past --max-steps {max_steps} (a generator that did not end there): "
                      "later steps were not predicted")
-    return Schedule(steps, f"{SCHEDULE_FUNCTION}() at {where}", varying_labels(spec, steps), left)
+    return Schedule(steps, f"{SCHEDULE_FUNCTION}() at {where}", varying_labels(spec, steps), left, grad_modes=grad)
 
 
 _END = object()
@@ -374,6 +420,27 @@ def varying_labels(spec, steps: list) -> list[dict]:
     return [{f"{n}:{d}": s[n][d] for n, d in varying if n in s and d < len(s[n])} for s in shapes]
 
 
+def varying_values(spec, steps: list) -> list[dict]:
+    """Per step, ``{"pos": 9}`` for each plain int or float input (an argument, by the forward's name, or a keyword)
+    whose value is not the same in every step: a decode loop's position, which no size label shows.
+
+    >>> from types import SimpleNamespace
+    >>> spec = SimpleNamespace(model=lambda x, pos, flag: x, args=(None, 0, True), kwargs={})
+    >>> varying_values(spec, [((None, 8, True), {}), ((None, 9, True), {})])
+    [{'pos': 8}, {'pos': 9}]
+    """
+    from graphtool.capture.user.input_names import positional_names
+
+    names = positional_names(spec)
+    per_step = []
+    for args, kwargs in steps:
+        found = {names[i] if i < len(names) else f"args[{i}]": a for i, a in enumerate(args)}
+        found.update(kwargs)
+        per_step.append({k: v for k, v in found.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    keys = [k for k in dict.fromkeys(k for d in per_step for k in d) if len({d.get(k) for d in per_step}) > 1]
+    return [{k: d[k] for k in keys if k in d} for d in per_step]
+
+
 def mark_inputs(schedule: Schedule, spec, marks: list[tuple[str, int]], *, maybe: bool = False) -> None:
     """``mark_dynamic`` (``maybe``: ``maybe_mark_dynamic``) on dimension ``dim`` of input ``name`` in every step,
     as a loop that marks each batch does."""
@@ -409,7 +476,8 @@ def to_standin(schedule: Schedule) -> Schedule:
     from graphtool.capture.standin.meta import MetaMover
 
     mover = MetaMover(fresh=True)
-    return Schedule([mover.move(step) for step in schedule.steps], schedule.source, schedule.labels, schedule.left_out)
+    return Schedule([mover.move(step) for step in schedule.steps], schedule.source, schedule.labels, schedule.left_out,
+                    grad_modes=list(schedule.grad_modes))
 
 
 def padded(schedule: Schedule, spec, rules_of: dict[str, int], bucket: int) -> Schedule:
@@ -434,7 +502,8 @@ def padded(schedule: Schedule, spec, rules_of: dict[str, int], bucket: int) -> S
             want[(name, dim)] = -(-size // bucket) * bucket
         steps.append(_resized_inputs(step_spec, named, targets, rules, want) if rules else (args, kwargs))
         labels.append({f"{n}:{d}": v for (n, d), v in want.items()})
-    return Schedule(steps, f"{schedule.source}, padded to multiples of {bucket}", labels, schedule.left_out)
+    return Schedule(steps, f"{schedule.source}, padded to multiples of {bucket}", labels, schedule.left_out,
+                    grad_modes=list(schedule.grad_modes))
 
 
 def symbolic_dims(capture) -> dict[int, tuple[str, ...]]:

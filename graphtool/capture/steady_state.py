@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,55 @@ class Recompile:
     def to_dict(self) -> dict:
         return {"step": self.step, "compile_id": self.compile_id, "function": self.function, "file": self.file,
                 "line": self.line, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ValueGuard:
+    """A Python number dynamo compiled into a graph as a constant, guarded on its value (``scale == 0.2753``):
+    the steady state holds while it keeps that value; a step with another value fails the guard and dynamo
+    compiles again. ``name`` is the local as the compiled frame names it (``pos``); ``___stack0`` is the value
+    a graph break handed to the frame resuming after it (what ``.item()`` returned), and ``read_at`` the line
+    that broke. ``file``/``line``: where the value is used (the guard's innermost frame outside torch)."""
+
+    name: str
+    value: int | float
+    file: str | None
+    line: int | None
+    function: str | None = None
+    read_at: int | None = None
+    region: int = 0
+
+    @property
+    def handed_over(self) -> bool:
+        """The value came across a graph break (computed eagerly before it), not as an argument."""
+        return self.name.startswith("___stack")
+
+    def to_dict(self) -> dict:
+        return {"name": None if self.handed_over else self.name, "value": self.value, "type": type(self.value).__name__,
+                "file": self.file, "line": self.line, "function": self.function, "read_at": self.read_at,
+                "region": self.region}
+
+
+_RESUME_AT = re.compile(r"^torch_dynamo_resume_in_\w+?_at_(\d+)$")
+
+
+def value_guards_now(region: int) -> tuple[ValueGuard, ...]:
+    """The value guards of the frame dynamo is compiling now (a backend's call), as :class:`ValueGuard` records of
+    ``region``.
+
+    >>> value_guards_now(0)  # outside a trace: none
+    ()
+    """
+    from graphtool.capture import compat
+    from graphtool.capture.graph_breaks import is_user_file
+
+    out = []
+    for name, value, frames, function in compat.value_guards():
+        used = next((f for f in reversed(frames) if is_user_file(f[0])), frames[-1] if frames else None)
+        m = _RESUME_AT.match(function or "") if name.startswith("___stack") else None
+        out.append(ValueGuard(name, value, used[0] if used else None, used[1] if used else None, function,
+                              int(m.group(1)) if m else None, region))
+    return tuple(out)
 
 
 @dataclass
@@ -217,7 +267,9 @@ def _in_torch(filename: str | None) -> bool:
 def _recompiles(frames: list, marks: list[int], entry: tuple = (None, None, None)) -> list[Recompile]:
     """Each compilation_metrics event with a recompile reason, with the step it happened in. A frame of
     torch's own wrapper (``torch.compile(module)`` enters through ``external_utils``) is named by the
-    user's code it wraps (``entry``)."""
+    user's code it wraps (``entry``); the line is where the failed guard's value is used, when torch names it."""
+    from graphtool.capture.graph_breaks import guard_site
+
     found = []
     for i, f in enumerate(frames):
         reason = getattr(f, "recompile_reason", None)
@@ -226,5 +278,6 @@ def _recompiles(frames: list, marks: list[int], entry: tuple = (None, None, None
         step = _step_of(i, marks)
         if step <= len(marks):
             name, file, line = (f.co_name, f.co_filename, f.co_firstlineno) if not _in_torch(f.co_filename) else entry
+            file, line = guard_site(reason) or (file, line)  # the line that uses the guarded value
             found.append(Recompile(step, str(f.compile_id), name, file, line, str(reason).strip()))
     return found

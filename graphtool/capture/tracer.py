@@ -31,7 +31,7 @@ from graphtool.capture.collector import young_generations_only
 from graphtool.capture.dynamic_inputs import run_variant
 from graphtool.capture.graph_breaks import BreakRecorder, GraphBreak, quiet_torch_logs
 from graphtool.capture.standin.host_values import HostValues
-from graphtool.capture.steady_state import CallLogger, run_steps
+from graphtool.capture.steady_state import CallLogger, run_steps, value_guards_now
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.train_step import StepWatch, optimizer_of_step, optimizer_state_names, script_parameter_names
 from graphtool.capture.user.boundary import (
@@ -76,6 +76,9 @@ class Region:
     # the user's line that called into this region's frame (a one-frame stack trace): an optimizer's step, whose
     # own lines are all torch's, is placed at the user's ``opt.step()``
     called_from: str | None = None
+    # Python numbers dynamo compiled into this region's graph as constants, guarded on their values
+    # (steady_state.ValueGuard): a loop whose value changes compiles again
+    value_guards: tuple = ()
 
 
 @dataclass
@@ -101,6 +104,8 @@ class Capture:
     # the model's call is a training step that runs its own backward (and optimizer), or an optimizer's
     # step alone: graphtool ran no backward of its own (train_step.OwnStep)
     own_step: Any = None
+    # dynamo's own counters for the traced call (compat.counters_since): calls_captured, fallbacks_to_eager, ...
+    counters: dict | None = None
 
     @property
     def regions_judged(self) -> int:
@@ -158,6 +163,7 @@ class KeepingBackend:
             input_writes=_in_place_writes(gm),
             called_from=innermost_user_call(),
             attributes=_attribute_refs(gm, self.names),
+            value_guards=value_guards_now(len(self.regions)),
         )
         self.regions.append(region)
         if self.on_region:
@@ -271,6 +277,7 @@ def trace_model(
     with quiet_torch_logs(quiet), recorder, grad_mode, meta_nonzero, fused_on_meta, compat.capture_config(), host, \
             meta_constants, young_generations_only():
         grad_enabled = torch.is_grad_enabled()  # a script's own torch.set_grad_enabled(False) included
+        counted = compat.capture_counters()
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,
                                 steps=steps, frames=recorder.frames, schedule=schedule, compile_dynamic=compile_dynamic,
@@ -309,6 +316,7 @@ def trace_model(
         own_step=getattr(keeping, "own_step", None),
         module_training=module_training(spec),
         grad_enabled=grad_enabled,
+        counters=compat.counters_since(counted),
     )
 
 

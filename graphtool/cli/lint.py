@@ -33,8 +33,16 @@ def register(app: typer.Typer) -> None:
             "graphtool lint --run train.py -- --epochs 1   # any script, unchanged",
             "graphtool lint model.py --schedule --max-recompiles 1  # a loop's shapes",
             "graphtool lint --baseline gb.json --format sarif -o lint.sarif",
+            "graphtool lint --log trace --max-graph-breaks 0   # a real run",
         ),
     )(lint)
+
+
+def _table(name: str):
+    """The flag of an option the table declares (lint's own, or the Session's)."""
+    from graphtool.commands.options import COMMANDS
+
+    return options.flag(COMMANDS["lint"].option(name))
 
 
 def lint(
@@ -43,54 +51,59 @@ def lint(
     run_script: Optional[str] = typer.Option(
         None, "--run", help="Run this script unchanged (as __main__), every torch.compile redirected; arguments after --."
     ),
-    max_graph_breaks: Optional[int] = typer.Option(
-        None, "--max-graph-breaks", help="Fail when a model has more graph breaks (default: no budget; breaks are shown, not failed)."
+    max_graph_breaks: Optional[int] = _table("max_graph_breaks"),
+    max_recompiles: Optional[int] = _table("max_recompiles"),
+    max_skipped_frames: Optional[int] = _table("max_skipped_frames"),
+    dynamic: bool = _table("dynamic"),
+    max_peak_memory: Optional[str] = _table("max_peak_memory"),
+    min_coverage: Optional[float] = typer.Option(
+        None, "--min-coverage", metavar="SHARE",
+        help="Fail when fewer of the model's torch calls run inside compiled graphs than this share (0.9: 90%; "
+             "measures capture coverage, graphtool trace --coverage's figures; default: no budget).",
     ),
-    max_recompiles: Optional[int] = typer.Option(None, "--max-recompiles", help="Fail when a model recompiles more often (default: no budget)."),
-    max_skipped_frames: Optional[int] = typer.Option(
-        None, "--max-skipped-frames", help="Fail when dynamo gives up on more frames (runs them eagerly) in a model (default: no budget)."
-    ),
-    dynamic: bool = typer.Option(
-        False, "--dynamic",
-        help="Also run differently-sized inputs (the script's dynamic_inputs or dynamic_dims, else token ids one longer, else batch + 1) to catch recompiles.",
-    ),
-    max_peak_memory: Optional[str] = typer.Option(
-        None, "--max-peak-memory", metavar="SIZE|GPU",
-        help="Fail when the training step's predicted peak (graphtool memory --fit, in a child of its own) does not fit "
-             "this size or GPU: 24GiB, 80GB, H100 (default: no budget).",
-    ),
+    coverage: bool = typer.Option(
+        False, "--coverage", help="Also measure capture coverage: calls captured, fallbacks to eager, the share of torch calls in graphs."),
     schedule: bool = typer.Option(
         False, "--schedule",
         help="Also run each step the script's get_input_schedule() yields (as graphtool shapes reads it): recompiles are "
              "the loop's own, and a frame that hits torch's recompile_limit fails lint whatever the budget.",
     ),
     config: Optional[Path] = typer.Option(None, "--config", help="Config file (default: graphtool.yaml or [tool.graphtool] in pyproject.toml)."),
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="Fail only on breaks not in this baseline file."),
+    baseline: Optional[Path] = _table("baseline"),
     update_baseline: bool = typer.Option(False, "--update-baseline", help="Write the current breaks to the baseline file and pass."),
     strict: bool = typer.Option(False, "--strict", help="Also fail when a baselined break no longer occurs (keeps the baseline tight)."),
     fmt: str = typer.Option("text", "--format", "-f", help="text, json, sarif, junit, github or html (one self-contained page)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here; the terminal still gets the summary."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Models linted in parallel, each in its own process (default 1)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each model may take (default: no limit)."),
-    ddp: bool = options.DdpOpt,
-    world_size: int = options.WorldSizeOpt,
-    bucket_cap_mb: float = options.BucketCapOpt,
-    fsdp2: bool = options.Fsdp2Opt,
+    ddp: bool = _table("ddp"),
+    world_size: int = _table("world_size"),
+    bucket_cap_mb: float = _table("bucket_cap_mb"),
+    fsdp2: bool = _table("fsdp2"),
+    log: Optional[list[str]] = typer.Option(
+        None, "--log", metavar="PATH",
+        help="Judge a real run's TORCH_TRACE logs (a folder, .log or .log.gz; repeatable) instead of running a model: "
+             "its breaks and recompiles, every rank, with the same budgets, baseline and formats.",
+    ),
 ) -> int:
+    """The gate lints many models, each in a child process of its own (:func:`graphtool.commands.lint.lint`); in
+    Python, ``graphtool.load(model).lint(...)`` lints one model in the session's own process."""
     if fmt not in LINT_FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(LINT_FORMATS)}")
-    _check_paths(models if not run_script else [], run_script)
+    if not log:
+        _check_paths(models if not run_script else [], run_script)
     # absolute now: every output lands where it was asked for, whatever folder the run ends in
     output, baseline, config = (Path(os.path.abspath(p)) if p is not None else None for p in (output, baseline, config))
+    from graphtool.commands.launch import launch_from
     from graphtool.commands.lint import lint as run
 
+    launch = launch_from({"ddp": ddp, "fsdp2": fsdp2, "world_size": world_size, "bucket_cap_mb": bucket_cap_mb})
     with console.RichProgress() as progress:
         outcome = run(models, run=run_script, script_args=ctx.args, max_graph_breaks=max_graph_breaks,
                       max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
-                      progress=progress, ddp=options.ddp_options(ddp, world_size, bucket_cap_mb),
-                      fsdp2=options.fsdp2_options(fsdp2, ddp, world_size), schedule=schedule,
-                      max_peak_memory=max_peak_memory)
+                      progress=progress, ddp=launch, schedule=schedule,
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage, coverage=coverage, log=log)
     _emit(outcome, fmt, output)
     if outcome.baseline_refused:  # after the report, which says what failed
         raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")

@@ -79,7 +79,7 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import bench, cudagraphs, devices, lint, memory, mutations, render, report, shapes, trace
+    from graphtool.cli import bench, cudagraphs, devices, lint, log, memory, mutations, render, report, shapes, trace
 
     trace.register(app)
     mutations.register(app)
@@ -91,6 +91,10 @@ def _register() -> None:
     memory.register(app)
     report.register(app)
     shapes.register(app)
+    log.register(app)
+    __import__("graphtool.cli.diff", fromlist=["register"]).register(app)  # graphtool diff (issue 47)
+    from graphtool.cli import compile as compile_cli
+    compile_cli.register(app)
 
 
 _register()

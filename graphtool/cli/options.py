@@ -1,26 +1,20 @@
-"""Options several commands share, and the per-invocation ``--debug`` flag."""
+"""Each command's flags, read from the one option table (:mod:`graphtool.commands.options`), the Sessions argv
+asks, and the per-invocation ``--debug`` flag."""
 
 from __future__ import annotations
 
+import inspect
 from contextvars import ContextVar
+from typing import Optional
 
 import typer
 
-from graphtool.commands.launch import launch_of
+from graphtool.commands.options import COMMANDS, FORMAT, LOAD
 from graphtool.errors import UsageError
 
 FORMATS = ("table", "json", "yaml")
 
 ModelArg = typer.Argument(None, help="Model script (path.py or path.py:FACTORY). Default: the bundled example.", show_default=False)
-EntryOpt = typer.Option(None, "--entry", help="Factory function returning (model, inputs[, kwargs]).")
-DeviceOpt = typer.Option(None, "--device", help="Build the model and inputs under this device (e.g. meta, for models too big for memory).")
-FormatOpt = typer.Option("table", "--format", "-f", help="table (rich, default), json or yaml: one document on stdout.")
-InferenceOpt = typer.Option(False, "--inference", help="Trace the forward only (no backward graph).")
-CheckOpt = typer.Option(False, "--check", help="Exit 1 when anything is found (for CI).")
-BackendOpt = typer.Option(
-    "inductor", "--backend",
-    help="Whose graphs: the AOT stage of inductor (torch.compile's default), aot_eager or cudagraphs.",
-)
 
 #: the widest an example line may be: click indents help by 2 and wraps at the terminal's width (80 here)
 EXAMPLE_WIDTH = 76
@@ -40,19 +34,6 @@ def examples(*lines: str) -> str:
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-TimeoutOpt = typer.Option(
-    None, "--timeout", metavar="SECONDS",
-    help="Stop with exit 2 after this many seconds, naming the line of the script that was running (default: no limit).",
-)
-
-
-def time_limit(seconds: float | None):
-    """The ``--timeout`` of an in-process command: a context that stops the work past ``seconds``."""
-    from graphtool.capture.user.deadline import deadline
-
-    return deadline(seconds)
-
-
 #: set once per invocation by graphtool.cli.main.run from --debug / GRAPHTOOL_DEBUG
 DEBUG: ContextVar[bool] = ContextVar("graphtool_debug", default=False)
 
@@ -67,43 +48,55 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-DdpOpt = typer.Option(
-    False, "--ddp",
-    help="Run the model as DDP(torch.compile(model)) in torch's fake process group (no GPU): the graphs DDP's optimizer splits at gradient buckets.",
-)
-WorldSizeOpt = typer.Option(2, "--world-size", metavar="N", help="With --ddp or --fsdp2: the number of ranks the launch will use.")
-Fsdp2Opt = typer.Option(
-    False, "--fsdp2",
-    help="Run the model under FSDP2 as rank 0 of a fake process group of --world-size ranks (no GPU): graphtool calls "
-         "fully_shard on every module of each nn.ModuleList, then on the model, then torch.compile(model); a script's "
-         "get_distributed_model(world_size) may return a model it sharded itself, and get_optimizer(model) the optimizer "
-         "whose state is counted.",
-)
-BucketCapOpt = typer.Option(25.0, "--bucket-cap-mb", metavar="MB", help="With --ddp: DDP's bucket_cap_mb (DDP's default 25).")
+def flag(option) -> typer.models.OptionInfo:
+    """A table option (:class:`~graphtool.commands.options.Option`) as typer's."""
+    decls = [f"{option.cli}/{option.off}" if option.off else option.cli] + ([option.short] if option.short else [])
+    default = list(option.default) if isinstance(option.default, tuple) else option.default
+    return typer.Option(default, *decls, help=option.help, **({"metavar": option.metavar} if option.metavar else {}))
 
 
-def fsdp2_options(fsdp2: bool, ddp: bool, world_size: int) -> dict | None:
-    """``--fsdp2``'s settings, checked before torch is imported; None without ``--fsdp2``."""
-    if not fsdp2:
-        return None
-    settings = {"world_size": world_size}
-    launch_of({"world_size": world_size} if ddp else None, settings)  # checked where every door checks them
-    return settings
+#: the table's ``--entry`` and ``--format`` as typer's, for the commands that load no model in this process (log,
+#: compile and diff read files or run children, so they ask no Session)
+EntryOpt = flag(next(o for o in LOAD if o.name == "entry"))
+FormatOpt = flag(FORMAT)
 
 
-FindUnusedOpt = typer.Option(
-    False, "--find-unused-parameters",
-    help="With --ddp: DDP(..., find_unused_parameters=True), as the launch will wrap it (without it, a model with "
-         "parameters that get no gradient fails on its second step: graphtool runs two and says so).",
-)
+def register(app: typer.Typer, name: str, help: str, show=None, ask=None) -> None:
+    """``graphtool NAME``, its flags read from the table: MODEL, the Session's flags it takes, then its own. Under
+    the progress line, ``ask(sessions, own, view)`` (default: each Session asked ``NAME``, :func:`asked` builds
+    them); then ``show(answers, view)`` (default: each view, or one document, and ``--check``'s exit code)."""
+    cmd = COMMANDS[name]
+    params = [inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, default=ModelArg, annotation=Optional[str])]
+    params += [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=flag(o), annotation=o.type or type(o.default))
+               for o in [o for o in LOAD if o.name in cmd.load] + [o for o in cmd.options if o.flag is not None]]
+
+    def command(**given):
+        from graphtool.cli import console
+
+        view = {o.name: given.pop(o.name) for o in cmd.options if o.view}
+        view["argv"] = dict(given)  # the options as given (report says the command line that makes it again)
+        if "format" in view:
+            check_format(view["format"])
+        with console.RichProgress() as progress:
+            sessions = asked(name, given, progress)
+            answers = ask(sessions, given, view) if ask is not None else [s.ask(name, given) for s in sessions]
+        if show is not None:
+            return show(answers, view)
+        return console.show_models(answers, view.get("format", "table"), view.get("check", False),
+                                   **({"show_all": view["show_all"]} if "show_all" in view else {}))
+
+    command.__signature__ = inspect.Signature(params)
+    command.__name__ = name
+    app.command(name, short_help=cmd.summary, help=help)(command)
 
 
-def ddp_options(ddp: bool, world_size: int, bucket_cap_mb: float, find_unused: bool = False) -> dict | None:
-    """``--ddp``'s settings for the commands, checked before torch is imported; None without ``--ddp``."""
-    if find_unused and not ddp:
-        raise UsageError("--find-unused-parameters is a DDP setting: add --ddp")
-    if not ddp:
-        return None
-    settings = {"world_size": world_size, "bucket_cap_mb": bucket_cap_mb, "find_unused_parameters": find_unused}
-    launch_of(settings, None)  # checked where every door checks them
-    return settings
+def asked(name: str, given: dict, progress) -> list:
+    """One Session per model (MODEL, else the config's models, else the bundled example), the Session's flags of
+    ``graphtool NAME`` taken out of ``given`` (which keeps the command's own). Each script's path is checked here,
+    before torch is imported."""
+    from graphtool.commands.session import Session, targets
+
+    load = {o.name: given.pop(o.name) for o in LOAD if o.name in COMMANDS[name].load}
+    entry = load.pop("entry", None)
+    return [Session(target, entry=ent, progress=progress, debug=debug_enabled(), **load)
+            for target, ent in targets(given.pop("model"), entry)]

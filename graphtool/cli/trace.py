@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -12,60 +11,30 @@ from graphtool.cli import console, options
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "trace",
-        short_help="The graphs dynamo and AOT autograd make of a model.",
-        help=(
-            "Trace a model through dynamo and AOT autograd and report its graphs.\n\n"
-        ) + options.examples(
-            "graphtool trace                        # the bundled example",
-            "graphtool trace model.py --format json > report.json",
-            "graphtool trace model.py:build --device meta --out traced/",
-            "graphtool trace model.py --fsdp2 --world-size 8   # FSDP2 as 8 ranks see it",
-        ),
-    )(trace)
+    options.register(app, "trace", (
+        "Trace a model through dynamo and AOT autograd and report its graphs.\n\n"
+    ) + options.examples(
+        "graphtool trace                        # the bundled example",
+        "graphtool trace model.py --format json > report.json",
+        "graphtool trace model.py:build --device meta --out traced/",
+        "graphtool trace model.py --fsdp2 --world-size 8   # FSDP2 as 8 ranks see it",
+    ), show=_show, ask=_ask)
 
 
-def trace(
-    model: Optional[str] = options.ModelArg,
-    entry: Optional[str] = options.EntryOpt,
-    device: Optional[str] = options.DeviceOpt,
-    inference: bool = options.InferenceOpt,
-    backend: str = options.BackendOpt,
-    fmt: str = options.FormatOpt,
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write forward.py, backward.py and report.json into this folder."),
-    with_cudagraphs: Optional[str] = typer.Option(
-        None, "--cudagraphs", help="Add the CUDA-graph verdict for this backend (inductor or cudagraphs); costs a second, stand-in trace."
-    ),
-    with_bench: bool = typer.Option(False, "--bench", help="Add `graphtool bench` timings (eager vs torch.compile, defaults) to the report."),
-    timeout: Optional[float] = options.TimeoutOpt,
-    ddp: bool = options.DdpOpt,
-    world_size: int = options.WorldSizeOpt,
-    bucket_cap_mb: float = options.BucketCapOpt,
-    fsdp2: bool = options.Fsdp2Opt,
-    find_unused: bool = options.FindUnusedOpt,
-) -> int:
-    options.check_format(fmt)
-    fsdp2_settings = options.fsdp2_options(fsdp2, ddp, world_size)
-    ddp_settings = options.ddp_options(ddp, world_size, bucket_cap_mb, find_unused)
-    if model:  # before torch is imported: a wrong path costs no seconds
-        from graphtool.capture.user.script import check_script_path
-
-        check_script_path(model)
+def _ask(sessions, own, view) -> list:
     # absolute before the user's code runs: a script that calls os.chdir() must not move the files
-    out_dir = Path(os.path.abspath(out)) if out is not None else None
-    from graphtool.commands.trace import trace as run_trace
+    view["out_dir"] = Path(os.path.abspath(view["out"])) if view["out"] is not None else None
+    return [s.trace(**own, graph_code=view["out"] is not None) for s in sessions]
 
-    with console.RichProgress() as progress, options.time_limit(timeout):
-        results = run_trace(model, entry=entry, device=device, inference=inference, backend=backend, cudagraphs=with_cudagraphs,
-                            bench=with_bench, graph_code=out is not None, debug=options.debug_enabled(),
-                            progress=progress, ddp=ddp_settings, fsdp2=fsdp2_settings)
+
+def _show(results, view) -> int:
+    out, out_dir, fmt = view["out"], view["out_dir"], view["format"]
     for result in results:
         if out_dir is not None:
             sub = Path() if len(results) == 1 else Path(Path(result.target).stem)
             _write_out(result, out_dir / sub, Path(out) / sub)
         if fmt == "table":  # the report, the verdict, DDP or FSDP2, and one summary line at the very end
-            console.print_view(result)
+            console.print_view(result.view(verbose=view["verbose"], quiet=view["quiet"]))
     if out_dir is not None:
         _remove_earlier_models(out_dir, results)
     if fmt != "table":

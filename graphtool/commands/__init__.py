@@ -1,18 +1,15 @@
-"""One plain function per command: options in, report dataclasses out, progress through a callback.
+"""One function per command, asked of a Session: options in, report dataclasses out, progress through a callback.
 
-``graphtool.cli`` parses options, calls one of these, renders what it returns and picks the exit
-code; tests call them directly, without typer. No command module imports another: what two
-commands share (finding the models, loading a script, the two kinds of trace) is in
-:mod:`graphtool.commands.shared`, lint's baseline file in :mod:`graphtool.commands.baseline`. Each
-result renders itself (JSON, summary, terminal view, diagnostics, HTML): :mod:`graphtool.commands.result`.
+A :class:`~graphtool.commands.session.Session` is one model loaded once under its launch; each command module has
+``run(session, **options)`` (the Session's method of that name) and a result that renders itself
+(:mod:`graphtool.commands.result`). The options of every command are one table (:mod:`graphtool.commands.options`)
+that the CLI, the API and the docs read. No command module imports another: a command that needs another's answer
+asks the session. ``graphtool.cli`` builds a Session per model from argv, asks, renders and picks the exit code;
+``commands.X.X("model.py", **options)`` asks each model (a list of results; bench and render the first model's).
 
-    trace       trace.trace()            -> list[TraceResult]
-    mutations   mutations.mutations()    -> list[MutationsResult]   (MutationReport)
-    devices     devices.devices()        -> list[DevicesResult]     (DeviceReport)
-    cudagraphs  cudagraphs.cudagraphs()  -> list[CudagraphsResult]  (Verdict)
-    render      render.render()          -> RenderResult
-    bench       bench.bench()            -> BenchResult
-    lint        lint.lint()              -> LintOutcome
-    memory      memory.memory()          -> list[MemoryResult]      (MemoryReport)
-    report      report.report()          -> list[ReportResult]
+    trace       TraceResult                    mutations   MutationsResult (MutationReport)
+    devices     DevicesResult (DeviceReport)   cudagraphs  CudagraphsResult (Verdict)
+    memory      MemoryResult (MemoryReport)    shapes      ShapesResult (ShapeReport)
+    render      RenderResult                   bench       BenchResult
+    lint        LintOutcome                    report      ReportResult
 """

@@ -9,14 +9,17 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
-from graphtool.commands import shared
-from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.progress import SILENT, Progress, quiet_stdout
 from graphtool.commands.result import Result
+from graphtool.commands.session import per_model
 from graphtool.errors import UsageError
+from graphtool.schema import stamped
+
+if TYPE_CHECKING:
+    from graphtool.analysis.bench_report import BenchReport
 
 
 @dataclass(frozen=True, repr=False)
@@ -25,11 +28,11 @@ class BenchResult(Result):
 
     command = "bench"
 
-    report: Any  # BenchReport
+    report: BenchReport
     cuda_missing: bool  # --cudagraphs was asked for on a machine without CUDA: eager and compiled only
 
     def to_dict(self) -> dict:
-        return self.report.to_dict()
+        return stamped(self.command, self.report.to_dict())
 
     def summary(self) -> str:
         """Each mode's median and its speed-up over eager, or why it did not run.
@@ -75,36 +78,47 @@ class BenchResult(Result):
         return self.report.entry
 
 
-def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraphs: bool = False,
-          compile_mode: str = "default", backward: bool = False, warmup: int = 10, iters: int = 100, repeat: int = 3,
-          device: Optional[str] = None, debug: bool = False, progress: Progress = SILENT) -> BenchResult:
-    """Time the first model's modes side by side on the same inputs."""
+bench = per_model("bench", first=True)
+
+
+def run(session, *, cudagraphs: bool, compile_mode: str, backward: bool,
+        warmup: int, iters: int, repeat: int, in_place: bool) -> BenchResult:
+    """Time the model's modes side by side on the same inputs, on the session's device (default: CUDA when there is
+    one); ``in_place``: where the script (or the caller) put the model, as ``trace --bench`` times it. What one
+    iteration is follows every command's default, training (forward and backward when something requires grad; a
+    whole training step as it is), unless the session's ``inference`` (the forward alone) or ``backward`` says; the
+    report's ``timed`` and ``timed_why`` say which."""
+    session.launch.check("bench", alone=not in_place)  # trace --ddp --bench times the model alone, on purpose
     if iters < 1 or repeat < 1 or warmup < 0:
         raise UsageError("--iters and --repeat must be 1 or more, --warmup 0 or more")
-    target, ent = shared.targets(model, entry)[0]
+    if session.inference and backward:
+        raise UsageError("--backward and --inference ask for opposite things", hint="drop one: training is the default")
+    backward = False if session.inference else backward
+    progress = session.progress
     progress.phase("importing torch...")
-    with shared.quiet_stdout():
+    with quiet_stdout():
         from graphtool.capture import compat
 
         torch = compat.import_torch()
-        run_on = _run_device(torch, device, cudagraphs)
-    # the script runs once: --cudagraphs's verdict traces a meta copy of the model it built (a --device other
-    # than the script's own builds the timed model there, and the verdict's where the script puts it: twice)
-    with shared.one_load(standin=True) if cudagraphs else contextlib.nullcontext():
-        spec = shared.load(target, ent, device, progress)
-        _check_compile_mode(compat, compile_mode)
-        verdict, blocked = None, None
-        if cudagraphs:
-            verdict, blocked = _capture_verdict(target, ent, debug, progress)
-    has_cuda = run_on.type == "cuda"
-    from graphtool.capture.user.script import is_module
+        run_on = None if in_place else _run_device(torch, session.device, cudagraphs)
+    spec = session.spec()
+    _check_compile_mode(compat, compile_mode)
+    verdict, blocked = _capture_verdict(session) if cudagraphs else (None, None)
+    from graphtool.capture.bench.modes import cuda_device_of
 
-    if is_module(spec.model):
-        spec.model.to(run_on)
-    spec = _inputs_to(spec, run_on)
-    results = shared.run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda,
-                                    backward=backward, warmup=warmup, iters=iters, repeat=repeat, blocked=blocked,
-                                    progress=progress, debug=debug)
+    if run_on is None:
+        cuda = cuda_device_of(spec)
+        run_on = torch.device(cuda) if cuda is not None else torch.device("cpu")
+    else:
+        from graphtool.capture.user.script import is_module
+
+        if is_module(spec.model):
+            spec.model.to(run_on)
+        spec = _inputs_to(spec, run_on)
+    has_cuda = run_on.type == "cuda"
+    results = run_bench_modes(spec, compile_mode=compile_mode, cudagraphs=cudagraphs and has_cuda, backward=backward,
+                              warmup=warmup, iters=iters, repeat=repeat, blocked=blocked, progress=progress,
+                              debug=session.debug)
     if cudagraphs and not has_cuda:  # every mode --cudagraphs asks for gets a row that says why it did not run
         from graphtool.capture.bench.modes import ModeResult
 
@@ -118,6 +132,28 @@ def bench(model: Optional[str] = None, *, entry: Optional[str] = None, cudagraph
     report = build_bench_report(spec, device_name, results, backward=backward, warmup=warmup, iters=iters,
                                 repeat=repeat, verdict=verdict)
     return BenchResult(report, cuda_missing=cudagraphs and not has_cuda)
+
+
+def run_bench_modes(spec, *, compile_mode: str, cudagraphs: bool, backward: bool, warmup: int, iters: int,
+                    repeat: int, blocked: Optional[str], progress: Progress = SILENT, debug: bool = False) -> list:
+    """Check each mode against eager, then time it; progress counts timed iterations, and names the
+    untimed steps between them (compiling, capturing) as phases. torch's logs show only with ``debug``."""
+    from graphtool.capture.bench.modes import run_modes
+
+    modes = 1 + (compile_mode not in (None, "none")) + 2 * cudagraphs
+    total = modes * repeat * iters
+    done = 0
+
+    def advance(name: str, n: int) -> None:
+        nonlocal done
+        done += n
+        progress.advance(done, total, f"timing {name}")
+
+    with quiet_stdout():
+        return run_modes(
+            spec, compile_mode=compile_mode, cudagraphs=cudagraphs, backward=backward, warmup=warmup, iters=iters,
+            repeat=repeat, capture_blocked=blocked, on_progress=advance, on_phase=progress.phase, quiet=not debug,
+        )
 
 
 def _run_device(torch, device: Optional[str], cudagraphs: bool):
@@ -146,13 +182,11 @@ def _check_compile_mode(compat, mode: str) -> None:
                          hint=f"one of: none, {', '.join(known)}")
 
 
-def _capture_verdict(target, entry, debug: bool, progress: Progress) -> tuple[dict, Optional[str]]:
-    """The cudagraphs backend's verdict, and the reasons (with lines) that stop a capture of eager code."""
-    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict, eager_capture_blockers
+def _capture_verdict(session) -> tuple[dict, Optional[str]]:
+    """The cudagraphs backend's verdict (the session's), and the reasons (with lines) that stop a capture of eager code."""
+    from graphtool.analysis.cudagraphs.verdict import eager_capture_blockers
 
-    capture, accel = shared.trace_standin(target, entry, None, inference=False, backend="cudagraphs", debug=debug,
-                                         progress=progress)
-    verdict = cudagraph_verdict(capture, backend="cudagraphs", predicted=accel == "meta").to_dict()
+    verdict = session.verdict("cudagraphs")[0].to_dict()
     blockers = eager_capture_blockers(verdict)
     blocked = "; ".join(
         f"{r['message']} ({r['source']['file']}:{r['source']['line']})" if r.get("source") else r["message"]

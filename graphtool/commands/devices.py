@@ -9,15 +9,20 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING
 
-from graphtool.commands import shared
-from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.result import ModelResult, model_header
+from graphtool.commands.session import per_model
+
+if TYPE_CHECKING:
+    from graphtool.analysis.devices import DeviceReport
 
 
 @dataclass(frozen=True, repr=False)
-class DevicesResult(shared.ModelResult):
+class DevicesResult(ModelResult):
     """One model's DeviceReport."""
+
+    report: DeviceReport
 
     command = "devices"
     key = "devices"
@@ -33,20 +38,15 @@ class DevicesResult(shared.ModelResult):
         return [devices_section(self.report)]
 
 
-def devices(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-            inference: bool = False, backend: str = "inductor", debug: bool = False,
-            progress: Progress = SILENT) -> list[DevicesResult]:
-    """One :class:`DevicesResult` (a DeviceReport) per model; ``found`` when a node is off the main device."""
+devices = per_model("devices")
+
+
+def run(session) -> DevicesResult:
+    """The session's stand-in trace, its first step, read for devices; ``found`` when a node is off the main device."""
     from graphtool.analysis.devices import device_report
 
-    shared.check_aot_backend(backend)
-    results = []
-    for target, ent in shared.targets(model, entry):
-        capture, accel = shared.trace_standin(target, ent, device, inference, backend=backend, debug=debug,
-                                             progress=progress)
-        stand_in = "meta stands for cuda:0" if accel == "meta" else None
-        report = device_report(capture, main_device=accel, stand_in=stand_in)
-        # regions left unjudged are no pass: --check fails rather than vouch for graphs it never read
-        found = report.found or bool(capture.no_graph) or not report.complete
-        results.append(DevicesResult(shared.model_header(capture), report, found))
-    return results
+    capture, accel, _ = session.first_step()
+    report = device_report(capture, main_device=accel, stand_in="meta stands for cuda:0" if accel == "meta" else None)
+    # regions left unjudged are no pass: --check fails rather than vouch for graphs it never read
+    found = report.found or bool(capture.no_graph) or not report.complete
+    return DevicesResult(model_header(capture), report, found)

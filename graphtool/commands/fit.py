@@ -15,7 +15,7 @@ from graphtool.commands.progress import SILENT, Progress
 from graphtool.errors import UsageError
 
 
-def check_fit(fit: Optional[str], budgets: Optional[str], *, ddp=None, fsdp2=None, dynamic: bool = False) -> None:
+def check_fit(fit: Optional[str], budgets: Optional[str], *, launch=None, dynamic: bool = False) -> None:
     """Refuse (exit 2) what ``--fit``/``--budgets`` cannot take, before anything runs."""
     from graphtool.analysis.memory.fit import parse_budgets, parse_target
 
@@ -25,7 +25,7 @@ def check_fit(fit: Optional[str], budgets: Optional[str], *, ddp=None, fsdp2=Non
         parse_target(fit)
     if budgets is not None:
         parse_budgets(budgets)
-    for flag, given in (("--ddp", ddp), ("--fsdp2", fsdp2), ("--dynamic", dynamic)):
+    for flag, given in ((getattr(launch, "flag", ""), getattr(launch, "wrapped", False)), ("--dynamic", dynamic)):
         if given:
             raise UsageError(f"--fit/--budgets with {flag}: not supported yet", hint=f"drop {flag}")
 
@@ -47,7 +47,7 @@ def fit_report(spec, report, capture, joints: list, fit: Optional[str], budgets:
                progress: Progress = SILENT):
     from graphtool.analysis.memory.fit import parse_budgets, parse_target
     from graphtool.analysis.memory.fit_report import build_fit_report, held_bytes
-    from graphtool.capture.memory.live_bytes import eager_step_peak, optimizer_step
+    from graphtool.capture.memory.live_bytes import eager_step_peak, optimizer_step, own_step_peaks
 
     target = parse_target(fit) if fit is not None else None
     swept = parse_budgets(budgets) if budgets is not None else ()
@@ -60,12 +60,17 @@ def fit_report(spec, report, capture, joints: list, fit: Optional[str], budgets:
                          "partitioner, which the activation budget steers",
                          hint="use --backend inductor or aot_eager")
     progress.phase("running the eager step and the optimizer's step, counting live bytes...")
-    from graphtool.commands.shared import quiet_stdout
+    from graphtool.commands.progress import quiet_stdout
 
+    own = capture.own_step  # a step that runs its own backward and optimizer: run as written
     with quiet_stdout():  # the model's and the optimizer's prints: stdout carries only graphtool's document
-        eager_peak = eager_step_peak(spec) if capture.training else None
-        optimizer = optimizer_step(spec) if capture.training else None
+        own_peaks = own_step_peaks(spec, own.kind) if own is not None else None
+        eager_peak = eager_step_peak(spec) if capture.training and own is None else None
+        optimizer = optimizer_step(spec) if capture.training and own is None else None
+    if own_peaks is not None and own_peaks.own is not None:
+        optimizer = (own_peaks.state, own_peaks.state + own_peaks.own)
     held = held_bytes(spec, report, optimizer, target)
     if swept:
         progress.phase(f"partitioning at {len(swept)} activation budgets...")
-    return build_fit_report(report, capture, joints, held=held, eager_peak=eager_peak, budgets=swept, target=target)
+    return build_fit_report(report, capture, joints, held=held, eager_peak=eager_peak, budgets=swept, target=target,
+                            own_step=own_peaks)

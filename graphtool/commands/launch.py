@@ -7,14 +7,15 @@ the interface: open the launch around the script's load (:meth:`Launch.opened`: 
 the factory a script gives for it), trace on the model's own device (:meth:`Launch.trace_own`) and on the
 accelerator stand-in (:meth:`Launch.standin`), say what the wrapper did (:meth:`Launch.report`), judge its
 graphs' CUDA-graph verdicts (:meth:`Launch.judged`), what one rank holds (:meth:`Launch.rank_memory`), and
-the result field its report goes in (:meth:`Launch.fields`). No command branches on which it has.
+what a result shows of it (:meth:`Launch.part`: a :class:`Part` that renders itself). No command, and no view,
+branches on which it has.
 
 Example::
 
     >>> launch_of(None, None)
     Plain()
-    >>> launch_of({"world_size": 8, "bucket_cap_mb": 25.0}, None).fields("its report")
-    {'ddp': 'its report'}
+    >>> launch_of({"world_size": 8, "bucket_cap_mb": 25.0}, None).part("its report").key
+    'ddp'
     >>> launch_of({"world_size": 2}, {"world_size": 2})
     Traceback (most recent call last):
     ...
@@ -28,7 +29,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Optional
 
-from graphtool.commands.progress import SILENT, Progress
 from graphtool.errors import UsageError
 
 
@@ -43,61 +43,58 @@ class Opened:
 
 
 class Launch:
-    """The interface (see the module's docstring); :class:`Plain` is the model alone."""
+    """The interface (see the module's docstring); :class:`Plain` is the model alone. Each method takes the
+    :class:`~graphtool.commands.session.Session` whose model it runs."""
 
     flag: ClassVar[str] = ""  # the option that asks for it
     name: ClassVar[Optional[str]] = None  # the result field (and JSON key) of what the wrapper did
     own_steps: ClassVar[int] = 1  # steps the own-device trace runs
     under: ClassVar[str] = ""  # progress lines: "tracing under DDP with dynamo..."
     record_memory_breaks: ClassVar[bool] = False  # memory's trace records graph breaks (FSDP2's report reads them)
+    # memory reads the session's own-device trace: alone, the model's eager run and its trace need no launch between
+    # them (a wrapper changes the model in place, and what a rank holds is read inside the launch: its own trace)
+    shares_own_trace: ClassVar[bool] = True
 
     @property
     def wrapped(self) -> bool:
         return self.name is not None
 
-    def check(self, command: str, *, dynamic: bool = False, run: bool = False) -> None:
-        """What ``command`` cannot do under this launch: ``memory --ddp --dynamic``, ``lint --run --ddp``."""
+    def check(self, command: str, *, dynamic: bool = False, run: bool = False, schedule: bool = False,
+              alone: bool = False) -> None:
+        """What ``command`` cannot do under this launch: ``memory --ddp --dynamic``, ``lint --run --ddp``,
+        ``cudagraphs --schedule --fsdp2``; ``alone``: a command that runs the model alone (``bench``, ``shapes``)."""
 
     @contextlib.contextmanager
-    def opened(self, target, entry, progress: Progress = SILENT, *, what: str = "",
-               debug: bool = False) -> Iterator[Opened]:
+    def opened(self, session, *, what: str = "") -> Iterator[Opened]:
         """Open the launch for one model before its script is loaded, and close it on every way out."""
-        yield Opened(None, entry)
+        yield Opened(None, session.entry)
 
     def report(self, opened: Opened, capture) -> Any:
         """What the wrapper did to the graphs of ``capture``, traced inside ``opened`` (None alone)."""
         return None
 
-    def trace_own(self, target, entry, device, inference: bool, backend: str, *, debug: bool = False,
-                  progress: Progress = SILENT) -> tuple[Any, Any]:
-        """The trace on the model's own device: ``(capture, report)``."""
-        from graphtool.commands import shared
+    def trace_own(self, session) -> tuple[Any, Any, Opened]:
+        """The trace on the model's own device: ``(capture, report, the launch it ran in)``."""
+        with self.opened(session) as run:
+            spec = session.spec(entry=run.entry, factory_args=run.factory_args, wrapped=self.wrapped)
+            session.progress.phase(f"tracing{self.under} with dynamo + {session.backend}'s AOT stage...")
+            capture = session.trace_spec(spec, wrapper=run.session, steps=self.own_steps)
+            return capture, self.report(run, capture), run
 
-        with self.opened(target, entry, progress) as run:
-            capture = shared.trace_own_device(target, run.entry, device, inference, backend=backend, debug=debug,
-                                              progress=progress, wrapper=run.session, factory_args=run.factory_args,
-                                              steps=self.own_steps)
-            return capture, self.report(run, capture)
+    def across_ranks(self, session, capture, report, run: Opened) -> Any:
+        """``report`` with what the other ranks of the launch compile (``trace --ddp``)."""
+        return report
 
-    def standin(self, target, entry, device, inference: bool, backend: str, *, dynamic: bool = False,
-                debug: bool = False, progress: Progress = SILENT, n_steps: int = 1) -> tuple[Any, str, Any]:
-        """The accelerator view, ``n_steps`` steps: ``(capture, accelerator, report)``."""
-        from graphtool.commands import shared
-
-        with self.opened(target, entry, progress, what=" (stand-in)", debug=debug) as run:
-            capture, accel = shared.trace_standin(target, run.entry, device, inference, backend=backend,
-                                                  dynamic=dynamic, debug=debug, progress=progress, steps=n_steps,
-                                                  wrapper=run.session, factory_args=run.factory_args)
+    def standin(self, session, backend: str, *, steps: int = 1, dynamic: bool = False) -> tuple[Any, str, Any]:
+        """The accelerator view, ``steps`` steps: ``(capture, accelerator, report)``."""
+        with self.opened(session, what=" (stand-in)") as run:
+            capture, accel = session.trace_standin(backend, steps, dynamic, run)
             return capture, accel, self.report(run, capture)
 
     def judged(self, report, verdict, standin_capture, *, standin_report=None) -> Any:
         """``report`` with each of the wrapper's graphs' CUDA-graph verdict; ``standin_report``: the stand-in's own,
         when ``report`` came from the own-device run."""
         return report
-
-    def fails(self, report) -> bool:
-        """A loop of the model fails under this launch (DDP: a parameter without gradient, at the second step)."""
-        return False
 
     def held(self, opened: Opened, spec) -> Any:
         """What one rank holds beside the model that only the open launch can read (DDP: buckets and optimizer state)."""
@@ -111,9 +108,77 @@ class Launch:
         """A lint job run under this launch in its child process."""
         return target
 
-    def fields(self, report) -> dict:
-        """The result's keyword arguments for ``report``: ``{"ddp": report}``, ``{"fsdp2": report}``, or none."""
-        return {self.name: report} if self.name else {}
+    def part(self, report) -> Optional[Part]:
+        """What the wrapper did, as a result shows it (:class:`Part`); None alone."""
+        return None
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a wrapper did to a model, as every result shows it: its JSON entry, its terminal view, its page section and
+    its line in a summary, so no view asks which wrapper it was. ``report`` is the analysis' (a DdpReport or
+    Fsdp2Report)."""
+
+    report: Any
+    key: ClassVar[str] = ""
+    label: ClassVar[str] = ""  # "DDP", "FSDP2"
+
+    def to_dict(self) -> dict:
+        return {self.key: self.report.to_dict()}
+
+    @property
+    def fails(self) -> bool:
+        """A loop of the model fails under the wrapper (DDP: a parameter without gradient, at the second step)."""
+        return False
+
+    @property
+    def world_size(self) -> int:
+        return self.report.world_size
+
+
+class DdpPart(Part):
+    key, label = "ddp", "DDP"
+
+    @property
+    def fails(self) -> bool:
+        return bool((self.report.unused or {}).get("fails_at_step"))
+
+    def view(self):
+        from graphtool.render.distributed import ddp_view
+
+        return ddp_view(self.report)
+
+    def section(self, rank_memory=None) -> str:
+        from graphtool.render.report import ddp_section
+
+        return ddp_section(self.report)
+
+    def summary(self) -> str:
+        from graphtool.text import count
+
+        d = self.report
+        line = (f"under DDP (bucket_cap_mb={d.bucket_cap_mb:g}): {count(d.graph_count, 'graph')} from "
+                f"{count(d.dynamo_graphs, 'dynamo graph')}")
+        return line + (f"; DDP fails at step {d.unused['fails_at_step']}: parameters without gradient" if self.fails else "")
+
+
+class Fsdp2Part(Part):
+    key, label = "fsdp2", "FSDP2"
+
+    def view(self):
+        from graphtool.render.distributed import fsdp2_view
+
+        return fsdp2_view(self.report)
+
+    def section(self, rank_memory=None) -> str:
+        from graphtool.render.report import fsdp2_section
+
+        return fsdp2_section(self.report, rank_memory)
+
+    def summary(self) -> str:
+        from graphtool.text import count
+
+        return f"under FSDP2 ({count(self.report.world_size, 'rank')}): {count(self.report.graph_count, 'compiled graph')}"
 
 
 @dataclass(frozen=True)
@@ -125,7 +190,14 @@ class Plain(Launch):
 class _Wrapped(Launch):
     world_size: int = 2
 
-    def check(self, command: str, *, dynamic: bool = False, run: bool = False) -> None:
+    def check(self, command: str, *, dynamic: bool = False, run: bool = False, schedule: bool = False,
+              alone: bool = False) -> None:
+        if alone:
+            raise UsageError(f"{command} with {self.flag}: not supported yet (it runs the model alone)",
+                             hint=f"drop {self.flag}" + (f", or run graphtool lint MODEL {self.flag}" if command == "lint" else ""))
+        if schedule:
+            raise UsageError(f"{command} --schedule with --ddp/--fsdp2: not supported yet",
+                             hint="drop --schedule, or run graphtool shapes")
         if dynamic and command == "memory":
             raise UsageError(f"memory {self.flag} with --dynamic: not supported yet", hint="drop --dynamic")
         if run:
@@ -135,16 +207,21 @@ class _Wrapped(Launch):
     own_wrap: ClassVar[str] = "wraps"  # what a script run with --run does to its model itself
     needs_values: ClassVar[str] = ""  # why the wrapper cannot run on --device meta
     per_layer: ClassVar[str] = ""  # what a smaller config does instead
+    shows: ClassVar[type] = Part
+    shares_own_trace: ClassVar[bool] = False
 
     def _session(self, progress, *, rank: int = 0, what: str = "", debug: bool = False):
         raise NotImplementedError
 
     @contextlib.contextmanager
-    def opened(self, target, entry, progress: Progress = SILENT, *, what: str = "", debug: bool = False,
-               rank: int = 0) -> Iterator[Opened]:
-        with self._session(progress, rank=rank, what=what, debug=debug) as session, own_group_hint(self.flag):
-            entry, factory_args = session.entry(target, entry)
-            yield Opened(session, entry, factory_args)
+    def opened(self, session, *, what: str = "", rank: int = 0) -> Iterator[Opened]:
+        with self._session(session.progress, rank=rank, what=what, debug=session.debug) as run, \
+                own_group_hint(self.flag):
+            entry, factory_args = run.entry(session.target, session.entry)
+            yield Opened(run, entry, factory_args)
+
+    def part(self, report) -> Optional[Part]:
+        return self.shows(report) if report is not None else None
 
 
 @dataclass(frozen=True)
@@ -160,6 +237,7 @@ class Ddp(_Wrapped):
     own_steps: ClassVar[int] = 2  # the second step is where DDP fails on parameters without gradient
     needs_values: ClassVar[str] = "DDP's constructor reads the parameters' values (it broadcasts them from rank 0)"
     per_layer: ClassVar[str] = "splits the same way per layer"
+    shows: ClassVar[type] = DdpPart
 
     def _session(self, progress, *, rank: int = 0, what: str = "", debug: bool = False):
         from graphtool.capture.distributed.ddp import DdpSession
@@ -173,41 +251,33 @@ class Ddp(_Wrapped):
 
         return build_ddp_report(capture, opened.session.result(capture))
 
-    def trace_own(self, target, entry, device, inference: bool, backend: str, *, debug: bool = False,
-                  progress: Progress = SILENT):
-        """Rank 0's trace, two steps, and every other rank that could differ from it (:mod:`graphtool.commands.ranks`)."""
-        from graphtool.commands import shared
+    def trace_own(self, session):
+        """Rank 0's trace, two steps (as rank 0's process traces it)."""
+        from graphtool.capture.distributed.ranks import launch_env, on_rank
+
+        with on_rank(0, self.world_size), launch_env(0, self.world_size):
+            return super().trace_own(session)
+
+    def across_ranks(self, session, capture, report, run: Opened):
+        """Every other rank that could differ from rank 0, traced as its process would (:mod:`graphtool.commands.ranks`)."""
         from graphtool.commands.ranks import rank_differences
 
-        progress.phase("starting a fake process group for DDP...")
-
-        def trace_rank(rank: int):
+        def other_rank(rank: int):
             from graphtool.capture.distributed.ranks import launch_env, on_rank
 
-            # the group's progress line is the one above, once for every rank traced
+            # rank ``rank``'s model, built as its process builds it: the script runs again
             with on_rank(rank, self.world_size), launch_env(rank, self.world_size), \
-                    self.opened(target, entry, rank=rank) as run:
-                capture = shared.trace_own_device(target, run.entry, device, inference, backend=backend, debug=debug,
-                                                  progress=progress, wrapper=run.session,
-                                                  factory_args=run.factory_args, steps=self.own_steps)
-                return capture, run, self.report(run, capture)
+                    self.opened(session, rank=rank) as other:
+                spec = session.fresh_spec(other.entry, other.factory_args)
+                return session.trace_spec(spec, wrapper=other.session, steps=self.own_steps)
 
-        capture, run, report = trace_rank(0)
-
-        def other_rank(rank: int):
-            with shared.own_load():  # rank ``rank``'s model, built as its process builds it: the script runs again
-                return trace_rank(rank)[0]
-
-        ranks = rank_differences(target, run.entry, run.factory_args, self.world_size, capture, other_rank, progress)
-        return capture, replace(report, ranks=ranks)
+        return replace(report, ranks=rank_differences(session.target, run.entry, run.factory_args, self.world_size,
+                                                      capture, other_rank, session.progress))
 
     def judged(self, report, verdict, standin_capture, *, standin_report=None):
         from graphtool.analysis.cudagraphs.ddp import with_split_verdicts
 
         return with_split_verdicts(report, verdict, standin=standin_report)
-
-    def fails(self, report) -> bool:
-        return bool((report.unused or {}).get("fails_at_step"))
 
     def held(self, opened: Opened, spec):
         from graphtool.capture import compat
@@ -241,6 +311,7 @@ class Fsdp2(_Wrapped):
     needs_values: ClassVar[str] = "fully_shard copies each parameter's values into its shard"
     per_layer: ClassVar[str] = "shards the same way per layer"
     record_memory_breaks: ClassVar[bool] = True
+    shows: ClassVar[type] = Fsdp2Part
 
     def _session(self, progress, *, rank: int = 0, what: str = "", debug: bool = False):
         from graphtool.capture.distributed.fsdp2 import Fsdp2Session
@@ -312,7 +383,24 @@ def launch_of(ddp=None, fsdp2=None, device: Optional[str] = None) -> Launch:
                      find_unused_parameters=bool(ddp.get("find_unused_parameters", False)))
     else:
         return Plain()
-    if device == "meta":
+    if device == "meta" and launch.wrapped:
         raise UsageError(f"{launch.flag} cannot run on --device meta: {launch.needs_values}",
                          hint=f"drop --device meta; a smaller config of the model {launch.per_layer}")
     return launch
+
+
+def launch_from(options: dict, device: Optional[str] = None) -> Launch:
+    """The launch a Session's options ask for (:data:`graphtool.commands.options.LOAD`): ``ddp``/``fsdp2`` each True
+    (with ``world_size``, ``bucket_cap_mb``, ``find_unused_parameters``), a settings dict, a launch, or off."""
+    def settings(name: str):
+        given = options.get(name)
+        if given is None or given is False or isinstance(given, (dict, Launch)):
+            return given or None
+        if name == "fsdp2":
+            return {"world_size": options.get("world_size", 2)}
+        return {"world_size": options.get("world_size", 2), "bucket_cap_mb": options.get("bucket_cap_mb", 25.0),
+                "find_unused_parameters": options.get("find_unused_parameters", False)}
+
+    if options.get("find_unused_parameters") and not options.get("ddp"):
+        raise UsageError("--find-unused-parameters is a DDP setting: add --ddp")
+    return launch_of(settings("ddp"), settings("fsdp2"), device)

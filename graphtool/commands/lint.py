@@ -24,6 +24,7 @@ from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 from graphtool.display_paths import display_path
 from graphtool.errors import EXIT_USAGE, UsageError
+from graphtool.schema import stamped
 
 
 @dataclass(frozen=True, repr=False)
@@ -44,7 +45,7 @@ class LintOutcome(Result):
         return self.report.exit_code()
 
     def to_dict(self) -> dict:
-        return self.report.to_dict()
+        return stamped(self.command, self.report.to_dict())
 
     def summary(self) -> str:
         """``lint passed: 0 graph breaks, 0 recompiles, 0 skipped frames``, the counts of every model linted."""
@@ -99,32 +100,50 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          config: Optional[Path] = None, baseline: Optional[Path] = None, update_baseline: bool = False, strict: bool = False,
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None,
-         schedule: bool = False, max_peak_memory: Optional[str] = None) -> LintOutcome:
+         schedule: bool = False, max_peak_memory: Optional[str] = None, min_coverage: Optional[float] = None,
+         coverage: bool = False, log: Optional[Sequence[str]] = None) -> LintOutcome:
     """Lint every target; judge each against its budget and the baseline. ``max_peak_memory`` (a size or GPU name,
     as ``memory --fit`` takes it): each model's training step, predicted by ``graphtool memory --fit`` in a child
     of its own, must fit it. ``schedule``: after the example inputs,
     each model runs every step its script's ``get_input_schedule()`` yields, so recompiles are the loop's own, and
-    a frame that hits ``recompile_limit`` fails whatever the budget.
+    a frame that hits ``recompile_limit`` fails whatever the budget. ``coverage`` measures each model's capture
+    coverage (:mod:`graphtool.capture.coverage`); ``min_coverage`` (a share, 0.9) fails a model whose torch calls
+    run inside compiled graphs less often. ``log`` (a TORCH_TRACE folder or files): judge a real run's breaks and
+    recompiles instead of running anything (``graphtool lint --log DIR``): one target, named by the first path, its
+    baseline entries under that name.
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
     could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
+    from graphtool.analysis.coverage import check_min_coverage
     from graphtool.analysis.lint import Budget, LintReport
     from graphtool.config import find_config, load_config
+
+    check_min_coverage(min_coverage)
 
     check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
                    max_skipped_frames=max_skipped_frames, jobs=jobs, timeout=timeout)
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
-                      max_peak_memory=max_peak_memory)
-    targets = _targets(models, run, script_args, cfg, override, dynamic)
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage)
+    launch = launch_of(ddp, fsdp2)
+    if log:
+        if models or run or schedule or dynamic or max_peak_memory or coverage or min_coverage is not None or launch.wrapped:
+            raise UsageError("--log judges a run's logs: MODEL, --run, --schedule, --dynamic, --max-peak-memory, --coverage, "
+                             "--min-coverage, --ddp and --fsdp2 are for runs lint makes itself")
+        from graphtool.analysis.lint import LintTarget
+
+        targets = [LintTarget(path=str(log[0]), budget=override)]
+    else:
+        targets = _targets(models, run, script_args, cfg, override, dynamic)
+        if coverage:
+            targets = [replace(t, coverage=True) for t in targets]
     _check_peak_budgets(targets, run)
     if schedule:
         if run:
             raise UsageError("--schedule lints a model script's get_input_schedule(); a script run with --run runs its own loop")
         targets = [replace(t, schedule=True) for t in targets]
     # under --ddp or --fsdp2 each model runs in its child's fake process group, as the launch would wrap it
-    launch = launch_of(ddp, fsdp2)
     launch.check("lint", run=bool(run))
     targets = [launch.lint_target(t) for t in targets]
     baseline_path = baseline or (cfg.baseline if cfg else None)
@@ -133,7 +152,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     base = baselines.read(Path(baseline_path)) if baseline_path is not None and not update_baseline else None
     parallel = jobs or (cfg.jobs if cfg and cfg.jobs else 1)
     limit = timeout or (cfg.timeout if cfg else None)
-    results = _run(targets, parallel, limit, debug, progress)
+    results = _run(targets, parallel, limit, debug, progress) if not log else [_from_log(log, progress)]
     judged = [baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)]
     judged = _peak_memories(judged, parallel, limit, progress)
     report = LintReport(tuple(judged), display_path(str(baseline_path)) if baseline_path else None)
@@ -147,6 +166,15 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     baseline_path = Path(baseline_path)
     baselines.write(baseline_path, baselines.content(report, baseline_path))
     return LintOutcome(report, baseline_written=baseline_path)
+
+
+def _from_log(paths: Sequence[str], progress: Progress):
+    """What a run's logs say, as the result a lint child gives (torch is not imported)."""
+    from graphtool.analysis.run_log import read_logs
+    from graphtool.analysis.run_log.lint import as_lint_result
+
+    progress.phase("reading the logs...")
+    return as_lint_result(read_logs(paths))
 
 
 def _check_peak_budgets(targets, run) -> None:
@@ -187,28 +215,34 @@ def _peak_memories(judged: list, parallel: int, limit: Optional[float], progress
     return out
 
 
-def lint_model(model, *, steps: Optional[Sequence] = None, max_graph_breaks: Optional[int] = None,
-               max_recompiles: Optional[int] = None, max_skipped_frames: Optional[int] = None,
-               allowed_breaks: Sequence[str] = (), dynamic: bool = False, baseline=None, name: Optional[str] = None,
-               debug: bool = False) -> LintOutcome:
-    """Lint one model object (a :class:`~graphtool.capture.model_object.ModelObject`) in this process,
-    as ``graphtool lint`` lints a script in its child: run once on its inputs, or once per entry of
-    ``steps`` (each a tuple of positional arguments); judged against the budgets and ``baseline`` (a file
-    or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name`` (default:
-    the model's source file) are accepted."""
-    from graphtool.analysis.lint import Budget, LintReport, LintTarget
+def run(session, *, steps: Optional[Sequence], max_graph_breaks: Optional[int],
+        max_recompiles: Optional[int], max_skipped_frames: Optional[int],
+        max_peak_memory: Optional[str], allowed_breaks: Sequence[str], dynamic: bool,
+        baseline, name: Optional[str]) -> LintOutcome:
+    """Lint the session's model in this process, as ``graphtool lint`` lints a script in its child: run once on its
+    inputs, or once per entry of ``steps`` (each a tuple of positional arguments); judged against the budgets and
+    ``baseline`` (a file or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name``
+    (default: the model's source file) are accepted. ``max_peak_memory``: the session's ``memory(fit=...)`` must fit."""
+    from graphtool.analysis.lint import Budget, LintReport, LintTarget, with_peak_memory
     from graphtool.capture.processes.lint_worker import lint_spec
-    from graphtool.commands import shared
 
+    session.launch.check("lint", alone=True)
     check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
+    if max_peak_memory is not None:
+        from graphtool.commands.fit import check_fit
+
+        check_fit(max_peak_memory, None)
     base = baselines.accepted(baseline)
-    spec = shared.load(model, None, None)
+    spec = session.spec()
     calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]
-    result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=debug)
-    budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
+    result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=session.debug)
+    budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_peak_memory=max_peak_memory,
                     max_skipped_frames=max_skipped_frames, allowed_breaks=tuple(allowed_breaks))
     target = LintTarget(path=name or str(spec.path), entry=None if name else spec.entry, dynamic=dynamic, budget=budget)
-    return LintOutcome(LintReport((baselines.judge(target, result, base),), None))
+    judged = baselines.judge(target, result, base)
+    if max_peak_memory is not None and judged.status != "error":
+        judged = with_peak_memory(judged, session.memory(fit=max_peak_memory).fit.to_dict())
+    return LintOutcome(LintReport((judged,), None))
 
 
 def check_numbers(**values) -> None:
@@ -268,6 +302,7 @@ def _merge(entry, override):
         max_recompiles=pick(override.max_recompiles, "max_recompiles"),
         max_skipped_frames=pick(override.max_skipped_frames, "max_skipped_frames"),
         max_peak_memory=pick(override.max_peak_memory, "max_peak_memory"),
+        min_coverage=override.min_coverage,
         allowed_breaks=tuple(entry.allowed_breaks) if entry else (),
     )
 

@@ -15,19 +15,24 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from graphtool.commands import shared
-from graphtool.commands.launch import Launch, launch_of
-from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.progress import quiet_stdout
+from graphtool.commands.result import ModelResult, model_header
+from graphtool.commands.session import per_model
+
+if TYPE_CHECKING:
+    from graphtool.analysis.memory.saved import MemoryReport
 
 BY = ("line", "module", "op")
 
 
 @dataclass(frozen=True, repr=False)
-class MemoryResult(shared.ModelResult):
+class MemoryResult(ModelResult):
     """One model's MemoryReport; ``rank`` what each rank holds (``--ddp``/``--fsdp2``), ``fit`` whether the
     step fits (``--fit``/``--budgets``); ``top``: rows per table of the terminal view."""
+
+    report: MemoryReport
 
     command = "memory"
     key = "memory"
@@ -42,12 +47,10 @@ class MemoryResult(shared.ModelResult):
         from graphtool.render.memory import memory_view
 
         parts = [memory_view(self.report, top=self.top)]
-        if self.rank is not None:
+        if self.rank is not None:  # what one rank holds under the launch's wrapper
             from graphtool.render.rank_memory import rank_memory_view
 
-            wrapped = self.fsdp2 or self.ddp
-            parts.append(rank_memory_view(self.rank, world_size=wrapped.world_size if wrapped else None,
-                                          wrapper="FSDP2" if self.fsdp2 is not None else "DDP"))
+            parts.append(rank_memory_view(self.rank, world_size=self.wrapped.world_size, wrapper=self.wrapped.label))
         if self.fit is not None:
             from graphtool.render.fit import fit_view
 
@@ -63,45 +66,43 @@ class MemoryResult(shared.ModelResult):
         return [memory_section(self.report)] + ([fit_section(self.fit)] if self.fit is not None else [])
 
 
-def memory(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-           backend: str = "inductor", by: str = "line", depth: Optional[int] = None, top: int = 10,
-           dynamic: bool = False, debug: bool = False, progress: Progress = SILENT,
-           ddp: Optional[dict] = None, fsdp2: Optional[dict] = None, fit: Optional[str] = None,
-           budgets: Optional[str] = None, schedule: bool = False) -> list[MemoryResult]:
-    """One :class:`MemoryResult` (a MemoryReport, key ``memory``) per model; ``found`` is never set.
+memory = per_model("memory")
 
-    ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``;
-    ``dynamic`` traces the input sizes that differ from the script's ``dynamic_inputs`` (else the
-    batch) as symbols, so each saved tensor's bytes is also a formula of them. ``ddp`` (``world_size``,
-    ``bucket_cap_mb``, ``find_unused_parameters``): the step runs as ``DDP(torch.compile(model))`` in a
-    fake process group (as rank 0 of ``world_size``), and the result's ``rank`` (a
-    :class:`~graphtool.analysis.memory.rank_memory.RankMemory`) says what each rank holds. ``fsdp2``
-    (``world_size``): the step runs under ``fully_shard`` per block and root as rank 0 of a fake
-    process group; ``rank`` is the busiest rank's RankMemory with every rank in ``per_rank``, and
-    ``fsdp2`` the FSDP2 report (units, collectives, each rank's shards). ``fit`` (a size such as ``24GiB`` or a
-    GPU name) and ``budgets`` (``"1,0.5,0.1"``, or ``""`` for the default sweep): the result's ``fit`` (a
-    :class:`~graphtool.analysis.memory.fit_report.FitReport`) predicts the training step's peak, eager beside compiled,
-    and at each activation-memory budget (:mod:`graphtool.commands.fit`). ``schedule``: measure at the largest step
-    of the script's ``get_input_schedule()`` (the most input elements) instead of the example inputs, and say what
-    the CUDA graphs recorded at that size hold in cudagraph trees' pool (the report's notes)."""
+
+def run(session, *, by: str, depth: Optional[int], top: int, dynamic: bool,
+        schedule: bool, fit: Optional[str], budgets: Optional[str]) -> MemoryResult:
+    """One :class:`MemoryResult` (a MemoryReport, key ``memory``); ``found`` is never set.
+
+    ``by`` groups activations per ``line``, ``module`` (cut to ``depth`` levels) or ``op``; ``dynamic`` traces the
+    input sizes that differ from the script's ``dynamic_inputs`` (else the batch) as symbols, so each saved tensor's
+    bytes is also a formula of them. Under ``--ddp`` the step runs as ``DDP(torch.compile(model))`` as rank 0 of a
+    fake process group, and the result's ``rank`` (a :class:`~graphtool.analysis.memory.rank_memory.RankMemory`) says
+    what each rank holds; under ``--fsdp2`` it runs under ``fully_shard``, ``rank`` is the busiest rank's with every
+    rank in ``per_rank``. ``fit`` (a size such as ``24GiB`` or a GPU name) and ``budgets`` (``"1,0.5,0.1"``, or
+    ``""`` for the default sweep): the result's ``fit`` (a :class:`~graphtool.analysis.memory.fit_report.FitReport`)
+    predicts the training step's peak, eager beside compiled, and at each activation-memory budget
+    (:mod:`graphtool.commands.fit`). ``schedule``: measure at the largest step of the script's
+    ``get_input_schedule()`` (the most input elements) instead of the example inputs, and say what the CUDA graphs
+    recorded at that size hold in cudagraph trees' pool (the report's notes)."""
     from graphtool.errors import UsageError
 
-    shared.check_aot_backend(backend)
     if by not in BY:
         raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
     if depth is not None and depth < 1:
         raise UsageError(f"--depth {depth}: count levels from 1 (the model's children)")
+    if session.inference:
+        raise UsageError("memory measures a training step: this session traces the forward only (inference)",
+                         hint="load the model without inference=True")
+    launch = session.launch
     if fit is not None or budgets is not None:
         from graphtool.commands.fit import check_fit
 
-        check_fit(fit, budgets, ddp=ddp, fsdp2=fsdp2, dynamic=dynamic)
-    launch = launch_of(ddp, fsdp2, device)
+        check_fit(fit, budgets, launch=launch, dynamic=dynamic)
     launch.check("memory", dynamic=dynamic)
     for flag, given in (("--dynamic", dynamic), ("--ddp/--fsdp2", launch.wrapped)):
         if schedule and given:
             raise UsageError(f"memory --schedule with {flag}: not supported yet", hint=f"drop {flag}")
-    return [_one(target, ent, device, backend, by, depth, top, dynamic, debug, progress, launch, fit, budgets, schedule)
-            for target, ent in shared.targets(model, entry)]
+    return _one(session, by, depth, top, dynamic, fit, budgets, schedule)
 
 
 def _largest_step(spec):
@@ -144,36 +145,39 @@ def _pool_note(capture) -> str | None:
             + " (each recording's live outputs; the pool also keeps warm-ups and cuBLAS's workspace: docs/gpu-results.md)")
 
 
-def _one(target, ent, device, backend, by, depth, top, dynamic, debug, progress, launch: Launch, fit, budgets,
-         schedule=False):
+def _one(session, by, depth, top, dynamic, fit, budgets, schedule=False):
     """The memory report of one model: its forward run eagerly under ``saved_tensors_hooks``, then traced under the
     launch (``--ddp``: what one rank holds, DDP's bucket bytes from torch's own figures and the optimizer state of
     the script's ``get_optimizer``; ``--fsdp2``: each rank's shards, gradients, optimizer state, all-gathered
-    parameters and the activations the compiled graphs save, each graph once per call in the step)."""
+    parameters and the activations the compiled graphs save, each graph once per call in the step). Alone, on the
+    example inputs, the trace is the session's own-device trace, shared with ``trace`` and ``mutations``."""
     from graphtool.analysis.memory.saved import build_memory_report
     from graphtool.capture.memory.saved_tensors import capture_saved, mark_varying_sizes
-    from graphtool.capture.tracer import trace_model
     from graphtool.commands.fit import recording
 
-    with launch.opened(target, ent, progress) as run:
-        spec = shared.load(target, run.entry, device, progress, run.factory_args, wrapped=launch.wrapped)
+    launch, progress = session.launch, session.progress
+    with launch.opened(session) as run:
+        spec = session.spec(entry=run.entry, factory_args=run.factory_args, wrapped=launch.wrapped)
         notes: tuple[str, ...] = ()
         if schedule:
             spec, note = _largest_step(spec)
             notes += (note,)
         progress.phase("running the forward eagerly, recording what autograd saves...")
-        with shared.quiet_stdout():
+        with quiet_stdout():
             eager = capture_saved(spec)
         if dynamic:
             varying = mark_varying_sizes(spec)
             notes += (f"--dynamic: symbolic sizes for {', '.join(varying)}; bytes at the example inputs' sizes"
                       if varying else "--dynamic: no input size differs between the example inputs and their variant",)
-        progress.phase(f"tracing{launch.under} with dynamo + {backend}'s AOT stage...")
-        with shared.quiet_stdout(), recording(fit, budgets) as joints:
-            capture = trace_model(spec, backend=backend, record_breaks=launch.record_memory_breaks, quiet=not debug,
-                                  wrapper=run.session, on_region=lambda i: progress.phase(f"tracing region {i}..."))
-            held = launch.held(run, spec)
-        wrapped = launch.report(run, capture)
+        if launch.shares_own_trace and not (dynamic or schedule or budgets is not None):
+            capture, wrapped, held, joints = *session.own_trace()[:2], None, []
+        else:
+            progress.phase(f"tracing{launch.under} with dynamo + {session.backend}'s AOT stage...")
+            with recording(fit, budgets) as joints:
+                capture = session.trace_spec(spec, inference=False, record_breaks=launch.record_memory_breaks,
+                                             wrapper=run.session)
+                held = launch.held(run, spec)
+            wrapped = launch.report(run, capture)
     if schedule:
         pool = _pool_note(capture)
         notes += (pool,) if pool else ()
@@ -183,5 +187,5 @@ def _one(target, ent, device, backend, by, depth, top, dynamic, debug, progress,
         from graphtool.commands.fit import fit_report
 
         fitted = fit_report(spec, report, capture, joints, fit, budgets, progress)
-    return MemoryResult(shared.model_header(capture), report, False, fit=fitted, top=top,
-                        rank=launch.rank_memory(report, wrapped, capture, held), **launch.fields(wrapped))
+    return MemoryResult(model_header(capture), report, False, fit=fitted, top=top,
+                        rank=launch.rank_memory(report, wrapped, capture, held), wrapped=launch.part(wrapped))

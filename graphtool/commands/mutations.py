@@ -10,17 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING
 
-from graphtool.commands import shared
-from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.result import ModelResult, model_header
+from graphtool.commands.session import per_model
+
+if TYPE_CHECKING:
+    from graphtool.analysis.mutations import MutationReport
 
 
 @dataclass(frozen=True, repr=False)
-class MutationsResult(shared.ModelResult):
+class MutationsResult(ModelResult):
     """One model's MutationReport; ``allowed``: what ``--check`` accepted (``--allow``, the config's
     ``allow_mutations``; the API's ``allow=``), listed and not counted as findings. ``python``: the model
     came as an object, so a finding says how to accept it as the API takes it (``allow=[...]``)."""
+
+    report: MutationReport
 
     command = "mutations"
 
@@ -56,27 +61,22 @@ class MutationsResult(shared.ModelResult):
         return list(self.report.mutated)
 
 
-def mutations(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-              inference: bool = False, backend: str = "inductor", allow: Sequence[str] = (), debug: bool = False,
-              progress: Progress = SILENT) -> list[MutationsResult]:
-    """One :class:`MutationsResult` (a MutationReport) per model; ``found`` when anything is mutated or aliased
-    that ``allow`` (kinds such as ``buffers``, or FQN patterns) does not accept."""
+mutations = per_model("mutations")
+
+
+def run(session, *, allow: Sequence[str]) -> MutationsResult:
+    """The session's own-device trace read for mutations; ``found`` when anything is mutated or aliased that ``allow``
+    (kinds such as ``buffers``, or FQN patterns) does not accept."""
     from graphtool.analysis.mutations import analyze_mutations, is_allowed
 
-    shared.check_aot_backend(backend)
-    results = []
-    for target, ent in shared.targets(model, entry):
-        capture = shared.trace_own_device(target, ent, device, inference, backend=backend, record_breaks=False,
-                                         debug=debug, progress=progress)
-        report = analyze_mutations(capture)
-        header = shared.model_header(capture)
-        script = isinstance(target, str)
-        # the script's file, as the config names it (a target "m.py:build" is no path); an object: no config
-        accepted = allowed_for(header["path"], allow) if script else tuple(allow)
-        unexpected = [m for m in report.mutated if not is_allowed(m, accepted)]
-        found = bool(unexpected or report.aliased_outputs or report.input_aliases or capture.no_graph)
-        results.append(MutationsResult(header, report, found, allowed=accepted, python=not script))
-    return results
+    capture = session.own_trace()[0]
+    report = analyze_mutations(capture)
+    header = model_header(capture)
+    # the script's file, as the config names it (a target "m.py:build" is no path); an object: no config
+    accepted = tuple(allow or ()) if session.is_object else allowed_for(header["path"], allow or ())
+    unexpected = [m for m in report.mutated if not is_allowed(m, accepted)]
+    found = bool(unexpected or report.aliased_outputs or report.input_aliases or capture.no_graph)
+    return MutationsResult(header, report, found, allowed=accepted, python=session.is_object)
 
 
 def allowed_for(target: str, allow: Sequence[str] = ()) -> tuple[str, ...]:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 
 def predict(job: dict) -> dict:
-    from graphtool.commands.memory import memory
+    from graphtool.commands.session import Session
     from graphtool.errors import GraphtoolError
 
     try:
-        (result,) = memory(job["path"], entry=job.get("entry"), fit=job["fit"])
+        result = Session(job["path"], entry=job.get("entry")).memory(fit=job["fit"])
     except GraphtoolError as err:
         return {"ok": False, "error": err.message, "exit_code": err.exit_code}
     return {"ok": True, "fit": result.fit.to_dict()}

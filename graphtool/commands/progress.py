@@ -1,4 +1,4 @@
-"""How a long-running command says what it is doing, without knowing who listens.
+"""How a long-running command says what it is doing, without knowing who listens, and where the user's prints go.
 
 The CLI passes a rich spinner and bar; tests and library callers pass nothing (:data:`SILENT`).
 
@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from typing import Protocol
 
 
@@ -42,3 +44,8 @@ class _Silent:
 
 #: a Progress that says nothing: the default for library callers and tests
 SILENT: Progress = _Silent()
+
+
+def quiet_stdout():
+    """The user's own prints go to stderr while graphtool runs its code: stdout carries only graphtool's document."""
+    return contextlib.redirect_stdout(sys.stderr)

@@ -2,14 +2,15 @@
 
 Example::
 
-    >>> from graphtool.commands.trace import trace
-    >>> (r,) = trace("examples/mlp.py", ddp={"world_size": 4, "bucket_cap_mb": 25.0})
+    >>> from graphtool.commands.session import Session
+    >>> r = Session("examples/mlp.py", ddp=True, world_size=4).trace()
     >>> r.ddp.ranks.same, r.ddp.ranks.traced
     (True, (0,))
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -28,9 +29,9 @@ def rank_differences(target: Any, entry, factory_args: tuple, world_size: int, r
     from graphtool.analysis.distributed.ranks import build_ranks_report, capture_outcome
     from graphtool.capture.distributed import ranks
 
-    if world_size == 1:
-        sigs = [ranks.signature_of(rank0.spec, 0)]
-        return build_ranks_report(1, sigs, {0: capture_outcome(rank0)}, {}, built=(0,))
+    if world_size == 1 or not isinstance(target, (str, os.PathLike)):  # one rank, or one object handed to every rank
+        sigs = [ranks.signature_of(rank0.spec, r) for r in range(world_size)]
+        return build_ranks_report(world_size, sigs, {0: capture_outcome(rank0)}, {}, built=(0,))
     lines = ranks.reads_rank(target)
     progress.phase(f"building rank 1's model of {world_size}...")
     sigs = [ranks.signature_of(rank0.spec, 0), ranks.rank_signature(target, entry, factory_args, 1, world_size)]

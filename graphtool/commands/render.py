@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from graphtool.commands import shared
-from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.progress import quiet_stdout
+from graphtool.commands.session import each
 from graphtool.errors import UsageError
 
 GRAPHS = ("autograd", "forward", "backward", "joint")
@@ -27,11 +27,15 @@ COLLAPSE = ("auto", "module", "none")
 
 @dataclass(frozen=True)
 class RenderResult:
-    output: Path
+    output: Optional[Path]  # the file written, or None: ``text`` is the picture
     nodes: int
     edges: int
     renderer: str  # the layout program, or "none" for DOT text
     note: Optional[str]  # how the picture was folded, when it was
+    text: Optional[str] = None  # the DOT or SVG text, when no file was asked for
+
+    def _repr_svg_(self) -> Optional[str]:
+        return self.text if self.text is not None and not self.text.startswith("digraph") else None
 
 
 def check_options(graph: str, collapse: str, depth: Optional[int]) -> None:
@@ -47,19 +51,45 @@ def default_output(target: str, graph: str, fmt: Optional[str]) -> Path:
     return Path(f"{Path(target.split(':')[0]).stem}-{graph}.{fmt or 'svg'}")
 
 
-def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-            graph: str = "autograd", saved: bool = False, region: int = 0, collapse: str = "auto",
-            depth: Optional[int] = None, backend: str = "inductor", debug: bool = False, progress: Progress = SILENT):
+def drawing(model=None, **options):
     """The first model's graph as a Drawing, folded by module when ``collapse`` says so."""
+    return each("render", model, {**options, "fmt": "drawing"}, first=True)
+
+
+def render(model=None, **options) -> RenderResult:
+    """Draw the first model's graph and lay it out into ``output`` (default ``MODEL-GRAPH.svg`` here)."""
+    from graphtool.commands.session import targets
+
+    target = targets(model, options.get("entry"))[0][0]
+    output = options.get("output") or default_output(target, options.get("graph", "autograd"), options.get("fmt"))
+    return each("render", model, {**options, "output": output}, first=True)
+
+
+def run(session, *, graph: str, output: Optional[Path], fmt: Optional[str],
+        collapse: str, depth: Optional[int], saved: bool, region: int):
+    """The graph as a picture: written to ``output`` (its format from ``fmt`` or the file name), else its DOT text
+    (``fmt="dot"``) or SVG text (the default) in :attr:`RenderResult.text`; ``fmt="drawing"``: the
+    :class:`~graphtool.analysis.drawing.Drawing` itself."""
     from graphtool.analysis.drawing import OPEN_LIMIT, auto_depth, opening_depth
     from graphtool.analysis.drawing import collapse as fold
+    from graphtool.render.dot import to_dot
+    from graphtool.render.layout import FORMATS, render_file
 
+    session.launch.check("render", alone=True)
     check_options(graph, collapse, depth)
-    shared.check_aot_backend(backend)
-    target, ent = shared.targets(model, entry)[0]
-    # modules are drawn as clusters even when nothing folds: they keep the layout local and fast
-    picture = _build(target, ent, device, graph, saved, region, modules=True, backend=backend,
-                     debug=debug, progress=progress)
+    if output is not None:
+        output = Path(output)
+        fmt = fmt or (output.suffix.lstrip(".").lower() or "svg")
+        if fmt not in FORMATS:
+            raise UsageError(f"format {fmt!r} is not one of {', '.join(FORMATS)} (from --format or the file name)")
+    elif fmt not in (None, "svg", "dot", "drawing"):
+        raise UsageError(f"fmt={fmt!r}: without output= graphtool returns 'dot' or 'svg' text; pass output= for {fmt}")
+    from graphtool.capture.user.deadline import deadline
+
+    started = time.monotonic()
+    with deadline(session.timeout):  # the trace; the layout, a child process, gets what is left of --timeout
+        # modules are drawn as clusters even when nothing folds: they keep the layout local and fast
+        picture = _build(session, graph, saved, region)
     size = sum(1 for n in picture.nodes if n.kind != "output")
     halves = len({n.cluster for n in picture.nodes if n.cluster}) or 1  # joint: forward and backward
     if collapse == "module" or (collapse == "auto" and opening_depth(picture, OPEN_LIMIT * halves) is not None):
@@ -68,42 +98,27 @@ def drawing(model: Optional[str] = None, *, entry: Optional[str] = None, device:
         shown = sum(1 for n in picture.nodes if n.kind != "output")  # output markers are not boxes
         note = f"{size} nodes folded by module at depth {level} into {shown} boxes (--collapse none draws all)"
         picture = replace(picture, note=note)
-        progress.note(note)
-    return picture
-
-
-def render(model: Optional[str] = None, *, output: Optional[Path] = None, fmt: Optional[str] = None,
-           timeout: Optional[float] = None, progress: Progress = SILENT, **options) -> RenderResult:
-    """Draw the graph and lay it out into ``output`` (default ``MODEL-GRAPH.svg`` here)."""
-    from graphtool.render.dot import to_dot
-    from graphtool.render.layout import FORMATS, render_file
-
-    check_options(options.get("graph", "autograd"), options.get("collapse", "auto"), options.get("depth"))
-    target, _ = shared.targets(model, options.get("entry"))[0]
+        session.progress.note(note)
+    if fmt == "drawing":
+        return picture
+    dot = to_dot(picture)
     if output is None:
-        output = default_output(target, options.get("graph", "autograd"), fmt)
-    fmt = fmt or (output.suffix.lstrip(".").lower() or "svg")
-    if fmt not in FORMATS:
-        raise UsageError(f"format {fmt!r} is not one of {', '.join(FORMATS)} (from --format or the file name)")
-    from graphtool.capture.user.deadline import check_timeout, deadline
+        from graphtool.render.report import layout_svg
 
-    started = time.monotonic()
-    with deadline(check_timeout(timeout)):  # the trace; the layout, a child process, has its own limit
-        picture = drawing(model, progress=progress, **options)
-    left = None if timeout is None else max(timeout - (time.monotonic() - started), 0.001)
-    progress.phase(f"laying out {len(picture.nodes)} nodes...")
-    renderer = render_file(to_dot(picture), fmt, output, timeout=left)
+        text = dot if fmt == "dot" else layout_svg(dot)
+        return RenderResult(None, len(picture.nodes), len(picture.edges), "none", picture.note, text)
+    left = None if session.timeout is None else max(session.timeout - (time.monotonic() - started), 0.001)
+    session.progress.phase(f"laying out {len(picture.nodes)} nodes...")
+    renderer = render_file(dot, fmt, output, timeout=left)
     return RenderResult(output, len(picture.nodes), len(picture.edges), renderer, picture.note)
 
 
-def _build(target, ent, device, graph, saved, region_index, *, modules: bool, backend: str, debug: bool,
-           progress: Progress):
+def _build(session, graph, saved, region_index):
     if graph == "autograd":
-        return _autograd(target, ent, device, saved, modules, progress)
-    capture, accel = shared.trace_standin(target, ent, device, inference=False, backend=backend, debug=debug,
-                                         progress=progress)
+        return _autograd(session, saved)
+    capture, accel, _ = session.first_step()
     if not capture.regions:
-        raise UsageError(f"{target}: torch.compile captured no graph to draw")
+        raise UsageError(f"{capture.spec.path}: torch.compile captured no graph to draw")
     if region_index >= len(capture.regions):
         raise UsageError(f"--region {region_index}: the model has {len(capture.regions)} compiled region(s)")
     from graphtool.analysis.drawing import fx_drawing, fx_highlights, joint_drawing
@@ -132,15 +147,15 @@ def _build(target, ent, device, graph, saved, region_index, *, modules: bool, ba
     return replace(picture, title=f"{picture.title} of {Path(capture.spec.path).name}", note=note)
 
 
-def _autograd(target, ent, device, saved: bool, modules: bool, progress: Progress):
+def _autograd(session, saved: bool):
     from graphtool.analysis.drawing import autograd_drawing
     from graphtool.capture.autograd_graph import capture_autograd
 
-    progress.phase("running the forward...")
-    spec = shared.load(target, ent, device, progress)
-    progress.phase("walking the autograd graph...")
-    with shared.quiet_stdout():
-        captured = capture_autograd(spec, saved=saved, modules=modules)
+    session.progress.phase("running the forward...")
+    spec = session.spec()
+    session.progress.phase("walking the autograd graph...")
+    with quiet_stdout():
+        captured = capture_autograd(spec, saved=saved, modules=True)
     if not captured.nodes:
         raise UsageError(
             f"{spec.location}: the model's outputs have no autograd history: nothing requires grad, "

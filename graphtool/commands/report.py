@@ -1,15 +1,16 @@
 """``graphtool report``: every fact about one model in one self-contained HTML page.
 
-Two traces, as the terminal commands make them, of one model (the script runs once): on the model's own
-device (the graphs torch.compile sees there: graph breaks, mutations and aliasing, memory) and on the
-accelerator stand-in, a meta copy of the same model (devices, the CUDA-graph verdict, and the
-pictures, whose red marks are the nodes a GPU run would trip on).
+Every fact is the other commands' answer, asked of the same session (the script runs once): the trace on the model's
+own device (graph breaks, mutations and aliasing), memory, and on the accelerator stand-in, a meta copy of the same
+model, the devices, the CUDA-graph verdict with its steady state (``graphtool cudagraphs``' own) and the pictures,
+whose red marks are the nodes a GPU run would trip on.
 Each forward and backward graph is drawn at every fold level (one box per module at depth 1, 2...,
 and every node when the graph is small enough to lay out quickly); the page switches between them.
 
 Example::
 
-    >>> (r,) = report("examples/mlp.py", memory=False)
+    >>> from graphtool.commands.session import Session
+    >>> r = Session("examples/mlp.py").report(memory=False)
     >>> [(p.graph, [lv.name for lv in p.levels]) for p in r.pictures]  # doctest: +ELLIPSIS
     [('forward', [..., 'every node']), ('backward', [..., 'every node'])]
 """
@@ -20,17 +21,25 @@ import functools
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
-from graphtool.commands import shared
-from graphtool.commands.launch import Launch, launch_of
-from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.commands.session import per_model
+from graphtool.display_paths import display_path
+from graphtool.schema import stamped
+
+if TYPE_CHECKING:
+    from graphtool.analysis.cudagraphs.verdict import Verdict
+    from graphtool.analysis.devices import DeviceReport
+    from graphtool.analysis.memory.fit_report import FitReport
+    from graphtool.analysis.memory.rank_memory import RankMemory
+    from graphtool.analysis.memory.saved import MemoryReport
+    from graphtool.analysis.shapes import ShapeReport
+    from graphtool.analysis.trace_report import TraceReport
+    from graphtool.commands.launch import Part
 
 #: pictures with more boxes than this are not laid out: their layout would take seconds, their page megabytes
 FULL_LIMIT = 1000
-#: seconds one picture's layout may take before it is given up (the page then says so)
-LAYOUT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -65,21 +74,21 @@ class ReportResult(Result):
     command = "report"
 
     target: str
-    trace: Any  # TraceReport (own device)
-    verdict: Any  # Verdict (stand-in)
-    devices: Any  # DeviceReport (stand-in)
-    memory: Any  # MemoryReport, or None
+    trace: TraceReport  # graphtool trace's (own device)
+    verdict: Verdict  # graphtool cudagraphs' (stand-in, its steady state)
+    devices: DeviceReport  # graphtool devices' (stand-in)
+    memory: Optional[MemoryReport]  # graphtool memory's
     memory_note: Optional[str]  # why memory is missing, when it is
     pictures: tuple[Picture, ...]
-    findings: tuple  # Finding
+    findings: tuple  # analysis.findings.Finding
     stand_in: str  # "meta" or the GPU the stand-in trace ran on
     notes: tuple[str, ...] = ()
-    ddp: Any = None  # DdpReport (``--ddp``): the split graphs, each with its CUDA-graph verdict
-    fsdp2: Any = None  # Fsdp2Report (``--fsdp2``): units, graphs with their CUDA-graph verdicts, collectives, ranks
-    rank_memory: Any = None  # RankMemory (``--fsdp2`` with memory): each rank's bytes, activations included
-    fit: Any = None  # FitReport (``--fit``/``--budgets``): the step's predicted peak and its timeline
-    shapes: Any = None  # ShapeReport (``--schedule``): the loop over the script's get_input_schedule()
+    wrapped: Optional[Part] = None  # what DDP or FSDP2 did: the split or block graphs, each with its CUDA-graph verdict
+    rank_memory: Optional[RankMemory] = None  # ``--fsdp2`` with memory: each rank's bytes, activations included
+    fit: Optional[FitReport] = None  # ``--fit``/``--budgets``: the step's predicted peak and its timeline
+    shapes: Optional[ShapeReport] = None  # ``--schedule``: the loop over the script's get_input_schedule()
     made_by: str = ""  # the command that makes this report again, as the page says it
+    beside_run: Optional[tuple] = None  # (RunLog, Comparison) with ``--log``: a real run's logs beside this prediction
 
     def summary(self) -> str:
         t = self.trace
@@ -90,25 +99,15 @@ class ReportResult(Result):
         if self.devices is not None:
             parts.append(self.devices.verdict())
         if self.verdict is not None:
-            parts.append(self.verdict.summary())
+            steady = getattr(self.verdict, "steady", None)
+            parts.append(self.verdict.summary() + (f"; steady state {steady.summary()}" if steady else ""))
         if self.memory is not None:
             parts.append(self.memory.verdict())
-        if self.ddp is not None:
-            d = self.ddp
-            parts.append(f"under DDP (bucket_cap_mb={d.bucket_cap_mb:g}): {d.graph_count} graph"
-                         f"{'s' if d.graph_count != 1 else ''} from {d.dynamo_graphs} dynamo graph{'s' if d.dynamo_graphs != 1 else ''}")
-            if (d.unused or {}).get("fails_at_step"):
-                parts.append(f"DDP fails at step {d.unused['fails_at_step']}: parameters without gradient")
-        if self.fsdp2 is not None:
-            from graphtool.text import count
-
-            f = self.fsdp2
-            parts.append(f"under FSDP2 ({count(f.world_size, 'rank')}): {count(f.graph_count, 'compiled graph')}")
-        return "; ".join(parts)
+        return "; ".join(parts + self._wrapped("summary"))
 
     def to_dict(self) -> dict:
         """The trace's document (``graphtool trace --format json`` of the own-device trace)."""
-        return self.trace.to_dict()
+        return stamped("trace", self.trace.to_dict())  # the trace's document, as graphtool trace prints it
 
     def view(self):
         from rich.text import Text
@@ -117,9 +116,22 @@ class ReportResult(Result):
 
     @functools.cached_property
     def page(self) -> str:
-        from graphtool.render.report import format_report
+        """The page: each part's section as its own command's view shows it, in the page's order."""
+        from graphtool.render import report as page
 
-        return format_report(self, command=self.made_by, versions=versions())
+        t, made = self.trace, versions()
+        sections = [page.findings_section(self.findings), page.graphs_section(self.pictures, t, self.devices, self.stand_in),
+                    page.mutations_section(t.mutations), page.devices_section(self.devices),
+                    page.cudagraphs_section(self.verdict), *self._wrapped("section", self.rank_memory),
+                    page.memory_section(self.memory, self.memory_note),
+                    *([page.fit_section(self.fit)] if self.fit is not None else []),
+                    *([page.shapes_section(self.shapes)] if self.shapes is not None else []),
+                    *([page.beside_run_section(self.beside_run)] if self.beside_run is not None else []),
+                    page.regions_section(t, self.devices), page.model_section(t, self.stand_in, self.made_by, made)]
+        mode = "training" if t.training else "inference"
+        line = f"{t.device}, {mode}, backend {t.backend}; torch {made.get('torch', '?')}; made by: {self.made_by}"
+        return page.format_report(sections, self.pictures, title=display_path(t.path) or t.path, summary=self.summary(),
+                                  subtitle=line, notes=self.notes)
 
     def html(self) -> str:
         """The whole page: summary, findings, pictures, every section (made once)."""
@@ -161,43 +173,48 @@ def versions() -> dict:
     return {"graphtool": __version__, "torch": str(torch.__version__), "python": python_version()}
 
 
-def report(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-           inference: bool = False, backend: str = "inductor", memory: bool = True, layout_timeout: float = LAYOUT_TIMEOUT,
-           debug: bool = False, progress: Progress = SILENT, ddp: Optional[dict] = None,
-           fsdp2: Optional[dict] = None, fit: Optional[str] = None, budgets: Optional[str] = None,
-           schedule: bool = False) -> list[ReportResult]:
-    """One :class:`ReportResult` per model, its pictures laid out (SVG); a picture whose layout
-    takes longer than ``layout_timeout`` seconds is left out, and the page says so. ``ddp``
-    (``world_size``, ``bucket_cap_mb``, ``find_unused_parameters``): both traces run as
-    ``DDP(torch.compile(model))``, each split graph is a region, and the page has a DDP section. ``fsdp2``
-    (``world_size``): both traces run under ``fully_shard`` per block and root as rank 0 of a fake
-    process group, and the page has an FSDP2 section (units, each graph's CUDA-graph verdict, the eager
-    collectives, each rank's memory). ``fit``/``budgets``: a "Will it fit" section, as ``memory --fit``/``--budgets``
-    compute it from the same trace. ``schedule``: a section with the loop over the script's ``get_input_schedule()``
-    (``graphtool shapes``' prediction, from the same load)."""
-    from graphtool.commands.fit import check_fit
+report = per_model("report")
 
-    shared.check_aot_backend(backend)
-    check_fit(fit, budgets, ddp=ddp, fsdp2=fsdp2)
+
+def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[str],
+        budgets: Optional[str], schedule: bool, log: Optional[list]) -> ReportResult:
+    """Every fact about the model in one :class:`ReportResult`, its pictures laid out (SVG), the page written to
+    ``output`` when given; a picture whose layout takes longer than ``layout_timeout`` seconds is left out, and the page
+    says so. Under the session's launch (``--ddp``, ``--fsdp2``) both traces run under the wrapper, and the page has its
+    section. ``memory``: what training saves (``fit``/``budgets``: and a "Will it fit" section, as ``memory --fit``);
+    ``schedule``: a section with the loop over the script's ``get_input_schedule()`` (``graphtool shapes``'); ``log`` (a
+    TORCH_TRACE folder or files of a real run of the same script): a section with each fact of the run beside graphtool's
+    prediction (``graphtool log --against``)."""
     from graphtool.capture.user.deadline import check_timeout
+    from graphtool.commands.fit import check_fit
+    from graphtool.errors import UsageError
 
+    check_fit(fit, budgets, launch=session.launch)
+    if (fit is not None or budgets is not None) and (not memory or session.inference):
+        flag = "--no-memory" if not memory else "--inference"
+        raise UsageError(f"--fit/--budgets with {flag}: the step's peak needs the memory of a training step",
+                         hint=f"drop {flag}")
     check_timeout(layout_timeout, "--layout-timeout")
-    launch = launch_of(ddp, fsdp2, device)
+    session.launch.check("report", schedule=schedule)
+    logged = None
+    if log:  # read first: a wrong path costs no trace
+        from graphtool.analysis.run_log import read_logs
+
+        session.progress.phase("reading the run's logs...")
+        logged = read_logs(log)
+    if not session.is_object:  # a wrapper changes the model in place: the memory's own launch gets a copy
+        session.loads.want_plain = True
+    result = _one(session, memory, _Layout(layout_timeout), fit, budgets)
     if schedule:
-        from graphtool.commands.shapes import refuse_schedule_under
+        result = replace(result, shapes=session.shapes(advise=False).report)
+    if logged is not None:
+        from graphtool.analysis.run_log.against import compare, prediction_from
 
-        refuse_schedule_under(launch)
-    results = []
-    for target, ent in shared.targets(model, entry):
-        with shared.one_load(standin=True):  # the script runs once: the stand-in is a meta copy of the model it built
-            result = _one(target, ent, device, inference, backend, memory, _Layout(layout_timeout), debug, progress,
-                          launch, fit, budgets)
-            if schedule:
-                from graphtool.commands.shapes import over_schedule
-
-                result = replace(result, shapes=over_schedule(target, ent, device, progress, inference=inference).report)
-            results.append(result)
-    return results
+        predicted = prediction_from(str(session.target), result.trace, result.verdict)
+        result = replace(result, beside_run=(logged, compare(logged, predicted)))
+    if output is not None:
+        result.save(output)
+    return result
 
 
 class _Layout:
@@ -232,71 +249,35 @@ class _Layout:
         return Level(name, depth, svg, len(drawing.nodes), members, time.perf_counter() - start)
 
 
-def _one(target, ent, device, inference, backend, want_memory, lay_out, debug, progress, launch: Launch,
-         fit=None, budgets=None) -> ReportResult:
-    from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
-    from graphtool.analysis.devices import device_report
+def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import build_trace_report
+    from graphtool.errors import GraphtoolError
 
-    with launch.opened(target, ent, progress) as run:
-        capture, memory, memory_note, fitted = _own_device(target, run.entry, device, inference, backend, want_memory,
-                                                           debug, progress, wrapper=run.session,
-                                                           factory_args=run.factory_args, n_steps=launch.own_steps,
-                                                           fit=fit, budgets=budgets)
-        wrapped = launch.report(run, capture)
-    standin, accel, standin_wrapped = launch.standin(target, ent, device, inference, backend, debug=debug,
-                                                     progress=progress)
+    launch = session.launch
+    capture, wrapped, _ = session.own_trace()
+    memory = fitted = None
+    note = "not measured (--no-memory)" if not want_memory else "not measured: --inference traces no backward"
+    if want_memory and not session.inference:
+        try:
+            measured = session.memory(fit=fit, budgets=budgets)
+            memory, fitted, note = measured.report, measured.fit, None
+        except GraphtoolError as exc:
+            note = f"not available: {exc.message}"
+    # the verdict, the devices and the pictures: the stand-in's, as cudagraphs and devices give them
+    verdict, judged, _accel, standin_wrapped = session.verdict(session.backend if session.backend != "aot_eager" else "inductor")
+    wrapped = launch.judged(wrapped, verdict, judged, standin_report=standin_wrapped)
+    devices = session.devices().report
+    standin, accel, _ = session.first_step()
+    pictures, marks = _pictures(standin, accel, lay_out, session.progress, devices.show)
     trace = build_trace_report(capture)
-    verdict = cudagraph_verdict(standin, backend=backend if backend != "aot_eager" else "inductor", predicted=accel == "meta")
-    wrapped = launch.judged(wrapped, verdict, standin, standin_report=standin_wrapped)
-    rank_memory = launch.rank_memory(memory, wrapped, capture)
-    devices = device_report(standin, main_device=accel, stand_in="meta stands for cuda:0" if accel == "meta" else None)
-    pictures, marks = _pictures(standin, accel, lay_out, progress, devices.show)
     index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
     findings = build_findings(trace, capture.breaks, verdict, devices, index, marks)
     notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
-    return ReportResult(target, trace, verdict, devices, memory, memory_note, tuple(pictures), findings, accel, notes,
-                        rank_memory=rank_memory, fit=fitted, **launch.fields(wrapped))
-
-
-def _own_device(target, ent, device, inference, backend, want_memory, debug, progress, wrapper=None, factory_args=(),
-                n_steps=1, fit=None, budgets=None):
-    """The own-device trace, and the memory report from the same loaded model when asked for (and from them the
-    step's fit, with ``fit``/``budgets``)."""
-    from graphtool.capture.tracer import trace_model
-    from graphtool.commands.fit import recording
-    from graphtool.errors import GraphtoolError
-
-    spec = shared.load(target, ent, device, progress, factory_args, wrapped=wrapper is not None)
-    eager = None
-    note = None if want_memory else "not measured (--no-memory)"
-    if want_memory and not inference:
-        from graphtool.capture.memory.saved_tensors import capture_saved
-
-        progress.phase("running the forward eagerly, recording what autograd saves...")
-        try:
-            with shared.quiet_stdout():
-                eager = capture_saved(spec)
-        except GraphtoolError as exc:
-            note = f"not available: {exc.message}"
-    elif inference:
-        note = "not measured: --inference traces no backward"
-    progress.phase(f"tracing with dynamo + {backend}'s AOT stage...")
-    with shared.quiet_stdout(), recording(fit, budgets) as joints:
-        capture = trace_model(spec, inference=inference, backend=backend, quiet=not debug,
-                              on_region=lambda i: progress.phase(f"tracing region {i}..."), wrapper=wrapper,
-                              steps=n_steps)
-    memory = fitted = None
-    if eager is not None:
-        from graphtool.analysis.memory.saved import build_memory_report
-
-        memory = build_memory_report(eager, capture)
-        if fit is not None or budgets is not None:
-            from graphtool.commands.fit import fit_report
-
-            fitted = fit_report(spec, memory, capture, joints, fit, budgets, progress)
-    return capture, memory, note, fitted
+    return ReportResult(session.target if isinstance(session.target, str) else capture.spec.entry, trace, verdict,
+                        devices, memory, note, tuple(pictures), findings, accel, notes, wrapped=launch.part(wrapped),
+                        rank_memory=launch.rank_memory(memory, wrapped, capture), fit=fitted,
+                        made_by=f"graphtool.load({session.name!r}).report()")
 
 
 def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list[Picture], dict]:

@@ -10,7 +10,7 @@ switches on which command made a result. The classes, each beside the command th
 
     Result
      +-- commands.trace.TraceResult
-     +-- commands.shared.ModelResult
+     +-- ModelResult
      |    +-- commands.mutations.MutationsResult
      |    +-- commands.devices.DevicesResult
      |    +-- commands.cudagraphs.CudagraphsResult
@@ -19,13 +19,24 @@ switches on which command made a result. The classes, each beside the command th
      +-- commands.report.ReportResult
 
 Attributes a result does not have come from its report (``result.eligible`` is
-``result.report.eligible``).
+``result.report.eligible``); ``result.ddp`` and ``result.fsdp2`` are what the wrapper of its launch did
+(:class:`~graphtool.commands.launch.Part`, in ``result.wrapped``), or None.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+if TYPE_CHECKING:
+    from graphtool.analysis.memory.fit_report import FitReport
+    from graphtool.analysis.memory.rank_memory import RankMemory
+    from graphtool.analysis.shapes import ShapeReport
+    from graphtool.commands.launch import Part
+
+#: the names of the wrappers' reports (``result.ddp``...): what the launch's Part holds, under its key
+WRAPPERS = ("ddp", "fsdp2")
 
 
 class Result:
@@ -107,6 +118,81 @@ class Result:
 
     def __getattr__(self, name: str) -> Any:
         # only names the object lacks come here; ``report`` itself missing (a half-built copy) is no fall-through
-        if name.startswith("_") or name == "report":
+        if name.startswith("_") or name in ("report", "wrapped"):
             raise AttributeError(name)
+        if name in WRAPPERS:  # the wrapper's report, under the key its part names
+            part = getattr(self, "wrapped", None)
+            return part.report if part is not None and part.key == name else None
         return getattr(self.report, name)
+
+    def _wrapped(self, method: str, *args) -> list:
+        """What the launch's wrapper part (``wrapped``) gives for ``method`` (its ``view``, ``section``...), or nothing."""
+        part = getattr(self, "wrapped", None)
+        return [getattr(part, method)(*args)] if part is not None else []
+
+
+def model_header(capture) -> dict:
+    """The ``model`` object every report starts with."""
+    return {
+        "path": str(capture.spec.path),
+        "backend": capture.backend,
+        "entry": capture.spec.entry,
+        "device": capture.device,
+        "training": capture.module_training,  # the model's own flag; whether a backward ran is in the graphs
+        "grad_enabled": capture.grad_enabled,
+        "stopped": capture.stopped,
+        "regions_compiled": capture.regions_compiled if capture.regions_compiled is not None else len(capture.regions),
+        "regions_judged": capture.regions_judged,
+        "no_graph": capture.no_graph,
+    }
+
+
+@dataclass(frozen=True, repr=False)
+class ModelResult(Result):
+    """One model's report from mutations, devices, cudagraphs, memory or shapes, with its header (the document's
+    ``model``) and whether it found anything (what ``--check`` exits 1 on). Each command's subclass says how its report
+    reads: ``key``, its key in the document ("devices", "cudagraphs"; "" merges it in), :meth:`summary`, :meth:`body`
+    (the terminal view) and :meth:`sections`."""
+
+    key: ClassVar[str] = ""
+
+    header: dict
+    report: Any  # the command's report: MutationReport, DeviceReport, Verdict, MemoryReport, ShapeReport
+    found: bool
+    stopped: Optional[str] = None
+    wrapped: Optional[Part] = None  # what DDP or FSDP2 did (``cudagraphs --ddp``, ``memory --fsdp2``)
+    rank: Optional[RankMemory] = None  # ``memory --ddp``/``--fsdp2``: what one rank holds
+    fit: Optional[FitReport] = None  # ``memory --fit``/``--budgets``: the step's predicted peak, per budget
+    shapes: Optional[ShapeReport] = None  # ``cudagraphs --schedule``: the loop's schedule, step by step
+
+    def to_dict(self) -> dict:
+        from graphtool.schema import stamped
+
+        body = self.report.to_dict()
+        return stamped(self.command, {"model": self.header, **(body if not self.key else {self.key: body}),
+                                      **(self.wrapped.to_dict() if self.wrapped is not None else {}),
+                                      **({"rank_memory": self.rank.to_dict()} if self.rank is not None else {}),
+                                      **({"fit": self.fit.to_dict()} if self.fit is not None else {}),
+                                      **({"shapes": self.shapes.to_dict()} if self.shapes is not None else {})})
+
+    def summary(self) -> str:
+        return self.report.verdict()
+
+    def body(self, **options):
+        """The report's own view, below what every model's view starts with."""
+        raise NotImplementedError
+
+    def view(self, **options):
+        """A model torch.compile captured no graph of says so first, then :meth:`body` (``options``: the
+        command's view options, such as mutations' ``show_all``)."""
+        if not self.header.get("no_graph"):
+            return self.body(**options)
+        from rich.console import Group
+        from rich.text import Text
+
+        return Group(Text(f"torch.compile captured no graph: {self.header['no_graph']}", style="verdict.bad"),
+                     self.body(**options))
+
+    @property
+    def title(self) -> str:
+        return self.header.get("entry") or "model"

@@ -10,13 +10,13 @@ tests/analysis/test_shapes_gpu_agreement.py checks it against an H200's and an H
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
-from graphtool.commands import shared
-from graphtool.commands.progress import SILENT, Progress
+from graphtool.commands.progress import quiet_stdout
+from graphtool.commands.result import ModelResult, model_header
+from graphtool.commands.session import per_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +71,7 @@ def check_options(*, sizes: Sequence[str] = (), steps: Optional[int] = None, max
                         advise=advise, stance=stance)
 
 
-class ShapesResult(shared.ModelResult):
+class ShapesResult(ModelResult):
     """One model's :class:`~graphtool.analysis.shapes.ShapeReport` over its shape schedule."""
 
     command = "shapes"
@@ -94,71 +94,59 @@ class ShapesResult(shared.ModelResult):
         return ""  # the page's section has every step, the loud line and the advice
 
 
-def shapes(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-           schedule: Optional[Iterable] = None, options: Optional[ShapeOptions] = None, debug: bool = False,
-           progress: Progress = SILENT, **flags) -> list[ShapesResult]:
-    """One :class:`ShapesResult` (a :class:`~graphtool.analysis.shapes.ShapeReport`) per model; ``found`` when the
-    frame passes ``recompile_limit``, the loop fails, or a graph is recorded for more sizes than torch warns about.
+shapes = per_model("shapes")
+
+
+def run(session, *, sizes: Sequence[str], steps: Optional[int], max_steps: int, seed: int,
+        mark_dynamic: Sequence[str], maybe_mark_dynamic: Sequence[str], dynamic: Optional[str],
+        backend: str, settings: Sequence[str], stance: Optional[str], advise: bool,
+        schedule: Optional[Iterable]) -> ShapesResult:
+    """One :class:`ShapesResult` (a :class:`~graphtool.analysis.shapes.ShapeReport`); ``found`` when the frame passes
+    ``recompile_limit``, the loop fails, or a graph is recorded for more sizes than torch warns about.
 
     The schedule is, in order: ``schedule`` (an iterable of the model's inputs per step, as the script's
-    ``get_input_schedule()`` yields them), ``--sizes`` (``options.rules``), the script's ``get_input_schedule()``.
-    ``flags`` are :func:`check_options`' keywords, for callers without ``options``."""
-    opts = options or check_options(**flags)
-    results = []
-    for target, ent in shared.targets(model, entry):
-        with shared.one_load(standin=True) if not shared.loading_once() else contextlib.nullcontext():
-            report, header = _one_model(target, ent, device, schedule, opts, debug, progress)
-        found = bool(report.limit_step or report.failed or report.warnings)
-        results.append(ShapesResult(header, report, found))
-    return results
+    ``get_input_schedule()`` yields them), ``sizes`` (``--sizes``), the script's ``get_input_schedule()``; the other
+    options are :func:`check_options`'."""
+    session.launch.check("shapes", alone=True)
+    opts = check_options(sizes=sizes, steps=steps, max_steps=max_steps, seed=seed, mark_dynamic=mark_dynamic,
+                         maybe_mark_dynamic=maybe_mark_dynamic, dynamic=dynamic, settings=settings,
+                         inference=session.inference, backend=backend, advise=advise, stance=stance)
+    report, header = _one_model(session, schedule, opts)
+    return ShapesResult(header, report, bool(report.limit_step or report.failed or report.warnings))
 
 
-def refuse_schedule_under(launch) -> None:
-    """Another command's ``--schedule`` under ``--ddp``/``--fsdp2``: not predicted yet, a usage error (exit 2)."""
-    if launch.wrapped:
-        from graphtool.errors import UsageError
-
-        raise UsageError("--schedule with --ddp/--fsdp2: not supported yet", hint="drop --schedule, or run graphtool shapes")
-
-
-def over_schedule(target, entry, device, progress: Progress, *, inference: bool, backend: str = "inductor",
-                  settings: Sequence[str] = (), given: Optional[Iterable] = None) -> ShapesResult:
-    """Another command's ``--schedule``: this command's prediction over the script's ``get_input_schedule()`` (or
-    ``given``, the inputs of each step), without advice, from that command's load when it holds one open."""
-    progress.phase("predicting the loop over its shape schedule...")
-    (result,) = shapes(target, entry=entry, device=device, schedule=given, progress=progress,
-                       options=check_options(inference=inference, backend=backend, settings=settings, advise=False))
-    return result
-
-
-def _one_model(target, entry, device, given, opts: ShapeOptions, debug: bool, progress: Progress):
+def _one_model(session, given, opts: ShapeOptions):
     from graphtool.analysis.shapes import shape_report
     from graphtool.capture.schedule import settings_in_effect
 
-    spec, accel = _load_standin(target, entry, device, progress)
-    schedule = _schedule(spec, given, opts, from_object=shared.is_model_object(target))
+    spec, accel = _load_standin(session)
+    schedule = _schedule(spec, given, opts, from_object=session.is_object)
+    asked = opts.inference
+    if schedule.grad_off:  # the loop calls the model under torch.no_grad(): no backward, as trace follows the grad mode
+        opts = dataclasses.replace(opts, inference=True)
     standin = _standin_schedule(schedule, spec, opts)
     settings = settings_in_effect()  # after the script ran: its own torch._dynamo settings count
     settings.update(opts.overrides or {})  # --set, as torch would have them
     if opts.stance is not None:
         settings["stance"] = opts.stance
-    capture, verdict = _predict(spec, standin, opts, debug, progress)
-    from graphtool.capture.schedule import symbolic_dims
+    capture, verdict = _predict(session, spec, standin, opts)
+    from graphtool.analysis.shapes import scalar_advice
+    from graphtool.capture.schedule import symbolic_dims, varying_values
 
     report = shape_report(capture, verdict, labels=schedule.labels, source=schedule.source, settings=settings,
-                          backend=opts.backend, symbolic=symbolic_dims(capture), left_out=schedule.left_out)
+                          backend=opts.backend, symbolic=symbolic_dims(capture), left_out=schedule.left_out,
+                          asked_inference=asked, grad_modes=schedule.grad_modes, values=varying_values(spec, schedule.steps))
     if opts.advise:
-        report = dataclasses.replace(report, advice=tuple(_advice(target, entry, device, spec, schedule, report, opts, debug, progress)))
-    header = shared.model_header(capture)
-    return report, header
+        report = dataclasses.replace(report, advice=tuple(_advice(session, spec, schedule, report, opts))
+                                     + tuple(scalar_advice(report)))
+    return report, model_header(capture)
 
 
-def _load_standin(target, entry, device, progress: Progress):
+def _load_standin(session):
     """The stand-in's spec and accelerator; a caller's model object (``graphtool.shapes(model, ...)``) as a meta
     copy, as a script's is, the object itself left where it is."""
-    spec, accel = shared.load_standin(target, entry, device, progress)
-    with shared.quiet_stdout():
-        return shared.on_standin(spec, accel, progress), accel
+    spec, accel = session.standin_spec()
+    return session.on_standin(spec, accel), accel
 
 
 def _schedule(spec, given, opts: ShapeOptions, from_object: bool = False):
@@ -166,15 +154,15 @@ def _schedule(spec, given, opts: ShapeOptions, from_object: bool = False):
     from graphtool.errors import UsageError
 
     if given is not None:
-        import itertools
+        from graphtool.capture.schedule import read_steps
 
-        items = list(itertools.islice(iter(given), opts.max_steps + 1))
+        items, grad = read_steps(given, opts.max_steps + 1)
         steps = [_normalize(spec, item, k + 1, "the schedule") for k, item in enumerate(items[: opts.max_steps])]
         if not steps:
             raise UsageError("the schedule is empty", hint="pass the model's inputs for each step")
         left = (f"the schedule goes on past max_steps {opts.max_steps}: later steps were not predicted"
                 if len(items) > opts.max_steps else None)
-        return Schedule(steps, "the schedule passed in", varying_labels(spec, steps), left)
+        return Schedule(steps, "the schedule passed in", varying_labels(spec, steps), left, grad_modes=grad[: len(steps)])
     if opts.rules:
         return schedule_from_sizes(spec, list(opts.rules), steps=opts.steps, max_steps=opts.max_steps, seed=opts.seed)
     found = script_schedule(spec, max_steps=opts.max_steps)
@@ -202,11 +190,11 @@ def _standin_schedule(schedule, spec, opts: ShapeOptions, marks=None):
     return standin
 
 
-def _predict(spec, standin, opts: ShapeOptions, debug: bool, progress: Progress, what: str = ""):
+def _predict(session, spec, standin, opts: ShapeOptions, what: str = ""):
     """Trace the stand-in over ``standin`` (a schedule on meta): the capture and its CUDA-graph verdict."""
     from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
-    from graphtool.capture.tracer import trace_model
 
+    progress = session.progress
     total = len(standin.steps)
     stance = _StanceFromStep2(opts.stance)
 
@@ -220,9 +208,10 @@ def _predict(spec, standin, opts: ShapeOptions, debug: bool, progress: Progress,
     first_args, first_kwargs = standin.steps[0]
     spec = dataclasses.replace(spec, args=first_args, kwargs=first_kwargs)
     progress.phase(f"tracing{what} step 1 of {total} on the accelerator stand-in...")
-    with shared.quiet_stdout(), stance:
-        capture = trace_model(spec, inference=opts.inference, backend=opts.backend, standin=True, quiet=not debug,
-                              schedule=standin if total > 1 else None, steps=total, compile_dynamic=opts.compile_dynamic)
+    with quiet_stdout(), stance:
+        capture = session.trace_spec(spec, inference=opts.inference, backend=opts.backend, standin=True,
+                                     schedule=standin if total > 1 else None, steps=total,
+                                     compile_dynamic=opts.compile_dynamic)
     if capture.stopped:
         progress.note(capture.stopped)
     return capture, cudagraph_verdict(capture, backend=opts.backend, predicted=True, settings=opts.overrides)
@@ -254,7 +243,7 @@ class _StanceFromStep2:
         return False
 
 
-def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, debug: bool, progress: Progress) -> list:
+def _advice(session, spec, schedule, report, opts: ShapeOptions) -> list:
     """Padding to buckets and marking the varying dimension dynamic, each checked by predicting again."""
     from graphtool.analysis.shapes import Advice, choose_bucket, padding_waste, shape_report
     from graphtool.capture.schedule import padded, symbolic_dims
@@ -271,9 +260,9 @@ def _advice(target, entry, device, spec, schedule, report, opts: ShapeOptions, d
 
     def again(changed, what, marks=None, options=None):
         used = options or opts
-        fresh, _ = _load_standin(target, entry, device, progress)
+        fresh, _ = _load_standin(session)
         standin = _standin_schedule(changed, fresh, used, marks=marks)
-        capture, verdict = _predict(fresh, standin, used, debug, progress, what)
+        capture, verdict = _predict(session, fresh, standin, used, what)
         settings = {**report.settings, **(used.overrides or {})}
         return shape_report(capture, verdict, labels=changed.labels, source=changed.source, settings=settings,
                             backend=used.backend, symbolic=symbolic_dims(capture))

@@ -8,15 +8,19 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
-from graphtool.commands import shared
-from graphtool.commands.launch import Launch, launch_of
-from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.commands.session import per_model
+from graphtool.schema import stamped
+
+if TYPE_CHECKING:
+    from graphtool.analysis.bench_report import BenchReport
+    from graphtool.analysis.cudagraphs.verdict import Verdict
+    from graphtool.analysis.trace_report import TraceReport
+    from graphtool.commands.launch import Part
 
 
 @dataclass(frozen=True, repr=False)
@@ -27,12 +31,11 @@ class TraceResult(Result):
     command = "trace"
 
     target: str
-    report: Any  # TraceReport
-    verdict: Any = None  # Verdict
-    bench: Any = None  # BenchReport
+    report: TraceReport
+    verdict: Optional[Verdict] = None
+    bench: Optional[BenchReport] = None
     graph_code: Optional[dict] = None  # file name -> Python source of the graph
-    ddp: Any = None  # DdpReport: what DDP(torch.compile(model)) does to the graphs (``--ddp``)
-    fsdp2: Any = None  # Fsdp2Report: what fully_shard does to the graphs, per rank (``--fsdp2``)
+    wrapped: Optional[Part] = None  # what DDP(torch.compile(model)) or fully_shard did to the graphs (``--ddp``...)
 
     def to_dict(self) -> dict:
         data = self.report.to_dict()
@@ -40,11 +43,7 @@ class TraceResult(Result):
             data["cudagraphs"] = self.verdict.to_dict()
         if self.bench is not None:
             data["bench"] = self.bench.to_dict()
-        if self.ddp is not None:
-            data["ddp"] = self.ddp.to_dict()
-        if self.fsdp2 is not None:
-            data["fsdp2"] = self.fsdp2.to_dict()
-        return data
+        return stamped(self.command, {**data, **(self.wrapped.to_dict() if self.wrapped is not None else {})})
 
     def _summary_line(self):
         """The line trace ends with (render.trace.summary_line), the CUDA-graph verdict's steady state joined to it."""
@@ -60,25 +59,25 @@ class TraceResult(Result):
         """Regions, breaks, skipped frames, mutations, and (``cudagraphs=``) the CUDA-graph verdict and its steady state."""
         return self._summary_line().plain
 
-    def view(self):
-        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line."""
+    def view(self, *, verbose: bool = False, quiet: bool = False):
+        """The report, the CUDA-graph verdict, what DDP or FSDP2 do, and the summary as the very last line;
+        ``quiet``: that line alone; ``verbose``: every placeholder (many of one kind are one row, counted)."""
         from rich.console import Group
 
         from graphtool.render.trace import trace_view
 
-        parts = [trace_view(self.report, summary=False)]
+        if quiet:
+            return self._summary_line()
+        parts = [trace_view(self.report, summary=False, verbose=verbose)]
         if self.verdict is not None:
             from graphtool.render.cudagraphs import cudagraphs_view
 
             parts.append(cudagraphs_view(self.verdict))
-        if self.ddp is not None:
-            from graphtool.render.distributed import ddp_view
+        parts += self._wrapped("view")
+        if self.report.coverage is not None:
+            from rich.text import Text
 
-            parts.append(ddp_view(self.ddp))
-        if self.fsdp2 is not None:
-            from graphtool.render.distributed import fsdp2_view
-
-            parts.append(fsdp2_view(self.fsdp2))
+            parts.append(Text(self.report.coverage.line()))
         parts.append(self._summary_line())
         return Group(*parts)
 
@@ -99,7 +98,7 @@ class TraceResult(Result):
     @property
     def found(self) -> bool:
         """A loop of this model would fail (``--ddp``: parameters without gradient fail on the second step)."""
-        return bool(self.ddp is not None and (self.ddp.unused or {}).get("fails_at_step"))
+        return bool(self.wrapped is not None and self.wrapped.fails)
 
     @property
     def graph_breaks(self) -> list:
@@ -117,54 +116,45 @@ class TraceResult(Result):
         return {"verdict": self.verdict, "bench": self.bench, "graph_code": self.graph_code, "title": self.title}
 
 
-def trace(model: Optional[str] = None, *, entry: Optional[str] = None, device: Optional[str] = None,
-          inference: bool = False, backend: str = "inductor", cudagraphs: Optional[str] = None, bench: bool = False,
-          graph_code: bool = False, debug: bool = False, progress: Progress = SILENT,
-          ddp: Optional[dict] = None, fsdp2: Optional[dict] = None) -> list[TraceResult]:
-    """Trace every model with ``backend``'s AOT stage; ``cudagraphs`` (a backend) adds the verdict,
-    ``bench`` the timings, ``graph_code`` each graph's readable source. ``ddp`` (``world_size``,
-    ``bucket_cap_mb``) runs the model as ``DDP(torch.compile(model))``: each graph DDP's optimizer
-    splits off is one region, and the result's ``ddp`` says where and why. ``fsdp2`` (``world_size``)
-    runs it under ``fully_shard`` as rank 0 of a fake process group: the result's ``fsdp2`` says what
-    FSDP2 does to the graphs, its collectives and each rank's memory."""
-    shared.check_aot_backend(backend)
-    if cudagraphs:
-        from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend
-
-        check_cudagraph_backend(cudagraphs)
-    launch = launch_of(ddp, fsdp2, device)
-    results = []
-    for target, ent in shared.targets(model, entry):
-        # the script runs once: the stand-in, the host-value replay and the bench derive from that one model
-        once = shared.one_load(standin=bool(cudagraphs), plain=bench and launch.wrapped)
-        with once if cudagraphs or bench else contextlib.nullcontext():  # one trace alone needs no sharing
-            results.append(_one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress,
-                                launch))
-    return results
+trace = per_model("trace")
 
 
-def _one(target, ent, device, inference, backend, cudagraphs, bench, graph_code, debug, progress, launch: Launch):
+def run(session, *, cudagraphs: Optional[str], bench: bool, coverage: bool, graph_code: bool) -> TraceResult:
+    """Trace the model with the session's backend's AOT stage, under its launch (``--ddp``: each graph DDP's optimizer
+    splits off is one region, every other rank that could differ checked; ``--fsdp2``: as rank 0 under
+    ``fully_shard``); ``cudagraphs`` (a backend) adds the session's CUDA-graph verdict and steady state, ``bench`` the
+    timings where the script put the model, ``graph_code`` each graph's readable source, ``coverage`` capture coverage
+    (:mod:`graphtool.capture.coverage`: the share of torch calls in compiled graphs, nested graph breaks off and on)."""
+    from graphtool.analysis.cudagraphs.verdict import check_cudagraph_backend
     from graphtool.analysis.trace_report import build_trace_report
 
-    capture, wrapped = launch.trace_own(target, ent, device, inference, backend, debug=debug, progress=progress)
-    verdict = timings = code = None
     if cudagraphs:
+        check_cudagraph_backend(cudagraphs)  # before any tracing
+    if bench and not session.is_object:  # the launch's wrapper may change the model in place: a copy for the timings
+        session.loads.want_plain = True
+    capture, wrapped, opened = session.own_trace()
+    launch = session.launch
+    wrapped = launch.across_ranks(session, capture, wrapped, opened)
+    report = build_trace_report(capture)
+    verdict = timings = code = None
+    if coverage and not launch.wrapped:
         from dataclasses import replace
 
-        from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
-        from graphtool.analysis.steady_state import steady_state
-        from graphtool.capture.steady_state import DEFAULT_STEPS
+        from graphtool.analysis.coverage import coverage_of
+        from graphtool.capture.coverage import measure_coverage
 
+        session.progress.phase("measuring capture coverage...")
+        report = replace(report, coverage=coverage_of(measure_coverage(capture.spec.model, capture.spec.args,
+                                                                       capture.spec.kwargs)))
+    if cudagraphs:
         # the verdict, from the stand-in run under the same launch (each graph DDP splits off, each FSDP2 block graph)
-        standin, accel, standin_wrapped = launch.standin(target, ent, device, inference, cudagraphs, debug=debug,
-                                                         progress=progress, n_steps=DEFAULT_STEPS)
-        verdict = cudagraph_verdict(standin, backend=cudagraphs, predicted=accel == "meta")
-        verdict = replace(verdict, steady=steady_state(standin, verdict))
+        verdict, standin, _accel, standin_wrapped = session.verdict(cudagraphs)
         wrapped = launch.judged(wrapped, verdict, standin, standin_report=standin_wrapped)
     if bench:
-        timings = shared.eager_vs_compiled(target, ent, progress=progress)
+        timings = session.bench(in_place=True).report
     if graph_code:
         from graphtool.render.graph_code import graph_files
 
         code = {path.name: text for path, text in graph_files(capture, Path(".")).items()}
-    return TraceResult(target, build_trace_report(capture), verdict, timings, code, **launch.fields(wrapped))
+    return TraceResult(session.target if isinstance(session.target, str) else capture.spec.entry,
+                       report, verdict, timings, code, launch.part(wrapped))

@@ -34,7 +34,7 @@ def _spread(m, limit: float) -> Text:
 def bench_view(report) -> Group:
     what = ("training step: its own backward and optimizer" if report.own_step else
             "forward + backward" if report.backward else "forward")
-    header = Text(f"{display_path(report.path)} ({what}, {report.device}; "
+    header = Text(f"{display_path(report.path)} (timed: {what}, {report.device}; "
                   f"{report.repeat} x {report.iters} iterations after {report.warmup} warm-up)", style="header")
     memory = any(m.peak_memory_bytes is not None for m in report.modes)  # CUDA only
     pool = any(m.pool_bytes is not None for m in report.modes)
@@ -56,7 +56,8 @@ def bench_view(report) -> Group:
             *([_mib(m.peak_memory_bytes)] if memory else []),
             *([_mib(m.pool_bytes)] if pool else []),
         ))
-    parts = [header, FitTable(None, cols, rows)]
+    parts = [header, *([Text(f"timed: {report.timed_why}", style="note")] if report.timed_why and not report.own_step else []),
+             FitTable(None, cols, rows)]
     for w in report.warnings():
         parts.append(Text(f"warning: {w}", style="warning"))
     note = report.random_ops_note()

@@ -159,25 +159,6 @@ class DiagnosticView:
             yield _no_wrap(line)
 
 
-class Headed:
-    """``head message``: ``head`` (a ``path:line: CODE``) whole on the first line, styled in parts
-    (``spans``: ``(start, end, style)`` in ``head``), the message after it wrapping between words
-    with a hanging indent; in a pipe, one line."""
-
-    def __init__(self, head: str, message: str, spans: tuple = ()):
-        self.head, self.message, self.spans = head, message, spans
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        width = 0 if options.no_wrap else options.max_width
-        lines = _head_lines(self.head, self.message, width) if self.message else [self.head]  # a long head: whole
-        for i, ln in enumerate(lines):
-            t = Text(ln)
-            if i == 0 and ln.startswith(self.head):
-                for start, end, style in self.spans:
-                    t.stylize(style, start, end)
-            yield _no_wrap(t)
-
-
 class Hanging:
     """A line of prose laid out at the console's width: ``first`` before it, ``rest`` before each
     continuation line, broken only between words (a path or an identifier stays whole). In a pipe or

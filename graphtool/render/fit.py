@@ -50,7 +50,7 @@ def fit_view(fit, width: int = 78) -> Group:
                               f"{_b(s.peak):>10}"))
     h = fit.held
     held = (f"held: parameters {_b(h.parameters)}, gradients {_b(h.gradients)}, optimizer state "
-            f"{_b(h.optimizer_state) if h.optimizer_state is not None else 'none (no get_optimizer)'}, inputs "
+            f"{_b(h.optimizer_state) if h.optimizer_state is not None else 'none (no get_optimizer, no optimizer=)'}, inputs "
             f"{_b(h.inputs)}" + (f", cuBLAS workspaces {_b(h.workspace)}" if h.workspace else ""))
     lines.extend(wrapped(held, width))
     if ro is not None:

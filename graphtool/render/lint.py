@@ -59,7 +59,8 @@ def lint_diagnostics(report) -> list:
             tag = " (allowed)" if b.allowed else " (new)" if b.new else " (baselined)" if b.new is False else ""
             severity = "note" if b.allowed or b.new is False else "error" if failing else "warning"
             d = dg.graph_break(b.reason + _in_library(b.library_file, b.library_line), b.file, b.line, code=b.code, hint=b.hint,
-                               source_text=b.source_text, model=model, tag=tag, severity=severity, col=b.col, end_col=b.end_col)
+                               source_text=b.source_text, model=model, tag=tag, severity=severity, col=b.col, end_col=b.end_col,
+                               other_file=b.library_file)
             out.append(d)
         for r in m.recompiles:
             out.append(dg.recompile(r["function"], r.get("file"), r.get("line"), f"{r['reason']}{_library_note(r)}", model=model))
@@ -94,11 +95,15 @@ def lint_view(report, verdict: str | None = None) -> Group:
     from graphtool.render.tables import Col, FitTable
 
     rows = []
+    covered = any(m.coverage for m in report.models)  # --coverage: the share of torch calls in graphs, beside the breaks
     for m in report.models:
         style = "status.ok" if m.status == "ok" else "status.bad"
+        share = (m.coverage or {}).get("share")
         rows.append((_rel(m.target.name), Text(m.status.replace("_", " "), style=style), str(m.graph_count),
-                     str(len(m.counted_breaks)), str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}"))
+                     str(len(m.counted_breaks)), *((f"{share:.0%}" if share is not None else "-",) if covered else ()),
+                     str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}"))
     cols = [Col("model", ident=True), Col("status"), Col("graphs", justify="right", drop=2), Col("breaks", justify="right"),
+            *((Col("coverage", justify="right", drop=5),) if covered else ()),
             Col("recompiles", justify="right", drop=3), Col("skipped", justify="right", drop=4), Col("seconds", justify="right", drop=1)]
     parts = [FitTable("graphtool lint", cols, rows)]
     diags = lint_diagnostics(report)
@@ -148,7 +153,7 @@ def format_sarif(report) -> str:
             result = {
                 "ruleId": rid,
                 "level": level,
-                "message": {"text": f"Graph break: {b.reason}{lib}" + (f". Hint: {b.hint}" if b.hint else "")},
+                "message": {"text": f"Graph break: {b.reason}{lib}. Hint: {b.help}"},
                 "partialFingerprints": {"graphtoolBreak/v1": _fingerprint(b)},
             }
             if b.file:

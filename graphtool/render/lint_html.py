@@ -44,7 +44,7 @@ def _model(m) -> str:
         lib = f" (in {_place(b.library_file, b.library_line)})" if b.library_file else ""
         sev = "info" if b.allowed else "error" if b.new or m.status == "over_budget" else "warning"
         items.append(_diagnostic(_place(b.file, b.line), f"graph-break{'/' + b.code if b.code else ''}", b.reason + lib,
-                                 b.source_text, b.hint, sev, tag))
+                                 b.source_text, b.help, sev, tag))
     for r in m.recompiles:
         items.append(_diagnostic(_place(r.get("file"), r.get("line")), "recompile", f"{r.get('function')}: {r.get('reason')}",
                                  None, None, "warning"))

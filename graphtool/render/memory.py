@@ -115,6 +115,8 @@ def memory_view(report, *, top: int = 10, tensors: bool = True) -> Group:
     saved.append(("total, each storage once", format_bytes(report.eager.bytes), format_bytes(report.compiled.bytes)))
     saved.append(("tensors / storages", f"{len(report.eager.tensors)} / {report.eager.storages}",
                   f"{len(report.compiled.tensors)} / {report.compiled.storages}"))
+    if report.eager_not_measured:  # an empty column is not "nothing saved": the note under the tables says why
+        saved = [(label, "not measured", compiled_cell) for label, _, compiled_cell in saved]
     if report.compiled.formula:
         saved.append(("activations, as a formula", "-", report.compiled.formula))
     parts.append(_table("saved for backward", "", "eager", compiled, right=("eager", compiled), rows=saved))

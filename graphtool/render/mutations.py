@@ -33,7 +33,11 @@ def mutations_view(report, *, show_all: bool = False, allowed=(), accept=None) -
 
     accepted = [m for m in report.mutated if is_allowed(m, allowed)] if allowed else []
     if accepted:
-        parts.append(Text(f"accepted by --allow {' '.join(allowed)}: {', '.join(m.name for m in accepted)}", style="note"))
+        from graphtool.analysis.diagnostics import some_names
+        from graphtool.analysis.mutations import optimizer_summary
+
+        said = [optimizer_summary([m for m in accepted if m.by_optimizer]), some_names([m.name for m in accepted if not m.by_optimizer])]
+        parts.append(Text(f"accepted by --allow {' '.join(allowed)}: {'; '.join(s for s in said if s)}", style="note"))
     diags = mutation_diagnostics(report, skip={m.name for m in accepted}, accept=accept or cli_allow)
     if diags:
         parts.append(diagnostics_view(diags, headers=False))

@@ -90,38 +90,39 @@ def format_page(page: dict) -> str:
 # -- the report's sections ---------------------------------------------------------------------
 
 
-def format_report(result, *, command: str, versions: dict) -> str:
-    """The page for one :class:`~graphtool.commands.report.ReportResult`."""
-    pictures, svgs = [], []
-    for p in result.pictures:
+def format_report(sections: list[str], pictures, *, title: str, summary: str, subtitle: str, notes=()) -> str:
+    """The ``graphtool report`` page: its ``sections`` in order, and ``pictures`` (each a graph laid out at every
+    fold level, with what a click on a node shows) packed for the viewer."""
+    packed, svgs = [], []
+    for p in pictures:
         levels = []
         for lv in p.levels:
             levels.append({"name": lv.name, "depth": lv.depth, "boxes": lv.boxes, "svg": len(svgs)})
             svgs.append(_packed(lv.svg))
         # facts and fold membership are most of a large graph's bytes: packed like the pictures
         facts = {"facts": _short_paths(p.facts), "members": [lv.members for lv in p.levels]}
-        pictures.append({"id": f"r{p.region}-{p.graph}", "region": p.region, "graph": p.graph, "nodes": p.nodes,
-                         "drawn": p.drawn, "edges": p.edges, "default": p.default, "levels": levels, "packed": len(svgs)})
+        packed.append({"id": f"r{p.region}-{p.graph}", "region": p.region, "graph": p.graph, "nodes": p.nodes,
+                       "drawn": p.drawn, "edges": p.edges, "default": p.default, "levels": levels, "packed": len(svgs)})
         svgs.append(_packed(json.dumps(facts, separators=(",", ":"), default=str)))
-    t = result.trace
-    sections = [
-        _findings_section(result.findings),
-        _graphs_section(result),
-        _mutations_section(t.mutations),
-        _devices_section(result.devices),
-        _cudagraphs_section(result.verdict),
-        _ddp_section(getattr(result, "ddp", None)),
-        _fsdp2_section(getattr(result, "fsdp2", None), getattr(result, "rank_memory", None)),
-        _memory_section(result.memory, result.memory_note),
-        *([fit_section(result.fit)] if getattr(result, "fit", None) is not None else []),
-        *([shapes_section(result.shapes)] if getattr(result, "shapes", None) is not None else []),
-        _regions_section(t, result.devices),
-        _model_section(result, command, versions),
-    ]
-    mode = "training" if t.training else "inference"
-    line = f"{t.device}, {mode}, backend {t.backend}; torch {versions.get('torch', '?')}; made by: {command}"
-    return format_page({"title": display_path(t.path) or t.path, "summary": result.summary(), "sections": sections,
-                        "pictures": pictures, "svgs": svgs, "subtitle": line, "notes": list(result.notes)})
+    return format_page({"title": title, "summary": summary, "sections": [s for s in sections if s],
+                        "pictures": packed, "svgs": svgs, "subtitle": subtitle, "notes": list(notes)})
+
+
+def against_section(comparison, title: str = "Beside graphtool's prediction", extra: str = "") -> str:
+    """A real run's facts beside graphtool's prediction (``graphtool log --against``, ``report --log``)."""
+    rows = [[escape(str(c)) for c in (r.fact, r.what, r.predicted, r.seen, "agrees" if r.agree else "differs", r.cause or "")]
+            for r in comparison.rows]
+    return _section("against", title, extra + _table(["fact", "what", "graphtool", "the run", "", "likely cause"], rows),
+                    comparison.disagreements)
+
+
+def beside_run_section(beside) -> str:
+    """``report --log``'s section: the run's logs (``RunLog``) beside this page's prediction (``Comparison``)."""
+    facts, comparison = beside
+    files = ", ".join(display_path(f.path) or f.path for f in facts.log.files)
+    extra = (f'<p class="subtitle">The run: {escape(files)}; {escape(facts.summary())}.</p>'
+             + "".join(f'<p class="note">desync: {escape(d.message)}</p>' for d in facts.desync))
+    return against_section(comparison, "Beside a real run (graphtool log)", extra)
 
 
 def _short_paths(facts: dict) -> dict:
@@ -151,15 +152,15 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _model_section(result, command: str, versions: dict) -> str:
-    t = result.trace
+def model_section(t, stand_in: str, command: str, versions: dict) -> str:
+    """About this report: the model, how it was traced, the command that makes the page again, the versions."""
     rows = [
         ["model", escape(display_path(t.path) or t.path)],
         ["entry", escape(str(t.entry))],
         ["device", escape(t.device)],
         ["mode", "training (forward + backward)" if t.training else "inference (forward only)"],
         ["backend", escape(t.backend)],
-        ["pictures traced on", escape("meta, standing for a GPU" if result.stand_in == "meta" else result.stand_in)],
+        ["pictures traced on", escape("meta, standing for a GPU" if stand_in == "meta" else stand_in)],
         ["command", f"<code>{escape(command)}</code>"],
         ["versions", escape(", ".join(f"{k} {v}" for k, v in versions.items()))],
     ]
@@ -183,7 +184,7 @@ def _see(url: str | None) -> str:
     return f'<div class="see"><b>see:</b> <a href="{escape(url)}" target="_blank" rel="noopener">{escape(url)}</a></div>'
 
 
-def _findings_section(findings) -> str:
+def findings_section(findings) -> str:
     if not findings:
         return _section("findings", "Findings", '<p class="ok">Nothing found: no graph break, mutation, device copy or CUDA-graph skip.</p>', 0)
     items = []
@@ -204,22 +205,28 @@ def _findings_section(findings) -> str:
     return _section("findings", "Findings", f'<ol class="findings">{"".join(items)}</ol>', len(findings))
 
 
-def _graphs_section(result) -> str:
-    if not result.pictures:
+def graphs_section(pictures, trace, devices, stand_in: str) -> str:
+    """The pictures' tabs and viewer; each tab counts the graph it draws (the stand-in's, as Devices counts it)."""
+    if not pictures:
         return _section("graphs", "Graphs", '<p class="note">torch.compile captured no graph to draw.</p>')
     # a tab counts the graph it draws, the stand-in's, as the Devices table does; the Compiled regions
     # table counts the own-device graph (graphtool trace's), and both tables say which is which
-    d = result.devices
-    where = escape(d.shown_device if d is not None else result.stand_in)
-    own = _own_counts(result.trace)
+    where = escape(devices.shown_device if devices is not None else stand_in)
+    own = _own_counts(trace)
     tabs = "".join(
-        f'<button type="button" class="tab" data-picture="{i}" title="{p.nodes} graph nodes as traced for {where}, counted '
-        f'as the Devices table counts them{_own_differs(own, p.region, p.graph, p.nodes, result.trace.device)}; the picture '
+        f'<button type="button" class="tab{" active" if i == 0 else ""}" data-picture="{i}" title="{p.nodes} graph nodes as traced for {where}, counted '
+        f'as the Devices table counts them{_own_differs(own, p.region, p.graph, p.nodes, trace.device)}; the picture '
         f'draws {p.drawn} (output markers in place of the output node)">region {p.region} {p.graph} '
         f'<small>{p.nodes} nodes</small></button>'
-        for i, p in enumerate(result.pictures)
+        for i, p in enumerate(pictures)
     )
-    body = f"""<div class="tabs" id="picture-tabs">{tabs}</div>
+    return _section("graphs", "Graphs", viewer(tabs, _first_paint(pictures[0])))
+
+
+def viewer(tabs: str, first: str) -> str:
+    """The picture viewer's markup under its tabs (``<button class="tab" data-picture="I">``, HTML already escaped)
+    with ``first`` painted in its canvas (:func:`_first_paint`): the report page's, and ``graphtool log``'s page."""
+    return f"""<div class="tabs" id="picture-tabs">{tabs}</div>
 <div class="viewer" id="viewer">
   <div class="toolbar">
     <label>fold <select id="level"></select></label>
@@ -231,13 +238,31 @@ def _graphs_section(result) -> str:
     <span id="search-status"></span>
   </div>
   <div class="panes">
-    <div class="canvas" id="canvas" tabindex="0"><div class="loading">loading...</div></div>
+    <div class="canvas" id="canvas" tabindex="0">{first}</div>
     <aside class="details" id="details"><p class="hint">Click a node to see its op, shape, saved tensors and source line.
     Click a module box to unfold it. Drag to pan, wheel to zoom.</p></aside>
   </div>
   <ul class="results" id="search-results"></ul>
 </div>"""
-    return _section("graphs", "Graphs", body)
+
+
+#: the first picture is inlined as laid out, uncompressed, up to this size; a larger one shows a smaller fold level
+FIRST_PAINT_LIMIT = 1_500_000
+_SVG_SIZE = re.compile(r'\s(?:width|height)="[^"]*"')
+
+
+def _first_paint(picture) -> str:
+    """The first picture, as the viewer opens it, in the page itself: a screenshot, a print or a browser without
+    scripts shows the graph at once, not ``loading...`` until the viewer has unpacked it (it then replaces it).
+    Sized to the pane by its viewBox; a level over :data:`FIRST_PAINT_LIMIT` gives way to a more folded one."""
+    order = [picture.default, *range(picture.default - 1, -1, -1)]
+    level = next((picture.levels[i] for i in order if len(picture.levels[i].svg) <= FIRST_PAINT_LIMIT), None)
+    if level is None or "<svg" not in level.svg:
+        return '<div class="loading">loading...</div>'
+    start = level.svg.index("<svg")
+    end = level.svg.index(">", start)
+    tag = _SVG_SIZE.sub("", level.svg[start:end])  # the root's own size: the pane sizes it, as the viewer does
+    return level.svg[:start] + tag + ' class="first-paint"' + level.svg[end:]
 
 
 def _src_cell(source) -> str:
@@ -245,16 +270,23 @@ def _src_cell(source) -> str:
 
 
 def _mutations_section(m) -> str:
-    rows = []
-    for x in m.inputs:
-        if not x.mutated:
-            continue
-        how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
-        rows.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
-                     escape(", ".join(map(str, x.regions)))])
+    def rows(inputs):
+        out = []
+        for x in inputs:
+            how = ", ".join(k for k, on in (("data", x.mutates_data), ("metadata", x.mutates_metadata), ("storage", x.mutates_storage)) if on)
+            # the regions whose graph writes it: a parameter is an input of the forward and the optimizer, written by the optimizer only
+            out.append([escape(x.name), escape(x.kind), escape(how + (" (no_grad)" if x.under_no_grad else "")), _src_cell(x.source),
+                        escape(", ".join(map(str, x.mutated_in or x.regions)))])
+        return out
+
+    head = ["input", "kind", "mutated", "where", "written in region"]
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
-    if rows:
-        body += _table(["input", "kind", "mutated", "where", "regions"], rows)
+    others = [x for x in m.mutated if not x.by_optimizer]
+    if others:
+        body += _table(head, rows(others))
+    if m.optimizer_writes:  # a whole step's every parameter and state tensor: folded, one click away
+        body += (f'<details class="optimizer-writes"><summary>{escape(m.optimizer_summary() or "")}: '
+                 f"{len(m.optimizer_writes)} tensors</summary>{_table(head, rows(m.optimizer_writes))}</details>")
     from graphtool.analysis.findings import alias_target
 
     alias = [[str(o.index), "view" if o.is_view else "shares storage", escape(alias_target(o.alias_of))] for o in m.aliased_outputs]
@@ -289,12 +321,27 @@ def _cudagraphs_section(v) -> str:
         body += '<p class="note">Predicted from a trace on the meta device standing for a GPU, with torch\'s own checks.</p>'
     rows = [[escape(r.code), "skips" if r.skips else "note", escape(f"region {r.region} {r.graph}" if r.region is not None else "between regions"),
              escape(r.message), _src_cell(r.source), escape(r.fix or "")] for r in v.reasons]
+    body += _steady_html(getattr(v, "steady", None))
     if rows:
         body += _table(["reason", "effect", "where", "message", "line", "fix"], rows)
     return _section("cudagraphs", "CUDA graphs", body)
 
 
-def _ddp_section(d) -> str:
+def _steady_html(steady) -> str:
+    """The loop's steps, as ``graphtool cudagraphs`` prints them: the steady state, each step's counts, each recompile."""
+    if steady is None:
+        return ""
+    good = steady.steady_from is not None and not steady.failed
+    body = f'<p class="verdict {"ok" if good else "bad"}">steady state {escape(steady.summary())}</p>'
+    body += _table(["step", "graphs compiled", "recompiles", "warm-ups", "recorded", "replayed", "skipped runs"],
+                   [[str(f.step), str(f.graphs_compiled), str(len(f.recompiles)), str(f.warmups), str(f.recordings),
+                     str(f.replays), str(f.skipped_calls)] for f in steady.per_step], "steps")
+    return body + "".join(f'<p class="note">step {r.step}: recompiled {escape(str(r.function))} '
+                          f'{_src_cell(f"{r.file}:{r.line}" if r.file else None)}: {escape(r.reason)}</p>'
+                          for f in steady.per_step for r in f.recompiles)
+
+
+def ddp_section(d) -> str:
     """``--ddp``: one row per graph DDP's optimizer split off (a region of the page), its bucket, where
     the split falls and its CUDA-graph verdict; the graph count at other caps, unused parameters, notes."""
     if d is None:
@@ -323,7 +370,7 @@ def _ddp_section(d) -> str:
     return _section("ddp", "DDP", body, d.graph_count)
 
 
-def _fsdp2_section(f, rank_memory=None) -> str:
+def fsdp2_section(f, rank_memory=None) -> str:
     """``--fsdp2``: the FSDP units and their shards, each compiled graph (a region of the page) with the
     blocks it serves per step and its CUDA-graph verdict, the breaks, the eager collectives of one step,
     each rank's memory (activations when memory was measured), what is predicted only, the notes."""
@@ -381,8 +428,12 @@ def _memory_section(m, note) -> str:
     body = f'<p class="verdict">{escape(m.verdict())}</p>'
     rows = [[k, str(h.tensors), escape(format_bytes(h.bytes))] for k, h in (("parameters", m.parameters), ("gradients", m.gradients), ("buffers", m.buffers))]
     for name, side in (("saved for backward (eager)", m.eager), (f"saved for backward (compiled, {m.backend})", m.compiled)):
-        rows.append([escape(name), str(len(side.tensors)), escape(format_bytes(side.bytes))])
+        unmeasured = side is m.eager and m.eager_not_measured
+        rows.append([escape(name), "-" if unmeasured else str(len(side.tensors)),
+                     "not measured" if unmeasured else escape(format_bytes(side.bytes))])
     body += _table(["what", "tensors", "bytes"], rows)
+    if m.eager_not_measured:
+        body += f'<p class="note">eager: not measured: {escape(m.eager_not_measured)}</p>'
     top = [[_src_cell(g.source) or escape(g.key), escape(format_bytes(g.eager_bytes)), escape(format_bytes(g.compiled_bytes))] for g in m.top_lines]
     if top:
         body += "<h3>Activations by line</h3>" + _table(["line", "eager", "compiled"], top)
@@ -404,7 +455,7 @@ def _standin_nodes_head(d) -> str:
     return f"nodes (traced for {d.shown_device})" if d is not None and d.stand_in else "nodes"
 
 
-def _regions_section(t, devices=None) -> str:
+def regions_section(t, devices=None) -> str:
     """One row per graph as ``graphtool trace`` counts it (the model's own device); when the graphs traced
     for the predicted GPU (the pictures', the Devices table's) count differently, their count is a
     column of its own, named so."""
@@ -443,7 +494,7 @@ def python_version() -> str:
 
 def trace_sections(report) -> list[str]:
     """``graphtool trace``'s part of the page: the Compiled regions table and the mutations."""
-    return [_regions_section(report), _mutations_section(report.mutations)]
+    return [regions_section(report), _mutations_section(report.mutations)]
 
 
 def mutations_section(report) -> str:
@@ -490,8 +541,9 @@ def fit_section(fit) -> str:
     if svg:
         body += ("<h3>Live bytes through the compiled step</h3>" + svg +
                  '<p class="note">After each node of each region\'s forward graph, then each backward graph, then the '
-                 "optimizer's step, with what the caller holds (parameters, inputs, optimizer state, gradients as they "
-                 "are made); every tensor rounded to the caching allocator's 512-byte blocks.</p>")
+                 "optimizer's step (a whole training step's compiled optimizer graph, node by node), with what the caller "
+                 "holds (parameters, inputs, optimizer state, gradients as they are made); every tensor rounded to the "
+                 "caching allocator's 512-byte blocks.</p>")
     def sweep(points, fit_budget):
         rows = [[f"{p.budget:g}", b(p.saved_bytes), str(p.recomputed_ops), b(p.step.peak),
                  b(p.reduce_overhead.peak if p.reduce_overhead else None),
@@ -519,14 +571,16 @@ def shapes_section(report, limit: int = 200) -> str:
     >>> "<td>1</td><td>x:0=16</td><td>1</td>" in shapes_section(r)
     True
     """
-    body = f'<p class="verdict">{escape(report.summary())}</p><p class="note">schedule: {escape(report.source)}</p>'
+    mode = f"; {report.mode}: {report.mode_why}" if report.mode_why else ""
+    body = f'<p class="verdict">{escape(report.summary())}</p><p class="note">schedule: {escape(report.source + mode)}</p>'
     loud = report.loud()
     if loud:
         body += f'<p class="finding">{escape(loud)}</p>'
     rows = []
     for st in report.per_step[:limit]:
         did = report.run_bits(st)
-        rows.append([str(st.step), escape(", ".join(f"{k}={v}" for k, v in st.sizes.items())), str(st.graphs_compiled),
+        rows.append([str(st.step), escape(", ".join(f"{k}={v}" for k, v in [*st.sizes.items(), *st.values.items()])),
+                     str(st.graphs_compiled),
                      escape("; ".join(st.recompiles)), escape(", ".join(st.symbolic)), escape(", ".join(did))])
     body += _table(["step", "sizes", "graphs compiled", "recompile (guard failure)", "symbolic", "CUDA graphs"], rows)
     if len(report.per_step) > limit:

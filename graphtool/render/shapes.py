@@ -52,7 +52,8 @@ def step_lines(report) -> list:
 def shapes_view(report) -> Group:
     from graphtool.display_paths import display_site
 
-    parts: list = [Hanging("schedule: ", display_site(report.source), rest="  ", style="header")]
+    parts: list = [Hanging("schedule: ", display_site(report.source), rest="  ", style="header"),
+                   Hanging(f"{report.mode}: ", report.mode_why or "", rest="  ", style="header")]
     bad = report.limit_step is not None or report.failed
     parts.append(Hanging("", report.headline(), rest="  ", style="verdict.bad" if bad else "verdict"))
     loud = report.loud()
@@ -68,8 +69,14 @@ def shapes_view(report) -> Group:
     settings = ", ".join(f"{k}={v}" for k, v in report.settings.items())
     if settings:
         parts.append(Hanging("settings: ", settings, rest="  "))
-    if report.advice:
+    checked = [a for a in report.advice if a.predicted]
+    if checked:
         parts.append(Text("advice (each checked by predicting the changed schedule):", style="header"))
-        for a in report.advice:
+        for a in checked:
+            parts.append(Hanging("  - ", a.text, style="fixed"))
+    code = [a for a in report.advice if not a.predicted]
+    if code:
+        parts.append(Text("advice (a change to the model's code, not predicted):", style="header"))
+        for a in code:
             parts.append(Hanging("  - ", a.text, style="fixed"))
     return Group(*parts)

@@ -47,9 +47,10 @@ def summary_line(report, verdict_summary: str | None = None) -> Text:
     return Text(report.summary() + (f"; CUDA graphs: {verdict_summary}" if verdict_summary else ""), style="verdict")
 
 
-def trace_view(report, verdict_summary: str | None = None, *, summary: bool = True) -> Group:
+def trace_view(report, verdict_summary: str | None = None, *, summary: bool = True, verbose: bool = False) -> Group:
     """The whole report; ``verdict_summary`` (``--cudagraphs``) joins the last line; ``summary=False`` leaves it
-    out (the CLI prints the CUDA-graph view first)."""
+    out (the CLI prints the CUDA-graph view first). Placeholders of a kind with more than :data:`FOLD_AT` of them
+    (a training step's parameters, gradients and optimizer state) are one row with their count unless ``verbose``."""
     mode = "training" if report.training else "inference"
     parts = [Fields([display_path(report.path) or report.path, f"entry {report.entry}", f"device {report.device}", mode,
                      f"{report.backend}'s graphs", f"torch {report.torch_version}"], first_style="header")]
@@ -65,7 +66,12 @@ def trace_view(report, verdict_summary: str | None = None, *, summary: bool = Tr
             if more > 0:
                 parts.append(Text(f"{g.kind}: {more} more op kinds not shown (--format json lists every op)", style="note"))
         if region.forward is not None:
-            parts.append(_placeholder_table(region.forward, "forward inputs" + (f" (region {region.index})" if len(report.regions) > 1 else "")))
+            title = "forward inputs" + (f" (region {region.index})" if len(report.regions) > 1 else "")
+            parts.append(_placeholder_table(region.forward, title, verbose=verbose))
+            folded = _folded_kinds(region.forward.placeholders) if not verbose else {}
+            if folded:
+                said = ", ".join(_many(k, n) for k, n in folded.items())
+                parts.append(Text(f"folded: {said} (--verbose lists every one)", style="note"))
     if report.no_graph:
         parts.append(Text(f"torch.compile captured no graph: {report.no_graph}", style="verdict.bad"))
     if report.no_backward:
@@ -105,11 +111,51 @@ def _region_table(region, total: int) -> FitTable:
     return FitTable(title, [Col("graph"), Col("nodes", justify="right"), Col("inputs"), Col("top ops", ident=True)], rows)
 
 
-def _placeholder_table(graph, title: str) -> FitTable:
+#: a kind with more placeholders than this is folded into one row (``--verbose`` lists them all)
+FOLD_AT = 8
+
+
+def _folded_kinds(placeholders) -> dict[str, int]:
+    """kind -> count, for the kinds :func:`_placeholder_table` folds."""
+    kinds: dict[str, int] = {}
+    for p in placeholders:
+        kinds[p.kind] = kinds.get(p.kind, 0) + 1
+    return {k: n for k, n in kinds.items() if n > FOLD_AT}
+
+
+_PLURAL = {"user_input": "user inputs", "optimizer_state": "optimizer state tensors", "saved": "saved tensors"}
+
+
+def _many(kind: str, n: int) -> str:
+    """``52 parameters``, ``156 optimizer state tensors``."""
+    return f"{n} {_PLURAL.get(kind, kind.replace('_', ' ') + 's')}"
+
+
+def _shape(p) -> str:
+    return ("x".join(str(s) for s in p.shape) or "scalar") if p.shape is not None else "-"
+
+
+def _placeholder_table(graph, title: str, *, verbose: bool = False) -> FitTable:
+    folded = {} if verbose else _folded_kinds(graph.placeholders)
     rows = []
     for p in graph.placeholders:
-        shape = ("x".join(str(s) for s in p.shape) or "scalar") if p.shape is not None else "-"
-        rows.append((p.graph_name, p.kind, p.name, shape, p.dtype or "-", p.device or "-"))
+        if p.kind not in folded:
+            rows.append((p.graph_name, p.kind, p.name, _shape(p), p.dtype or "-", p.device or "-"))
+            continue
+        if folded[p.kind] is None:
+            continue  # its kind's row is already there
+        members = [q for q in graph.placeholders if q.kind == p.kind]
+        n = folded[p.kind]
+        folded[p.kind] = None
+
+        def one(values, many):
+            values = set(values)
+            return values.pop() if len(values) == 1 else many
+
+        shapes = one(map(_shape, members), f"{len({_shape(q) for q in members})} shapes")
+        names = f"({_many(p.kind, n)})"
+        rows.append((f"{members[0].graph_name} ...", p.kind, names, shapes, one((q.dtype or "-" for q in members), "mixed"),
+                     one((q.device or "-" for q in members), "mixed")))
     cols = [Col("placeholder", drop=1), Col("kind", drop=3), Col("name", ident=True), Col("shape", drop=4),
             Col("dtype", drop=5), Col("device", drop=2)]
     return FitTable(title, cols, rows)

@@ -32,10 +32,8 @@ def marks(model: str, variant: str, fast: bool) -> list:
 CAPTURE_SIZES = "17,64"
 
 
-def options(model: str, variant: str):
-    from graphtool.commands.shapes import check_options
-
-    return check_options(
+def options(model: str, variant: str) -> dict:
+    return dict(
         mark_dynamic=MARKS[model] if variant in ("mark_dynamic", "capture_sizes") else (),
         dynamic={"dynamic_true": "true", "dynamic_false": "false", "capture_sizes_static": "false"}.get(variant, "auto"),
         backend="cudagraphs" if variant == "cudagraphs_backend" else "inductor",
@@ -49,5 +47,5 @@ def predict(model: str, variant: str):
     """graphtool's ShapeReport for ``MODEL.VARIANT``."""
     from graphtool.commands.shapes import shapes
 
-    [result] = shapes(str(FIXTURES / f"{model}.py"), options=options(model, variant))
+    [result] = shapes(str(FIXTURES / f"{model}.py"), **options(model, variant))
     return result.report

@@ -56,3 +56,19 @@ def test_a_buffer_copied_from_an_input_names_the_copy():
     first = CopyIn.forward.__code__.co_firstlineno
     lines = {m.name: (m.source.file, m.source.line) if m.source else None for m in report.inputs if m.mutates_data}
     assert lines == {"k_cache": (__file__, first + 1), "v_cache": (__file__, first + 2)}
+
+
+def test_an_output_viewing_an_input_after_a_graph_break_names_its_line():
+    # issue 44: "<unknown location>: GT-M003 output 1 is a view of input x" for ``return y, x[:, -1]`` after a break,
+    # while the buffer's write had its line: the last graph returns the view alone, not the model's two outputs
+    from pathlib import Path
+
+    from graphtool.capture.tracer import trace_model
+    from graphtool.capture.user.script import load_model
+
+    path = Path(__file__).parent.parent / "fixtures" / "outputs" / "view_after_break.py"
+    report = analyze_mutations(trace_model(load_model(str(path)), backend="aot_eager"))  # inductor: the same graphs, 13 s
+    (alias,) = report.aliased_outputs
+    assert (alias.index, alias.is_view, alias.alias_of["name"]) == (1, True, "x")
+    line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if ln.strip() == "return y, x[:, -1]")
+    assert alias.source is not None and (alias.source.file, alias.source.line) == (str(path), line), alias.source

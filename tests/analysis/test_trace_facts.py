@@ -175,10 +175,11 @@ def test_llama_config_traces():
     assert report.regions and report.regions[0].backward is not None
 
 
-def test_a_break_in_library_code_shows_the_library_line_and_the_users_call(cli):
-    """A break inside a library helper (breaklib.scale calls torch._dynamo.graph_break()): the diagnostic
-    is at the library line that broke, its source underlined, and names the user's call that led there;
-    a library model of its own (no user frame) is never placed at the factory's def line."""
+def test_a_break_in_library_code_points_at_the_users_call_as_lint_does(cli):
+    """A break inside a library helper (breaklib.scale calls torch._dynamo.graph_break()): trace points at the
+    user's call that led there, the library line named beside it, as lint does (issue 45: the two placed one break
+    at opposite ends); a library model of its own (no user frame) stays at the library line, never at the factory's
+    def line."""
     from tests.helpers import FIXTURES
 
     model = FIXTURES / "breaks" / "helper_break.py"
@@ -186,13 +187,18 @@ def test_a_break_in_library_code_shows_the_library_line_and_the_users_call(cli):
     rc, out, _ = cli("trace", model, "--format", "json")
     doc = json.loads(out)
     (b,) = doc["graph_breaks"]
-    assert (b["file"], b["line"]) == (str(lib), 8)
-    assert b["called_from"] == {"file": str(model), "line": 19}  # return breaklib.scale(y).relu()
+    assert (b["file"], b["line"]) == (str(model), 19)  # return breaklib.scale(y).relu()
+    assert (b["library_file"], b["library_line"]) == (str(lib), 8)
     from tests.analysis.test_report_schema import SCHEMA, jsonschema
 
     jsonschema.validate(doc, SCHEMA)
+    import graphtool
+
+    (linted,) = graphtool.load(str(model)).lint().to_dict()["models"][0]["breaks"]  # lint's worker, in this process
+    assert (linted["file"], linted["line"], linted["library_file"], linted["library_line"]) == (
+        b["file"], b["line"], b["library_file"], b["library_line"])
     rc, out, _ = cli("trace", f"{model}:get_library_model")
     assert "__init__.py:8:5: GT-B001" in out and "torch._dynamo.graph_break()" in out
-    assert "called from" not in out and "helper_break.py:26" not in out  # no user frame; not the factory
+    assert "(in " not in out and "helper_break.py:26" not in out  # no user frame; not the factory
     rc, out, _ = cli("trace", model)
-    assert "(called from " in out and "helper_break.py:19)" in out
+    assert "helper_break.py:19" in out and "GT-B001" in out and "__init__.py:8)" in out

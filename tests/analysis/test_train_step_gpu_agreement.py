@@ -97,3 +97,15 @@ def test_the_h100_counted_what_the_h200_did():
                          c["cudagraph_skips"], len(c["recompiles"])) for c in r["calls"]], (r["error"] or "")[:60])
                 for case, r in rows.items()}
     assert len(ROWS) == 10 and counts(H100_ROWS) == counts(ROWS)
+
+
+def test_the_breaks_of_a_compiled_step_get_help_for_their_cause():
+    """Issue 44, item 5, on the real trace of a compiled AdamW step (this torch's break records): the CUDA-graph verdict
+    said "remove the break to get one graph" for ``loss.backward()``, for torch's own ``optimizer.py`` and for
+    ``opt.zero_grad()``; each now gets the help trace and lint give for that cause (tests/render/test_break_help.py)."""
+    fixes = {r.source.line if r.source else None: r.fix for r in predict("adamw_foreach").report.reasons
+             if r.code == "graph-break"}
+    assert fixes[16].startswith("dynamo ends the graph at backward()")  # loss.backward()
+    assert fixes[18].startswith("dynamo never traces Optimizer.zero_grad")  # opt.zero_grad(set_to_none=True)
+    [optimizer] = [f for line, f in fixes.items() if line not in (16, 18)]  # torch's optimizer.py, under opt.step()
+    assert optimizer.startswith("torch's optimizer breaks the graph on purpose") and "torch.compile(opt.step)" in optimizer

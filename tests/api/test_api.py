@@ -33,7 +33,7 @@ def _object_doc(command: str, path: str) -> dict:
     from graphtool.capture.user.script import load_model
 
     spec = load_model(path)
-    return _without_model(getattr(graphtool, command)(spec.model, *spec.args, **spec.kwargs).to_dict())
+    return _without_model(getattr(graphtool, command)(spec.model, *spec.args, model_kwargs=spec.kwargs).to_dict())
 
 
 @pytest.mark.parametrize("command, name", [
@@ -198,12 +198,22 @@ def test_options_are_checked_as_the_cli_checks_them():
         graphtool.trace(net, torch.ones(1, 2), device="cuda:3")
 
 
-def test_model_keyword_arguments_pass_through_and_model_kwargs_takes_clashing_names():
-    def f(x, *, backend, scale=1.0):
-        return (x * scale).sum() if backend == "b" else x.sum()
+def test_model_keyword_arguments_go_in_model_kwargs_and_an_unknown_option_is_an_error():
+    """The model's keyword arguments go in ``model_kwargs``; a keyword graphtool does not take is a usage error, not a
+    keyword argument of the model (``ddp=`` once passed into the model's ``**kwargs`` and ran a plain trace)."""
+    from graphtool.errors import UsageError
 
-    r = graphtool.trace(f, torch.ones(2), scale=2.0, model_kwargs={"backend": "b"})
+    def f(x, *, backend, scale=1.0, **rest):
+        return (x * scale).sum() if backend == "b" and not rest else x.sum()
+
+    r = graphtool.trace(f, torch.ones(2), model_kwargs={"backend": "b", "scale": 2.0})
     assert r.summary().startswith("1 compiled region")
+    with pytest.raises(UsageError, match=r"trace\(\) got an unknown option scale=") as err:
+        graphtool.trace(f, torch.ones(2), scale=2.0, model_kwargs={"backend": "b"})
+    assert "model_kwargs" in err.value.hint
+    with pytest.raises(UsageError, match=r"unknown option fsdp=") as err:
+        graphtool.load(f, torch.ones(2), fsdp=True)
+    assert "did you mean fsdp2=" in err.value.hint
 
 
 def test_commands_still_take_script_paths():

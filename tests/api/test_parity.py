@@ -45,7 +45,7 @@ def _api_result(command: str, name: str):
     from graphtool.capture.user.script import load_model
 
     spec = load_model(example(name))
-    return getattr(graphtool, command)(spec.model, *spec.args, **spec.kwargs)
+    return getattr(graphtool, command)(spec.model, *spec.args, model_kwargs=spec.kwargs)
 
 
 def _where_from(doc: dict, command: str) -> dict:

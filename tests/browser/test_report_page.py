@@ -182,3 +182,34 @@ def test_phi_report_reads_as_its_modules(open_report, phi_report, tmp_path):
     page.page.screenshot(path=str(shot))
     if os.environ.get("GRAPHTOOL_UPDATE_SCREENSHOT") == "1":
         (ROOT / "docs" / "report-phi.png").write_bytes(shot.read_bytes())
+
+
+def test_the_first_paint_shows_the_graph_before_the_viewer_runs(browser, report_files, tmp_path):
+    """Issue 44: the graph pane said ``loading...`` in a screenshot or a print until the viewer had unpacked and laid
+    in the picture. With scripts off (what a page shows before its script has run, a print, a headless screenshot)
+    the pane now holds the first picture as laid out at build time."""
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.goto(report_files["cpu_roundtrip"].as_uri())
+        canvas = page.locator("#canvas")
+        assert "loading" not in canvas.inner_text()
+        assert page.locator("#canvas svg g.node").count() > 3
+        box = canvas.bounding_box()
+        drawn = page.eval_on_selector("#canvas svg", "s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; }")
+        assert drawn[0] > 0.9 * box["width"] and drawn[1] > 0.9 * box["height"]  # sized to the pane, as the viewer sizes it
+        shots = {}
+        for media in ("screen", "print"):
+            page.emulate_media(media=media)
+            shots[media] = tmp_path / f"first-paint-{media}.png"
+            canvas.screenshot(path=str(shots[media]))
+        page.eval_on_selector("#canvas", "c => { c.innerHTML = ''; }")  # the same pane, empty: what 'loading...' was
+        blank = tmp_path / "blank.png"
+        canvas.screenshot(path=str(blank))
+        for media, shot in shots.items():  # a drawn graph compresses far worse than a white pane
+            assert shot.stat().st_size > 5 * blank.stat().st_size, (media, shot.stat().st_size, blank.stat().st_size)
+        if os.environ.get("GRAPHTOOL_ARTIFACTS"):
+            Path(os.environ["GRAPHTOOL_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
+            (Path(os.environ["GRAPHTOOL_ARTIFACTS"]) / "report-first-paint.png").write_bytes(shots["screen"].read_bytes())
+    finally:
+        context.close()

@@ -128,6 +128,8 @@ PRIVATE = [
     ("torch._dynamo.exc", "TorchRuntimeError"),
     ("torch._dynamo.exc", "InternalTorchDynamoError"),
     ("torch._dynamo.exc", "UserError"),
+    ("torch._dynamo.symbolic_convert", "InstructionTranslator"),
+    ("torch._dynamo.source", "LocalSource"),
 ]
 
 
@@ -136,10 +138,6 @@ def test_private_symbol_exists(module, attr):
     assert _lookup._require(module, attr) is not None
 
 
-def test_dispatch_modes_can_take_higher_order_ops_on_this_torch():
-    """bench's random-op mode relies on it to let torch.cond and friends through."""
-    assert compat.modes_can_take_higher_order_ops()
-    assert isinstance(torch.ops.higher_order.cond, compat.higher_order_operator_type())
 
 
 def test_op_arguments_names_the_schema():
@@ -244,6 +242,45 @@ def test_placeholder_source_reads_dynamos_grapharg():
     torch._dynamo.reset()
     torch.compile(lambda x, xs: x + xs[0], backend=keep)(torch.ones(2), [torch.ones(2)])
     assert seen == ["L['x']", "L['xs'][0]"]
+
+
+def test_value_guards_name_the_numbers_dynamo_baked_into_the_graph():
+    """An int and a float argument used in the graph are guarded on their values (at the line using them); a bool
+    left unused, a tensor and the attributes of ``self`` are not numbers of the frame's own."""
+    import torch
+
+    seen = []
+
+    def keep(gm, _inputs):
+        seen.extend(compat.value_guards())
+        return gm.forward
+
+    def f(x, pos: int, scale: float, flag: bool = True):
+        return x * scale + pos
+
+    torch._dynamo.reset()
+    torch.compile(f, backend=keep)(torch.ones(2), 3, 0.5)
+    torch._dynamo.reset()
+    found = {name: (value, frames[-1][1] - f.__code__.co_firstlineno, function) for name, value, frames, function in seen}
+    assert found == {"pos": (3, 1, "f"), "scale": (0.5, 1, "f")}
+    assert compat.value_guards() == []  # outside a trace
+
+
+def test_int_input_sources_name_what_an_aot_graphs_integers_stand_for():
+    """An int argument made dynamic and a dynamic size, as AOT's forward graph takes them: ``L['pos']``, ``L['x'].size()[0]``."""
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+
+    seen = []
+
+    def fw(gm, _inputs):
+        seen.append(compat.int_input_sources(gm))
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(lambda x, pos: x[:pos] * 2, backend=aot_autograd(fw_compiler=fw), dynamic=True)(torch.ones(5), 3)
+    torch._dynamo.reset()
+    assert sorted(s for s in seen[-1] if s) == ["L['pos']", "L['x'].size()[0]"]
 
 
 def test_fw_metadata_is_captured():
@@ -764,10 +801,6 @@ def test_a_cross_entropy_loss_gives_gradients_on_meta_under_aot():
 
 
 # -- issue 35: the activation budget and live bytes
-
-
-def test_activation_memory_budget_is_a_functorch_setting():
-    assert compat.has_activation_memory_budget()
 
 
 def test_the_min_cut_partitioner_is_where_inductor_and_aot_eager_call_it():

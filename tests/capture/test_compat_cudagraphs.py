@@ -26,19 +26,8 @@ def test_is_cudagraph_unsafe_node_and_bool_index_put():
     assert flags["aten.clone.default"] == (False, False)
 
 
-def test_forbidden_cudagraph_ops():
-    assert "run_and_save_rng_state" in compat.forbidden_cudagraph_ops()
 
 
-def test_has_unbacked_symbols():
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    env = ShapeEnv()
-    with FakeTensorMode(shape_env=env):
-        u = env.create_unbacked_symint()
-        assert compat.has_unbacked_symbols(torch.empty(u))
-        assert not compat.has_unbacked_symbols(torch.empty(3))
 
 
 def test_inductor_mutation_check():
@@ -54,10 +43,6 @@ def test_inductor_mutation_check():
         assert compat.inductor_mutation_check(gm, idxs, [0]) is None  # static inputs may be mutated
 
 
-def test_cudagraphs_backend_check():
-    gm = _graph(lambda x: torch.tensor(2.0) * x.cpu(), torch.randn(2))
-    assert compat.cudagraphs_backend_check(gm, 0).startswith("skipping cudagraphs due to multiple devices") or \
-        compat.cudagraphs_backend_check(gm, 0).startswith("skipping cudagraphs due to cpu device")
 
 
 def test_has_inductor_flag_and_dynamo_config_patch():

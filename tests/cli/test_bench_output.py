@@ -85,7 +85,7 @@ def test_no_number_or_header_is_cut_at_80_columns(report):
         assert m.name in text and f"{m.stats.median_ms:.4f}" in text and f"{m.speedup:.2f}x" in text
     for header in ("mode", "status", "median ms", "spread", "speedup"):
         assert header in text
-    assert "examples/mlp.py (forward + backward" in text
+    assert "examples/mlp.py (timed: forward + backward" in text
 
 
 def test_dropped_columns_are_named_and_come_back_when_wide():

@@ -153,12 +153,12 @@ def test_unknown_compile_backend(cli):
 
 
 def test_unknown_cudagraphs_backend_is_refused_before_tracing(cli, monkeypatch):
-    from graphtool.commands import shared
+    from graphtool.commands.session import Session
     from tests.helpers import example
 
     def must_not_trace(*a, **k):
         raise AssertionError("traced before checking --cudagraphs")
 
-    monkeypatch.setattr(shared, "trace_own_device", must_not_trace)
+    monkeypatch.setattr(Session, "trace_spec", must_not_trace)
     rc, _, err = cli("trace", example("mlp.py"), "--cudagraphs", "bogus")
     assert rc == 2 and "--backend 'bogus' is not one of inductor, cudagraphs" in err

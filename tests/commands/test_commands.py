@@ -89,6 +89,29 @@ def test_bench_times_eager_and_reports_progress():
     assert progress.counts[-1] == (6, 6, "timing eager")
 
 
+def test_bench_times_training_by_default_as_every_command_and_says_so():
+    # issue 44: bench timed the forward alone unless --backward, while trace, memory and the rest default to training
+    from graphtool.commands.bench import bench
+    from graphtool.render.plain import format_plain
+
+    quick = {"compile_mode": "none", "warmup": 0, "iters": 2, "repeat": 1}
+    trained = bench(example("mlp.py"), **quick).report
+    assert trained.backward is True and trained.to_dict()["settings"]["timed"] == "forward + backward"
+    assert "training, as every command defaults to" in trained.to_dict()["settings"]["timed_why"]
+    assert "(timed: forward + backward, cpu;" in format_plain(bench_view_of(trained), 100)
+    forward = bench(example("mlp.py"), inference=True, **quick).report
+    assert forward.to_dict()["settings"]["timed"] == "forward" and "--inference" in forward.timed_why
+    # training by default, but an argmax output has nothing to differentiate: the forward, said so (not an error)
+    argmax = bench(str(FIXTURES / "outputs" / "argmax_output.py"), **quick).report
+    assert argmax.backward is False and "no output of the model requires grad" in argmax.timed_why
+
+
+def bench_view_of(report):
+    from graphtool.render.bench import bench_view
+
+    return bench_view(report)
+
+
 @pytest.mark.slow  # over 8 s: the slow tier (docs/ci.md)
 def test_lint_judges_and_writes_a_baseline(tmp_path):
     from graphtool.commands.lint import lint

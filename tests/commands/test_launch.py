@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import graphtool.commands
-from graphtool.commands.launch import Ddp, Fsdp2, Plain, launch_of
+from graphtool.commands.launch import Ddp, DdpPart, Fsdp2, Fsdp2Part, Plain, launch_of
 from graphtool.errors import UsageError
 
 COMMANDS = Path(graphtool.commands.__file__).parent
@@ -28,7 +28,8 @@ def test_the_settings_choose_one_launch_once_and_it_cannot_change():
     assert launch_of(ddp, None) is ddp  # a launch already chosen is taken as it is
     with pytest.raises(dataclasses.FrozenInstanceError):
         ddp.world_size = 2
-    assert [x.fields("R") for x in (Plain(), ddp, Fsdp2())] == [{}, {"ddp": "R"}, {"fsdp2": "R"}]
+    assert [x.part("R") for x in (Plain(), ddp, Fsdp2())] == [None, DdpPart("R"), Fsdp2Part("R")]
+    assert [p.key for p in (ddp.part("R"), Fsdp2().part("R"))] == ["ddp", "fsdp2"]
     assert [x.own_steps for x in (Plain(), ddp, Fsdp2())] == [1, 2, 1]  # DDP fails at the second step, if at all
 
 
@@ -56,24 +57,28 @@ def test_what_a_command_cannot_do_under_a_wrapper_is_said_by_the_launch():
 
 
 def _branches_on_the_wrapper(path: Path) -> list[str]:
-    """``if``s and conditional expressions in ``path`` whose test reads the settings ``ddp`` or ``fsdp2``
-    (a bare name: a result's own ``self.ddp`` field, shown when present, is not a choice of launch)."""
+    """``if``s and conditional expressions in ``path`` whose test reads ``ddp`` or ``fsdp2``: the settings, or a
+    result's field (``self.ddp``): what the wrapper did is a part that renders itself (``launch.Part``)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, (ast.If, ast.IfExp)):
             names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)}
             if names & {"ddp", "fsdp2", "ddp_report", "fsdp2_report"}:
                 found.append(f"{path.name}:{node.lineno}")
     return found
 
 
-def test_no_command_branches_on_which_launch_it_has():
+def test_no_command_and_no_view_branches_on_which_launch_it_has():
+    """The launch is chosen once (launch.py); commands, their results, the renderers and the CLI ask its interface."""
+    package = COMMANDS.parent
     files = sorted(p for p in COMMANDS.glob("*.py") if p.name != "launch.py")
-    assert len(files) > 10
+    files += sorted((package / "render").glob("*.py")) + sorted((package / "cli").glob("*.py")) + [package / "api.py"]
+    assert len(files) > 40
     assert [hit for f in files for hit in _branches_on_the_wrapper(f)] == []
 
 
 def test_the_check_above_sees_such_a_branch(tmp_path):
     bad = tmp_path / "cmd.py"
-    bad.write_text("def f(ddp, fsdp2):\n    if fsdp2 is not None:\n        return 1\n    return 2 if ddp else 3\n")
+    bad.write_text("def f(ddp, fsdp2, r):\n    if fsdp2 is not None:\n        return 1\n    return 2 if ddp or r.ddp else 3\n")
     assert _branches_on_the_wrapper(bad) == ["cmd.py:2", "cmd.py:4"]

@@ -15,6 +15,10 @@ computed here, never a tolerance (docs/memory.md, "Against torch's MemTracker"):
   GPU it stays on the host unless ``capturable``): MemTracker counts it in its optimizer state, and so does
   graphtool's held optimizer state, but graphtool's measured optimizer step does not see it made. Only a peak in
   the optimizer's step differs by it.
+
+A whole training step compiled as one function (tests/fixtures/fit/gpt_step.py, issue 44) is run as written, by
+graphtool and under MemTracker: its forward-and-backward and its optimizer's phase here, on every torch; the fit's
+eager row against MemTracker's peak in tests/commands/test_memory_fit_step.py (it shares that file's one run).
 """
 
 from __future__ import annotations
@@ -46,12 +50,22 @@ class Tracker(mem_tracker.MemTracker):
         super().__init__()
         self.slack = 0  # what 512-byte rounding adds to the live tensors the step made
         self.rounded_peak = {"step": (0, None), "optimizer": (0, None)}
+        # once the optimizer's state exists (a later step), what its step makes is its temporaries (MemTracker's
+        # OPT): rounded too when set
+        self.opt_temporaries = False
+        self._temporaries: set[int] = set()
 
     def _update_snap(self, u_type, winfo, old_mem_consumed=None, old_reftype=None):
         super()._update_snap(u_type, winfo, old_mem_consumed, old_reftype)
         extra = rounded(winfo.mem_consumed) - winfo.mem_consumed
         kind = mem_tracker._UpdateType
-        if u_type == kind.ADD:
+        if u_type == kind.ADD and self.opt_temporaries and self._in_opt and winfo.reftype == mem_tracker._MemRefType.OPT:
+            self._temporaries.add(id(winfo))
+            self.slack += extra
+        elif u_type == kind.DEL and id(winfo) in self._temporaries:
+            self._temporaries.discard(id(winfo))
+            self.slack -= extra
+        elif u_type == kind.ADD:
             self.slack += extra * (winfo.reftype in self.MADE)
         elif u_type == kind.DEL:
             self.slack -= extra * (winfo.reftype in self.MADE)
@@ -121,6 +135,62 @@ def memtracker_run(name: str) -> dict:
                 "rounded_peak": tracker.rounded_peak,
                 "inputs": storage_bytes(inputs, rounded),
                 "step_counters": storage_bytes([s["step"] for s in opt.state.values()], int)}
+
+
+def memtracker_step_run(path) -> dict:
+    """Two calls of a whole training step compiled as one function (``model = train_step``: its own forward, loss,
+    ``backward()``, ``opt.step()``, ``zero_grad``) under MemTracker, the script run on fake tensors (its model,
+    optimizer and inputs made fake): MemTracker's peak, its count rounded (the optimizer's temporaries too, once its
+    state exists), and the input bytes it never saw (made before its context; a view of an input made inside it,
+    ``targets.view(-1)``, makes it count that input's storage)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    spec = importlib.util.spec_from_file_location(f"memtracker_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    with FakeTensorMode():
+        spec.loader.exec_module(module)
+        tracker = Tracker()
+        tracker.track_external(module.net, module.opt)
+        with tracker:
+            for i in range(2):
+                loss = module.train_step(*module.example_inputs)
+                del loss
+                if i == 0:
+                    tracker.reset_mod_stats()
+                    tracker.opt_temporaries = True
+        inputs = list(module.example_inputs)
+        unseen = [t for t in inputs if t.untyped_storage() not in tracker._WINFO]
+        (peak,) = tracker.get_tracker_snapshot("peak").values()
+        return {"peak": named(peak), "rounded_peak": tracker.rounded_peak,
+                "inputs": storage_bytes(inputs, rounded), "unseen_inputs": storage_bytes(unseen, rounded)}
+
+
+def test_a_whole_training_step_counts_what_memtracker_counts():
+    """A GPT-style decoder whose training step (forward, loss, backward, AdamW, zero_grad) is the model
+    (tests/fixtures/fit/gpt_step.py, issue 44): graphtool runs the step once as written
+    (``own_step_peaks``, after a first call made the optimizer's state, as the trace does) and counts what it
+    makes up to the first ``opt.step()`` and up to the optimizer's peak. Each is MemTracker's count of what the
+    step made (gradients, activations, temporaries; rounded to 512 bytes) at its peak in that phase, but the input
+    storage MemTracker counted as an activation (graphtool holds the inputs); the optimizer's state is MemTracker's."""
+    from graphtool.capture.memory.live_bytes import own_step_peaks
+    from graphtool.capture.user.script import load_model
+
+    spec = load_model(FIT / "gpt_step.py")
+    spec.model(*spec.args, **spec.kwargs)  # the first step makes AdamW's state, as the trace's call does
+    got = own_step_peaks(spec)
+    mt = memtracker_step_run(FIT / "gpt_step.py")
+    seen_inputs = mt["inputs"] - mt["unseen_inputs"]
+    step_total, step_snap = mt["rounded_peak"]["step"]
+    opt_total, opt_snap = mt["rounded_peak"]["optimizer"]
+    state = step_snap["OPT"]  # in the second step's forward and backward: the state alone
+    made_step = step_total - (step_snap["PARAM"] + step_snap["BUFFER"] + state + step_snap["OTH"])
+    made_opt = opt_total - (opt_snap["PARAM"] + opt_snap["BUFFER"] + state + opt_snap["OTH"])
+    assert got.state == state > 0
+    assert made_step > 500_000 and opt_snap["OPT"] > state  # the activations; the optimizer's temporaries
+    assert (got.backward, got.optimizer) == (made_step - seen_inputs, made_opt - seen_inputs), \
+        (got, made_step, made_opt, seen_inputs)
+    assert got.optimizer > got.backward  # this step peaks in AdamW's foreach step, as MemTracker's does
+    assert mt["peak"]["Total"] == opt_snap["Total"]
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,13 @@ def reports():
     return get
 
 
+def _page(result, command: str) -> str:
+    """The report's page, as the command line ``command`` made it."""
+    from dataclasses import replace
+
+    return replace(result, made_by=command).html()
+
+
 def _page_data(page: str) -> dict:
     return json.loads(re.search(r'<script type="application/json" id="graphtool-data">(.*?)</script>', page, re.S).group(1))
 
@@ -94,10 +101,9 @@ def test_graph_breaks_are_findings_with_their_line(reports):
 
 
 def test_page_is_self_contained_and_every_picture_unpacks(reports):
-    from graphtool.render.report import format_report
 
     r = reports("cpu_roundtrip.py")
-    page = format_report(r, command="graphtool report examples/cpu_roundtrip.py", versions={"torch": "x"})
+    page = _page(r, "graphtool report examples/cpu_roundtrip.py")
     assert not re.search(r"<(script|link|img|iframe)[^>]*\b(src|href)=", page)
     data = _page_data(page)
     assert len(data["pictures"]) == len(r.pictures) == 2
@@ -152,10 +158,9 @@ def test_report_writes_the_page(cli, tmp_path):
 @pytest.mark.slow
 def test_twelve_layer_encoder_page_is_under_3_mb(tmp_path):
     from graphtool.commands.report import report
-    from graphtool.render.report import format_report
 
     (r,) = report(str(ROOT / "benchmarks" / "encoder12.py"))
-    page = format_report(r, command="graphtool report benchmarks/encoder12.py", versions={})
+    page = _page(r, "graphtool report benchmarks/encoder12.py")
     assert len(page.encode()) < 3_000_000
     forward = next(p for p in r.pictures if p.graph == "forward")
     assert forward.levels[forward.default].depth is not None  # large graphs open folded by module
@@ -206,14 +211,13 @@ def test_node_facts_name_the_device_as_every_other_view_does(reports):
 def test_a_graph_has_one_node_count_in_the_report_and_in_devices(reports):
     """Issue 24: the report's tab counted the picture's nodes (output markers included); it now shows the
     graph's count, the one devices shows for the same stand-in graph, and says what the picture adds."""
-    from graphtool.render.report import format_report
 
     r = reports("convnet_bn.py")
     by_graph = {(g.region, g.graph): g.nodes for g in r.devices.graphs}
     for p in r.pictures:
         assert p.nodes == by_graph[(p.region, p.graph)]
         assert p.drawn and p.drawn != p.nodes
-    page = format_report(r, command="graphtool report", versions={})
+    page = _page(r, "graphtool report")
     first = r.pictures[0]
     assert f"<small>{first.nodes} nodes</small>" in page and f"the picture draws {first.drawn}" in page
 
@@ -295,10 +299,9 @@ def test_the_devices_table_reads_the_predicted_device_as_the_terminal_does(repor
     """Issue 33b: the table under ``every node runs on cuda:0 (predicted)`` said ``meta: 5``: the stand-in's
     own name. It now reads as ``graphtool devices`` prints it, with the graph's node count and the
     nodes with no device."""
-    from graphtool.render.report import format_report
 
     r = reports("graph_breaks.py")
-    devices = _section_html(format_report(r, command="graphtool report", versions={}), "devices")
+    devices = _section_html(_page(r, "graphtool report"), "devices")
     assert "meta" not in re.sub(r'<p class="note">.*?</p>', "", devices)
     for g, row in zip(r.devices.graphs, _rows(devices)):
         assert row[1:3] == [str(g.nodes), ", ".join(r.devices.shown_counts(g))]
@@ -308,10 +311,9 @@ def test_the_devices_table_reads_the_predicted_device_as_the_terminal_does(repor
 def test_a_graph_break_on_the_page_links_torchs_page_for_its_gb_id(reports):
     """Issue 33c: the CLI diagnostics and the notebook link ``gbNNNN``'s page; the report's findings and
     its list of breaks now do too."""
-    from graphtool.render.report import format_report
 
     r = reports("graph_breaks.py")
-    page = format_report(r, command="graphtool report", versions={})
+    page = _page(r, "graphtool report")
     codes = [b.code for b in r.trace.breaks]
     assert codes and all(codes)
     for code in codes:
@@ -328,12 +330,11 @@ def test_the_page_counts_graphs_breaks_and_nodes_as_trace_json_does(reports):
     are ``graphtool trace --format json``'s, and the stand-in's count, where it differs, is a column of
     its own that equals the tab's and the Devices table's."""
     from graphtool.commands.trace import trace
-    from graphtool.render.report import format_report
 
     r = reports("graph_breaks.py")
     (t,) = trace(example("graph_breaks.py"))
     truth = t.to_dict()
-    page = format_report(r, command="graphtool report", versions={})
+    page = _page(r, "graphtool report")
     regions = _section_html(page, "regions")
     head = re.findall(r"<th>(.*?)</th>", regions)
     rows = {row[0]: row for row in _rows(regions)}

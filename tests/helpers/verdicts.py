@@ -13,7 +13,7 @@ def cudagraphs_backend_verdict(script):
     a mutated input that torch's cudagraphs backend never sees (H100, torch 2.11: 0 skips on
     examples/convnet_bn.py and examples/mutate_input.py)."""
     from graphtool.analysis.cudagraphs.verdict import cudagraph_verdict
-    from graphtool.commands.shared import trace_standin
+    from graphtool.commands.session import Session
 
-    capture, accel = trace_standin(str(script), None, None, inference=False, backend="cudagraphs")
+    capture, accel, _ = Session(str(script)).standin_trace("cudagraphs", steps=1)
     return cudagraph_verdict(capture, backend="cudagraphs", predicted=accel == "meta")

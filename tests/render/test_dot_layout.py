@@ -327,9 +327,9 @@ def test_constants_sit_in_their_module_cluster_in_the_same_font(tmp_path):
 
 
 def test_recomputed_nodes_are_marked_as_torch_tags_them():
-    from graphtool.commands import shared
+    from graphtool.commands.session import Session
 
-    capture, _ = shared.trace_standin(CHECKPOINTED, None, None, inference=False, backend="inductor", debug=False)
+    capture = Session(str(CHECKPOINTED)).standin_trace("inductor", steps=1)[0]
     region = capture.regions[0]
     classes = {n: type(m).__name__ for n, m in capture.spec.model.named_modules()}
     bw = fx_drawing(region.backward, "backward", region, classes=classes)

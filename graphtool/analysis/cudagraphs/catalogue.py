@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from graphtool.analysis.diagnostics import BREAK_FIX, HOST_SYNC_FIX
+
 PARTITION, NO_PARTITION, CUDAGRAPHS = "partition", "no-partition", "cudagraphs"
 RO = (PARTITION, NO_PARTITION)
 ALL = (PARTITION, NO_PARTITION, CUDAGRAPHS)
@@ -225,9 +227,9 @@ ENTRIES_LIST: tuple[Entry, ...] = (
        silent="always: only counters['inductor']['cudagraph_skips']"),
     # ---- graphtool's own notes: what stands between regions ----
     _E("CG090", "graph-break", "a graph break: each region is captured separately",
-       "", "dynamo", ALL, "note", "predicted", "remove the break to get one graph"),
+       "", "dynamo", ALL, "note", "predicted", BREAK_FIX),
     _E("CG091", "host-sync", "a host sync between graphs (.item(), data-dependent shape)",
-       "", "dynamo", ALL, "note", "predicted", "keep the value on the device"),
+       "", "dynamo", ALL, "note", "predicted", HOST_SYNC_FIX),
     _E("CG092", "rng-generator", "a torch.Generator is a graph input",
        "", "graphtool", RO, "risk", "risk", "register custom torch.Generator objects with the CUDA graph"),
 )

@@ -32,7 +32,6 @@ Example::
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from graphtool.analysis.cudagraphs.catalogue import ENTRIES, INCOMPATIBLE, PREFIX, SPLITS, by_slug, clean_message
@@ -44,7 +43,6 @@ BACKENDS = ("inductor", "cudagraphs")
 #: each finding code's fix (from the catalogue, where every reason is written down once)
 FIXES = {e.slug: by_slug(e.slug).fix for e in ENTRIES.values()}
 
-_HOST_SYNC = re.compile(r"item\(\)|_local_scalar_dense|data[- ]dependent|dynamic shape operator|nonzero|DynamicOutputShape", re.I)
 
 
 # What stops a CUDA graph of the *eager* step (graphtool bench's own capture), as opposed to what makes
@@ -806,11 +804,17 @@ def _inductor_mutations(gm, region, settings) -> list[Reason]:
 
 
 def _break_reasons(breaks) -> list[Reason]:
+    """Each graph break (a :class:`~graphtool.analysis.trace_report.BreakInfo`) as a note between regions, its fix the
+    one every command gives for that cause (``BreakInfo.help``)."""
+    from dataclasses import replace
+
+    from graphtool.analysis.diagnostics import HOST_SYNC
+
     out = []
     for b in breaks:
         src = Source(b.file, b.line) if b.file and b.line else None
-        code = "host-sync" if _HOST_SYNC.search(b.reason) else "graph-break"
-        out.append(_reason(code, f"graph break: {b.reason}", None, None, False, src))
+        code = "host-sync" if HOST_SYNC.search(b.reason) else "graph-break"
+        out.append(replace(_reason(code, f"graph break: {b.reason}", None, None, False, src), fix=b.help))
     return out
 
 

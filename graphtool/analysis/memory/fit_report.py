@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from graphtool.analysis.memory.fit import Target, verdict
 from graphtool.analysis.memory.saved import compiled_side, format_bytes, group
-from graphtool.analysis.memory.step_peak import Timeline, _bytes, rounded, timeline
+from graphtool.analysis.memory.step_graphs import StepGraphs, step_graphs
+from graphtool.analysis.memory.step_peak import Timeline, _bytes, rounded, timeline, walk
 
 
 @dataclass(frozen=True)
@@ -148,19 +149,24 @@ class Point:
         return {"phase": self.phase, "region": self.region, "node": self.node, "bytes": self.bytes}
 
 
-def compiled_step(label: str, held: Held, graphs: list[tuple]) -> tuple[StepPeak, list[Timeline], list[Point]]:
-    """The phases of a step whose regions run ``graphs`` ((forward, backward) per region, in order), and its
-    live-bytes timeline: the device's bytes after each node, what the caller holds included."""
-    fw_lines = [timeline(fw, held=_held_names(fw)) for fw, _ in graphs]
+def compiled_step(label: str, held: Held, steps: StepGraphs) -> tuple[StepPeak, list[Timeline], list[Point]]:
+    """The phases of a step that runs ``steps`` (:class:`~graphtool.analysis.memory.step_graphs.StepGraphs`: the
+    model's regions' forwards in order, their backwards in reverse, then the graphs the step compiles on the
+    gradients, its optimizer's), and its live-bytes timeline: the device's bytes after each node, what the caller
+    holds included. A step whose optimizer is not compiled (a model with ``get_optimizer``) gets the measured
+    optimizer step (:func:`_phases`)."""
+    fw_lines = []
     forward, made = 0, 0
     points: list[Point] = []
-    for i, tl in enumerate(fw_lines):
+    for i, fw, _ in steps.model:
+        tl = timeline(fw, held=_held_names(fw))
+        fw_lines.append(tl)
         forward = max(forward, held.steady + made + tl.peak)
         points += [Point("forward", i, name, held.steady + made + b) for name, b in tl.series]
         made += tl.end
     backward, grads = 0, 0
     bw_lines = []
-    for i, (fw, bw) in reversed(list(enumerate(graphs))):
+    for i, fw, bw in reversed(steps.model):
         if bw is None:
             continue
         tl = timeline(bw, held=_held_names(fw))
@@ -171,27 +177,60 @@ def compiled_step(label: str, held: Held, graphs: list[tuple]) -> tuple[StepPeak
         points += [Point("backward", i, name, base + b) for name, b in tl.series]
         made -= saved
         grads += tl.end
-    step = _phases(label, held, forward, backward if bw_lines else None)
-    if step.optimizer is not None:
-        points.append(Point("optimizer", None, "optimizer.step()", step.optimizer))
-    return step, fw_lines + bw_lines, points
+    if not steps.optimizer:
+        step = _phases(label, held, forward if steps.model else None, backward if bw_lines else None)
+        if step.optimizer is not None:
+            points.append(Point("optimizer", None, "optimizer.step()", step.optimizer))
+        return step, fw_lines + bw_lines, points
+    # the step's own optimizer, compiled: its graphs read the gradients the backward made (or, with no compiled
+    # backward, the ones the eager backward made) while the step's outputs (the loss) are still held
+    base = held.steady + (grads if bw_lines else held.gradients) + sum(_kept(fw, bw) for _, fw, bw in steps.model)
+    optimizer = base
+    opt_lines = []
+    for i, gm in steps.optimizer:
+        tl = timeline(gm, held=_held_names(gm), fuse=True, optimizer=True)  # in place, as inductor compiles it
+        opt_lines.append(tl)
+        optimizer = max(optimizer, base + tl.peak)
+        points += [Point("optimizer", i, name, base + b) for name, b in tl.series]
+        if not tl.series:  # nothing allocated (all in place): its first and last nodes, so the picture has the phase
+            ran = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")] or ["optimizer.step()"]
+            points += [Point("optimizer", i, name, base) for name in dict.fromkeys((ran[0], ran[-1]))]
+        base += tl.end
+    step = _step(label, forward if steps.model else None, backward if bw_lines else None, optimizer)
+    return step, fw_lines + bw_lines + opt_lines, points
 
 
-def reduce_overhead_step(held: Held, graphs: list[tuple]) -> StepPeak:
+def _kept(fw, bw) -> int:
+    """Bytes of ``fw``'s outputs still held once ``bw`` (None: no backward) ran: each storage once, but those the
+    backward took (the saved activations, freed inside it): the user's outputs (the loss)."""
+    w = walk(fw, held=_held_names(fw))
+    taken = set() if bw is None else {w.root.get(n.name, n.name) for n in bw.graph.nodes
+                                      if n.op == "placeholder" and not _tangent(n)}
+    out = next(n for n in fw.graph.nodes if n.op == "output")
+    kept = {w.root.get(a.name, a.name) for a in out.all_input_nodes} - taken
+    return sum(w.size.get(r, 0) for r in kept)
+
+
+def reduce_overhead_step(held: Held, steps: StepGraphs) -> StepPeak:
     """The step under ``mode="reduce-overhead"`` (:mod:`graphtool.analysis.memory.pool_step`): outside the pool
-    the parameters, buffers, inputs and optimizer state, the tangents in the backward and the optimizer's own peak
-    in its step (the gradients and the cuBLAS workspaces are in the pool); the pool's reserved bytes in every
-    phase."""
+    the parameters, buffers, inputs and optimizer state, the tangents in the backward and, when the optimizer is not
+    compiled, its own peak in its step (the gradients, the cuBLAS workspaces and a compiled optimizer's temporaries
+    are in the pool); the pool's reserved bytes in every phase."""
     from graphtool.analysis.memory.pool_step import pool_reserved
 
-    pool = pool_reserved(graphs, inputs=held.inputs, workspace=held.workspace // 2)
+    graphs = steps.pairs
+    pool = pool_reserved(graphs, inputs=held.inputs, workspace=held.workspace // 2,
+                         after=[gm for _, gm in steps.optimizer])
     tangents = sum(_bytes(n.meta.get("val")) for _, bw in graphs if bw is not None  # each storage rounded
                    for n in bw.graph.nodes if n.op == "placeholder" and _tangent(n))
     base = held.parameters + held.buffers + held.inputs
     forward = base + (held.optimizer_state or 0) + pool
-    backward = forward + tangents if any(bw is not None for _, bw in graphs) else None
-    optimizer = base + held.optimizer_step_peak + pool if held.optimizer_step_peak is not None else None
-    return _step("reduce-overhead", forward, backward, optimizer, pool)
+    backward = forward + tangents if steps.trained else None
+    if steps.optimizer:
+        optimizer = forward
+    else:
+        optimizer = base + held.optimizer_step_peak + pool if held.optimizer_step_peak is not None else None
+    return _step("reduce-overhead", forward if graphs else None, backward, optimizer, pool)
 
 
 def thinned(points: list[Point], most: int = 240) -> tuple[Point, ...]:
@@ -211,13 +250,15 @@ def budget_sweep(capture, records: list, budgets, held: Held, target: Target | N
                  only: int | None = None) -> tuple[BudgetPoint, ...]:
     """Each budget's partition of every region with a backward (their joint graphs in ``records``, in order): the
     global ``activation_memory_budget``, which a region's own budget overrides. With ``only``, region ``only``'s own
-    ``region_activation_memory_budget`` is swept instead and the other regions keep the trace's partition."""
+    ``region_activation_memory_budget`` is swept instead and the other regions keep the trace's partition. The
+    step is the whole step each time: the regions without a backward and the optimizer's graphs as traced."""
     from graphtool.capture import compat
 
+    steps = step_graphs(capture)
     regions = [r for r in capture.regions if r.backward is not None and r.forward is not None]
     points = []
     for b in budgets:
-        graphs, replaced = [], []
+        partitions, replaced = {}, []
         for i, (region, record) in enumerate(zip(regions, records)):
             if only is None:
                 fw, bw = compat.partition_at_budget(record, b)
@@ -225,12 +266,13 @@ def budget_sweep(capture, records: list, budgets, held: Held, target: Target | N
                 fw, bw = compat.partition_at_budget(record, b, region=True)
             else:
                 fw, bw = region.forward, region.backward
-            graphs.append((fw, bw))
+            partitions[region.index] = (fw, bw)
             replaced.append(dataclasses.replace(region, forward=fw, backward=bw))
+        graphs = steps.partitioned(partitions)
         side, _, recomputed, _ = compiled_side(types.SimpleNamespace(regions=replaced))
         step, _, _ = compiled_step(f"budget {b:g}", held, graphs)
         saved = tuple(tuple(n.name for n in bw.graph.nodes if n.op == "placeholder" and not _tangent(n))
-                      for _, bw in graphs)
+                      for _, bw in partitions.values())
         points.append(BudgetPoint(b, side.by_kind["activation"][0], side.by_kind["activation"][1], saved,
                                   sum(1 for r in recomputed if not r.view), step,
                                   fits=(step.peak <= target.bytes) if target else None,
@@ -248,11 +290,12 @@ def _tangent(node) -> bool:
     return node.name.startswith("tangents_")
 
 
-def contributors(report, held: Held, step: StepPeak, n: int = 3) -> tuple[Contributor, ...]:
-    """The biggest parts of the step's peak: parameters, gradients, optimizer state, and the saved activations
-    of each of the user's lines (compiled)."""
-    parts = [Contributor("parameters", held.parameters), Contributor("optimizer state (get_optimizer)",
-                                                                    held.optimizer_state or 0)]
+def contributors(report, held: Held, step: StepPeak, n: int = 3, *, own_optimizer: bool = False) -> tuple[Contributor, ...]:
+    """The biggest parts of the step's peak: parameters, gradients, optimizer state (the script's
+    ``get_optimizer``'s, or with ``own_optimizer`` the step's own), and the saved activations of each of the user's
+    lines (compiled)."""
+    state = "optimizer state" if own_optimizer else "optimizer state (get_optimizer)"
+    parts = [Contributor("parameters", held.parameters), Contributor(state, held.optimizer_state or 0)]
     if step.phase != "forward":
         parts.append(Contributor("gradients", held.gradients))
     if step.phase != "optimizer":
@@ -265,15 +308,31 @@ def contributors(report, held: Held, step: StepPeak, n: int = 3) -> tuple[Contri
 
 
 def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: int | None,
-                     budgets=(), target: Target | None = None) -> FitReport:
-    regions = [r for r in capture.regions if r.forward is not None]
-    graphs = [(r.forward, r.backward) for r in regions]
-    compiled, _, points = compiled_step("compiled", held, graphs)
-    ro = reduce_overhead_step(held, graphs) if any(bw is not None for _, bw in graphs) else None
+                     budgets=(), target: Target | None = None, own_step=None) -> FitReport:
+    """The fit of a traced step. ``eager_peak``: bytes made at the peak of an eager forward and backward (a model
+    whose optimizer, if any, is the script's ``get_optimizer``); ``own_step``, instead, a step that runs its own
+    backward and optimizer, run eagerly as written
+    (:class:`~graphtool.capture.memory.live_bytes.OwnStepPeaks`)."""
+    steps = step_graphs(capture)
+    compiled, _, points = compiled_step("compiled", held, steps)
+    ro = reduce_overhead_step(held, steps) if steps.trained else None
     eager = _phases("eager", held, None, held.steady + eager_peak) if eager_peak is not None else None
+    if own_step is not None:
+        eager = _step("eager", None, None if own_step.backward is None else held.steady + own_step.backward,
+                      None if own_step.optimizer is None else held.steady + own_step.optimizer)
     notes = []
     if eager is not None:
-        notes.append("eager: one peak for forward and backward together (a live-bytes count of the eager run)")
+        notes.append("eager: one peak for forward and backward together (a live-bytes count of the eager run)"
+                     + ("; the step run once as written, its optimizer's phase from its step() to its end"
+                        if own_step is not None else ""))
+    elif report.eager_not_measured:
+        notes.append(f"eager: not measured ({report.eager_not_measured})")
+    elif getattr(capture, "own_step", None) is not None and capture.training:
+        notes.append("eager: not measured: the step raised when graphtool ran it once as written")
+    if steps.optimizer:
+        notes.append("optimizer: " + ", ".join(f"region {i}" for i, _ in steps.optimizer)
+                     + " is the step's own optimizer, compiled: it runs after the backward, on the gradients, and "
+                       "inductor writes the parameters and the optimizer's state in place (no temporaries counted)")
     budget_points = budget_sweep(capture, records, budgets, held, target) if budgets else ()
     if any(p.rises for p in budget_points):
         notes.append("the peak is not monotonic in the budget: a smaller budget costs more memory at "
@@ -309,7 +368,8 @@ def build_fit_report(report, capture, records: list, *, held: Held, eager_peak: 
         line += (f"; fits at activation_memory_budget {fit_budget:g}" if fit_budget is not None
                  else "; no swept budget makes it fit")
     return FitReport(held, eager, compiled, budget_points, ro, region_points, target, line, fit_budget,
-                     contributors(report, held, compiled), tuple(notes), thinned(points))
+                     contributors(report, held, compiled, own_optimizer=own_step is not None), tuple(notes),
+                     thinned(points))
 
 
 def held_bytes(spec, report, optimizer: tuple[int, int] | None, target: Target | None) -> Held:

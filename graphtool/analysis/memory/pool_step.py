@@ -57,13 +57,14 @@ class _Run:
             self.a.free(entry.block)
             entry.block = None
 
-    def graph(self, gm, held: set[str], given: dict) -> tuple[dict, list]:
+    def graph(self, gm, held: set[str], given: dict, optimizer: bool = False) -> tuple[dict, list]:
         """Run ``gm``'s allocations and frees. Placeholders not in ``held`` come from ``given`` (name -> entry:
         the forward's saved activations) or are tangents. Returns its roots' entries and its outputs' entries
-        (each output root once, one reference each, owned by the caller)."""
+        (each output root once, one reference each, owned by the caller). ``optimizer``: an optimizer's step,
+        fused as inductor fuses one (:func:`~graphtool.analysis.memory.step_peak.fused_away`)."""
         key = (id(gm), frozenset(held))  # the warm-up and the recording walk the same graphs
         if key not in self.walks:
-            self.walks[key] = (walk(gm, held=held, fuse=True), {n.name: n for n in gm.graph.nodes})
+            self.walks[key] = (walk(gm, held=held, fuse=True, optimizer=optimizer), {n.name: n for n in gm.graph.nodes})
         w, nodes = self.walks[key]
         live: dict[str, _Entry | None] = {}
         for p in w.placeholders:
@@ -88,10 +89,12 @@ class _Run:
         return resolved, outs
 
 
-def pool_reserved(graphs: list[tuple], *, inputs: int, workspace: int) -> int:
-    """Bytes cudagraph trees' pool reserves for a step of ``graphs`` ((forward, backward) per region, in order):
-    the warm-up run, then the recording (the input batch, ``inputs`` bytes, copied in first), each letting go of
-    what the step lets go (the forward's outputs after the backward, the gradients at ``zero_grad``)."""
+def pool_reserved(graphs: list[tuple], *, inputs: int, workspace: int, after: list = ()) -> int:
+    """Bytes cudagraph trees' pool reserves for a step of ``graphs`` ((forward, backward) per region, in order)
+    and then of ``after`` (the graphs a whole training step compiles on the gradients: its optimizer's; their
+    inputs are all the caller's or already in the pool): the warm-up run, then the recording (the input batch,
+    ``inputs`` bytes, copied in first), each letting go of what the step lets go (the forward's outputs after the
+    backward, the gradients at ``zero_grad``)."""
     a = Allocator()
     walks: dict = {}
     for record in (False, True):
@@ -115,6 +118,9 @@ def pool_reserved(graphs: list[tuple], *, inputs: int, workspace: int) -> int:
                 taken = {id(v) for v in given.values()}
                 outs = [e for e in outs if id(e) not in taken]
             for e in outs:  # the forward's other outputs (the loss): the loop drops them after the backward
+                run.release(e)
+        for gm in after:  # the optimizer's graphs: their temporaries in the pool, freed by their end
+            for e in run.graph(gm, {n.name for n in gm.graph.nodes if n.op == "placeholder"}, {}, optimizer=True)[1]:
                 run.release(e)
         for e in grads:  # zero_grad(set_to_none=True)
             run.release(e)

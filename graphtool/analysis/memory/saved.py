@@ -182,11 +182,14 @@ class MemoryReport:
     counting: str = COUNTING
     symbols: dict = field(default_factory=dict)  # --dynamic: size symbol -> the input size it stands for
     notes: tuple[str, ...] = ()
+    eager_not_measured: str | None = None  # why the eager column is empty (torch.cond under graphtool's recording)
 
     def verdict(self) -> str:
         if not self.training:
             return "no backward: nothing is saved for it (no parameter or input requires grad)"
         e, c = self.eager.by_kind["activation"][0], self.compiled.by_kind["activation"][0]
+        if self.eager_not_measured:
+            return f"activations saved for backward: compiled ({self.backend}) {format_bytes(c)}; eager not measured"
         text = f"activations saved for backward: eager {format_bytes(e)}, compiled ({self.backend}) {format_bytes(c)}"
         if e:
             text += f" ({c / e:.0%} of eager)"
@@ -213,6 +216,7 @@ class MemoryReport:
             "top_lines": [g.to_dict() for g in self.top_lines],
             "symbols": dict(self.symbols),
             "notes": list(self.notes),
+            "eager_not_measured": self.eager_not_measured,
         }
 
 
@@ -528,6 +532,9 @@ def build_memory_report(eager, capture, *, by: str = "line", depth: int | None =
         extra.append("no compiled region has a backward graph")
     if getattr(capture, "stopped", None):
         extra.append(capture.stopped)
+    unmeasured = getattr(eager, "not_measured", None)
+    if unmeasured:
+        extra.insert(0, f"eager: not measured: {unmeasured}; the compiled column is what torch.compile's graphs save")
     if eager.device == "meta" and any((t.op or "").startswith("aten._safe_softmax") for t in e.tensors):
         extra.append("on meta, scaled_dot_product_attention takes its math path and saves the attention matrix "
                      "(batch x heads x query x key); on a GPU its flash or memory-efficient kernel saves only "
@@ -550,4 +557,5 @@ def build_memory_report(eager, capture, *, by: str = "line", depth: int | None =
         top_lines=group(e, c, "line")[:top],
         symbols={k: symbol_source(v) for k, v in symbols.items()},
         notes=tuple(extra),
+        eager_not_measured=unmeasured,
     )

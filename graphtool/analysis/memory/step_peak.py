@@ -40,6 +40,17 @@ def _bytes(val) -> int:
     return total
 
 
+def _storage(node):
+    """A key equal for two nodes whose values share one storage, None when the value has none."""
+    from graphtool.capture import compat
+
+    val = node.meta.get("val")
+    try:
+        return compat.storage_key(val)
+    except Exception:  # no tensor (a symbolic int, a token), or a tensor without storage
+        return None
+
+
 def _is_view(node) -> bool:
     if node.op != "call_function":
         return False
@@ -96,24 +107,49 @@ def _pointwise(node) -> bool:
                                            or _op_name(node) in _CONSTANTS)
 
 
-def _readers(node) -> list:
-    """What reads ``node``'s values, seen through views (a view of a lazily computed buffer stays lazy)."""
+#: foreach ops that reduce each tensor: not computed inside their readers' kernels
+_FOREACH_REDUCTIONS = frozenset({"_foreach_norm", "_foreach_max"})
+
+
+def _foreach_pointwise(node) -> bool:
+    """A ``torch._foreach_*`` op that is pointwise tensor by tensor (an optimizer's ``_foreach_mul``, ``_foreach_sqrt``)."""
+    name = _op_name(node)
+    return node.op == "call_function" and name.startswith("_foreach_") and name not in _FOREACH_REDUCTIONS
+
+
+def _writes_back(node) -> bool:
+    """``copy_(input, value)``: a mutation of a graph input that AOT kept in the graph (an optimizer writing its
+    parameters and state); inductor computes ``value`` in the kernel that writes the input."""
+    return (node.op == "call_function" and _op_name(node) == "copy_" and bool(node.args)
+            and getattr(node.args[0], "op", None) == "placeholder")
+
+
+def _readers(node, write_back: bool = False) -> list:
+    """What reads ``node``'s values, seen through views (a view of a lazily computed buffer stays lazy); with
+    ``write_back``, a ``copy_`` into a graph input is a reader (a kernel), not a view."""
     out = []
     for u in node.users:
-        if _is_view(u) and u.op == "call_function":
-            out += _readers(u)
+        if write_back and _writes_back(u):
+            out.append(u)
+        elif _is_view(u) and u.op == "call_function":
+            out += _readers(u, write_back)
         else:
             out.append(u)
     return out
 
 
-def fused_away(gm) -> set[str]:
+def fused_away(gm, *, optimizer: bool = False) -> set[str]:
     """Nodes inductor computes inside the kernels that read them instead of writing to memory: a pointwise op whose
     readers (through views) are all pointwise ops or reductions, that is not a graph output, and, read by more
     than one kernel, whose inlined expression reads at most 4 written buffers (inductor's
     ``realize_reads_threshold``; more and it writes the value once). Matmuls, convolutions, reductions, outputs
     and what a library kernel reads are written. A rule of thumb for inductor's lowering, not its scheduler:
-    docs/memory.md says where it misses against the H200."""
+    docs/memory.md says where it misses against the H200.
+
+    ``optimizer``: ``gm`` is an optimizer's step compiled inside a training step, which inductor compiles into
+    kernels that write the parameters and the state in place (AdamW's whole foreach step was one kernel, and no
+    buffer, in its CPU output code): foreach ops are pointwise, the ``copy_`` writing a new value back into an
+    input computes it, and a foreach op reads one tensor of each list per element, so no read limit applies."""
     out = next((n for n in gm.graph.nodes if n.op == "output"), None)
     returned = {a.name for a in out.all_input_nodes} if out is not None else set()
     gone: set[str] = set()
@@ -125,25 +161,27 @@ def fused_away(gm) -> set[str]:
             while _is_view(base) and base.op == "call_function" and base.all_input_nodes:
                 base = base.all_input_nodes[0]
             ins |= reads[base.name] if base.name in gone else {base.name}
-        if not _pointwise(n) or n.name in returned:
+        if not (_pointwise(n) or (optimizer and _foreach_pointwise(n))) or n.name in returned:
             continue
-        readers = _readers(n)
+        readers = _readers(n, write_back=optimizer)
         if not readers or any(r.op == "output" for r in readers):
             continue
-        if not all(_pointwise(r) or (r.op == "call_function" and _op_name(r) in _REDUCTIONS) for r in readers):
+        if not all(_pointwise(r) or (r.op == "call_function" and _op_name(r) in _REDUCTIONS)
+                   or (optimizer and (_foreach_pointwise(r) or _writes_back(r))) for r in readers):
             continue
-        if len(readers) > 1 and len(ins) > 4:
+        if len(readers) > 1 and len(ins) > 4 and not optimizer:
             continue
         gone.add(n.name)
         reads[n.name] = frozenset(ins)
     return gone
 
 
-def walk(gm, *, held: set[str], fuse: bool = False) -> Walk:
+def walk(gm, *, held: set[str], fuse: bool = False, optimizer: bool = False) -> Walk:
     """The :class:`Walk` of ``gm``; placeholders named in ``held`` are the caller's. With ``fuse``, the nodes of
-    :func:`fused_away` make nothing, and what they read lives until the kernel that computes them runs."""
+    :func:`fused_away` (``optimizer``: as an optimizer's step fuses) make nothing, and what they read lives until
+    the kernel that computes them runs."""
     nodes = list(gm.graph.nodes)
-    gone = fused_away(gm) if fuse else set()
+    gone = fused_away(gm, optimizer=optimizer) if fuse else set()
     index = {n.name: i for i, n in enumerate(nodes)}
     at: dict[str, int] = {}  # where a node's reads happen: its own index, or its reader's kernel's when fused
     lazy = set(gone)  # fused nodes and views of them: read where their readers' kernels run
@@ -156,21 +194,29 @@ def walk(gm, *, held: set[str], fuse: bool = False) -> Walk:
     size: dict[str, int] = {}
     last: dict[str, int] = {}
     outputs: set[str] = set()
+    shared: dict = {}  # a storage -> the first placeholder over it, not the caller's
     for n in nodes:
         if n.op == "output":
             for a in n.all_input_nodes:
                 outputs.add(root.get(a.name, a.name))
             continue
+        key = _storage(n) if n.op == "placeholder" and n.name not in held else None
         if _is_view(n) and n.all_input_nodes:
             root[n.name] = root.get(n.all_input_nodes[0].name, n.all_input_nodes[0].name)
+        elif key is not None and key in shared:
+            # saved views of one storage (q, k and v split from one projection's output): one block, freed after
+            # the last use of any of them
+            root[n.name] = shared[key]
         else:
+            if key is not None:
+                shared[key] = n.name
             root[n.name] = n.name
             own = (n.op == "call_function" and n.name not in gone) or (n.op == "placeholder" and n.name not in held)
             size[n.name] = _bytes(n.meta.get("val")) if own else 0
         for a in n.all_input_nodes:
             r = root.get(a.name, a.name)
             last[r] = max(last.get(r, -1), at[n.name])
-    placeholders = [n.name for n in nodes if n.op == "placeholder" and n.name not in held]
+    placeholders = [n.name for n in nodes if n.op == "placeholder" and n.name not in held and root[n.name] == n.name]
     freeing: dict[int, list[str]] = {}
     for r, i in last.items():
         if r not in outputs and r in size and (r not in held) and r not in gone:
@@ -196,11 +242,11 @@ def walk(gm, *, held: set[str], fuse: bool = False) -> Walk:
     return Walk(size, root, placeholders, events, outputs)
 
 
-def timeline(gm, *, held: set[str], fuse: bool = False) -> Timeline:
+def timeline(gm, *, held: set[str], fuse: bool = False, optimizer: bool = False) -> Timeline:
     """Walk ``gm`` in order: allocate each node's tensors, free each after its last use unless it is an output.
     Placeholders named in ``held`` (parameters, inputs) belong to the caller: not counted, never freed; the others
     (saved activations, tangents) are live at the start and freed after their last use."""
-    w = walk(gm, held=held, fuse=fuse)
+    w = walk(gm, held=held, fuse=fuse, optimizer=optimizer)
     size, placeholders = w.size, w.placeholders
     live = sum(size[p] for p in placeholders)
     start = live

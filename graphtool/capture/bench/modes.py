@@ -50,6 +50,8 @@ class ModeResult:
     check: str | None = None  # what the check compared: "as written" | "dropout off"; None when not compared
     random_ops: dict | None = None  # eager's only: see RandomOpsCheck.to_dict
     own_step: dict | None = None  # eager's only: the call is a training step (OwnStep.to_dict), timed as it is
+    backward: bool | None = None  # eager's only: whether the backward was timed, as decided (``backward=None``: by the model)
+    timed_why: str | None = None  # eager's only: why that is what was timed
 
 
 @dataclass(frozen=True)
@@ -341,7 +343,7 @@ def run_modes(
     *,
     compile_mode: str | None = "default",
     cudagraphs: bool = False,
-    backward: bool = False,
+    backward: bool | None = False,
     warmup: int = 10,
     iters: int = 100,
     repeat: int = 3,
@@ -353,6 +355,9 @@ def run_modes(
     quiet: bool = True,
 ) -> list[ModeResult]:
     """Check then time each mode. ``capture_blocked`` (the verdict's reasons) skips graphtool's capture.
+    ``backward``: time the forward and backward (True), the forward alone (False), or (None) training as every
+    command defaults to: forward and backward when a parameter or input requires grad and an output does, a
+    whole training step as it is; eager's result says what was timed and why.
 
     ``cuda``: whether the model runs on a CUDA device (CUDA events, capture, memory figures);
     ``None`` looks at where its inputs and parameters are. ``on_phase`` hears each untimed step
@@ -400,15 +405,24 @@ def _run_modes(spec, *, compile_mode, cudagraphs, backward, warmup, iters, repea
         if own is not None and backward:
             raise BadModelSpec(f"{spec.location}: --backward: the model's call is a training step that runs its own "
                                f"backward ({own.evidence})", hint="drop --backward: graphtool times the step as it is")
+    chosen = backward is None
+    backward, why = _what_to_time(spec, backward, own)
     eager_step = make_step(torch, spec.model, spec.model, backward, own_step=own is not None)
-    check = _eager_reference(torch, spec, eager_step, sets, restore)
+    try:
+        check = _eager_reference(torch, spec, eager_step, sets, restore, asked=not chosen)
+    except NothingToDifferentiate:  # training by default, but no output requires grad: the forward is what there is
+        restore()
+        backward, why = False, "the forward alone: no output of the model requires grad, so there is no backward to time"
+        eager_step = make_step(torch, spec.model, spec.model, False, own_step=False)
+        check = _eager_reference(torch, spec, eager_step, sets, restore)
     clock = _Clock(torch, sets, timer_factory, cuda, warmup, iters, repeat, on_progress)
     samples, mem = clock.timed("eager", eager_step)
     random = check.random.to_dict() if check.random else None
     said = (f"a training step ({own.evidence}): each mode is checked against eager from the same parameters and "
             "optimizer state, then timed as a loop runs it, each call updating the parameters") if own else None
     results = [ModeResult("eager", "ok", said, samples_ms=samples, max_abs_diff=0.0, peak_memory_bytes=mem,
-                          check=check.kind, random_ops=random, own_step=own.to_dict() if own else None)]
+                          check=check.kind, random_ops=random, own_step=own.to_dict() if own else None,
+                          backward=backward, timed_why=why)]
     for name, build in _other_modes(torch, spec, compile_mode, cudagraphs):
         if build is None:
             on_phase(f"capturing a CUDA graph ({name})...")
@@ -418,6 +432,23 @@ def _run_modes(spec, *, compile_mode, cudagraphs, backward, warmup, iters, repea
             result = _compiled_mode(torch, name, build, spec, backward, check, clock, own_step=own is not None)
             results.append(_without_cuda_graphs(result, cuda))
     return results
+
+
+def _what_to_time(spec: ModelSpec, backward: bool | None, own) -> tuple[bool, str]:
+    """Whether to time the backward, and why: as asked, else training as trace, memory and the rest default to."""
+    if own is not None:
+        return False, "the call is a whole training step (its own backward and optimizer): timed as it is"
+    if backward is not None:
+        return backward, ("forward and backward, as asked (--backward)" if backward else
+                          "the forward alone, as asked (--inference)")
+    from graphtool.capture.user.input_names import named_state
+
+    trains = (any(p.requires_grad for _, p in named_state(spec.model)[0])
+              or any(t.requires_grad for t in iter_tensors((spec.args, spec.kwargs))))
+    if trains:
+        return True, ("training, as every command defaults to: a parameter or input requires grad "
+                      "(--inference times the forward alone)")
+    return False, "the forward alone: no parameter or input requires grad, so there is no backward to time"
 
 
 #: torch.compile modes whose point is CUDA graphs: on the CPU they run without them
@@ -504,7 +535,7 @@ def _ops_text(ops: dict) -> str:
     return ", ".join(f"{op} at {where}" if where else op for op, where in ops.items())
 
 
-def _eager_reference(torch, spec: ModelSpec, eager_step, sets, restore) -> _Check:
+def _eager_reference(torch, spec: ModelSpec, eager_step, sets, restore, asked: bool = True) -> _Check:
     """Eager's result on the first input set, and which random ops it drew; every set must run.
 
     When the model draws random numbers, the reference is taken again with dropout off: that is
@@ -526,6 +557,8 @@ def _eager_reference(torch, spec: ModelSpec, eager_step, sets, restore) -> _Chec
                     reference = frozen_result(reference)
                 random = RandomOpsCheck(drawn, tuple(turned_off), still)
     except NothingToDifferentiate as exc:  # graphtool's own check, passed through the boundary
+        if not asked:
+            raise  # the backward was the default, not asked for: the caller times the forward instead
         raise BadModelSpec(f"{spec.location}: --backward: {exc.message}",
                            hint="drop --backward, or give the model trainable parameters or inputs that require grad") from None
     return _Check(torch, spec.model, sets, restore, reference, random)

@@ -94,6 +94,10 @@ OPTIONAL: dict[tuple[str, str], str] = {
         "bench: frees the failed capture's private memory pool; without it the pool stays until exit",
     ("torch._inductor.cudagraph_trees", "reset_cudagraph_trees"):
         "bench: forgets cudagraph trees' recorded graphs between modes (dynamo's reset does it too on 2.13+)",
+    ("torch.compiler", "nested_compile_region"):
+        "compile --regional: offered as the one-graph alternative to per-block compiles; absent: not offered",
+    ("torch.distributed.fsdp", "FSDPModule"):
+        "compile --regional: an FSDP2-wrapped block is a hazard; absent (no torch.distributed): none can be",
 }
 
 

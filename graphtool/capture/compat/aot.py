@@ -206,10 +206,6 @@ def checkpoint_policy(node: Any) -> str | None:
 # -- the activation-memory budget: torch's own partitioner, rerun on the joint graph it partitioned --------
 
 
-def has_activation_memory_budget() -> bool:
-    """Whether this torch's functorch config has ``activation_memory_budget`` (every supported torch does)."""
-    cfg = _require("torch._functorch", "config")
-    return hasattr(cfg, "activation_memory_budget")
 
 
 class JointRecord:

@@ -153,9 +153,6 @@ def is_cudagraph_unsafe_node(node: Any) -> bool:
     return bool(_require("torch._inductor.utils", "is_cudagraph_unsafe_fx_node")(node))
 
 
-def forbidden_cudagraph_ops() -> frozenset:
-    """``torch._inductor.utils.FORBIDDEN_CUDAGRAPH_OPS``: op names that are never capture-safe."""
-    return frozenset(_require("torch._inductor.utils", "FORBIDDEN_CUDAGRAPH_OPS"))
 
 
 def bool_index_put_node(node: Any) -> bool:
@@ -163,10 +160,6 @@ def bool_index_put_node(node: Any) -> bool:
     return bool(_require("torch._inductor.utils", "_fx_node_is_input_dependent_cudagraph_unsafe")(node))
 
 
-def has_unbacked_symbols(value: Any) -> bool:
-    """Whether a node's value carries unbacked symbols (``free_unbacked_symbols``), as the
-    incompatible-op check asks."""
-    return bool(_require("torch.fx.experimental.symbolic_shapes", "free_unbacked_symbols")(value))
 
 
 def inductor_mutation_check(gm: Any, mutated_idxs, static_idxs) -> str | None:
@@ -177,9 +170,6 @@ def inductor_mutation_check(gm: Any, mutated_idxs, static_idxs) -> str | None:
     return check(gm, ordered(str(i) for i in mutated_idxs), ordered(sorted(mutated_idxs)), sorted(static_idxs))
 
 
-def cudagraphs_backend_check(gm: Any, num_fixed: int) -> str | None:
-    """``torch._dynamo.backends.cudagraphs.check_for_skip``: the cudagraphs backend's whole-graph check."""
-    return _require("torch._dynamo.backends.cudagraphs", "check_for_skip")(gm, num_fixed)
 
 
 def cudagraph_annotation(gm: Any) -> tuple[bool | None, bool | None] | None:

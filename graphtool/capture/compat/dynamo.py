@@ -204,6 +204,62 @@ def symbol_sources(value: Any) -> dict[str, str]:
     return found
 
 
+#: the guards dynamo installs on a Python value itself (``L['pos'] == 3``), not on its type or identity
+_VALUE_GUARD_KINDS = ("CONSTANT_MATCH", "EQUALS_MATCH")
+
+
+def value_guards() -> list[tuple[str, Any, tuple, str]]:
+    """``(local name, value, ((file, line, function), ...), frame's function)`` for each guard on the value of a plain int or float
+    local of the frame dynamo is compiling now (an argument such as ``pos``, or the number a graph break handed to
+    its resume function, ``___stack0``: a ``.item()``'s result): dynamo baked that value into the graph, and a call
+    with another value fails the guard and compiles again. The frames are the guard's user stack, innermost last
+    (where the value is used). Read from the TracingContext's guards and the frame's locals (a backend's call);
+    empty outside a trace."""
+    ctx = _require("torch._guards", "TracingContext").try_get()
+    if ctx is None:
+        return []
+    tx = _require("torch._dynamo.symbolic_convert", "InstructionTranslator").current_tx()
+    if tx is None:
+        return []
+    local_source = _require("torch._dynamo.source", "LocalSource")
+    values = getattr(tx, "f_locals", None) or {}
+    found = []
+    for guard in ctx.guards_context.dynamo_guards:
+        make = guard.create_fn
+        kind = getattr(make, "__name__", None) or getattr(getattr(make, "func", None), "__name__", "")
+        source = guard.originating_source
+        if kind not in _VALUE_GUARD_KINDS or type(source) is not local_source:
+            continue
+        name = source.local_name
+        value = values.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        frames = tuple((f.filename, f.lineno, f.name) for f in (guard.user_stack or ()))
+        found.append((name, value, frames, tx.f_code.co_name))
+    return found
+
+
+def int_input_sources(gm: Any) -> list[str | None]:
+    """For each integer input of ``gm`` (an AOT graph), in order (the integers a call of it gets): the input it stands
+    for, as dynamo's ShapeEnv records the symbol's source (``L['pos']`` for an int argument, ``L['x'].size()[1]`` for
+    a size), or None (a plain int, or a symbol derived from others)."""
+    import torch
+
+    out: list[str | None] = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        v = node.meta.get("val")
+        if isinstance(v, bool) or not isinstance(v, (int, torch.SymInt)):
+            continue
+        sym = getattr(getattr(v, "node", None), "expr", None)
+        env = getattr(getattr(v, "node", None), "shape_env", None)
+        sources = getattr(env, "var_to_sources", {}).get(sym) if sym is not None and getattr(sym, "is_Symbol", False) else None
+        name = getattr(sources[0], "name", None) if sources else None
+        out.append((name() if callable(name) else str(name)) if name is not None else None)
+    return out
+
+
 def maybe_mark_dynamic(t: Any, dim: int) -> None:
     """Ask dynamo to trace dimension ``dim`` of input ``t`` with a symbolic size, from the first
     compile on (``torch._dynamo.maybe_mark_dynamic``: no error where the model specializes it)."""
@@ -256,3 +312,34 @@ def recompile_module(module: Any, backend: Any) -> bool:
         raise _missing("torch.nn.Module._call_impl")
     module._compiled_call_impl = torch.compile(call_impl, backend=backend)
     return True
+
+
+def dynamo_counters() -> Any:
+    """Dynamo's own counters (``torch._dynamo.utils.counters``: a dict of ``collections.Counter``), what torch's
+    benchmarks read ``stats.calls_captured`` and ``frames.total``/``frames.ok`` from."""
+    return _require("torch._dynamo.utils", "counters")
+
+
+def capture_counters() -> dict[str, int]:
+    """The capture figures of dynamo's counters now: ``calls_captured`` (FX nodes whose op is a call that dynamo put
+    into graphs), ``unique_graphs``, ``frames_total``, ``frames_ok`` and ``graph_breaks`` (the sum of
+    ``counters["graph_break"]``, which counts a break again per recompile). Cumulative over the process: subtract
+    two readings (:func:`counters_since`)."""
+    c = dynamo_counters()
+    return {"calls_captured": int(c["stats"].get("calls_captured", 0)), "unique_graphs": int(c["stats"].get("unique_graphs", 0)),
+            "frames_total": int(c["frames"].get("total", 0)), "frames_ok": int(c["frames"].get("ok", 0)),
+            "graph_breaks": int(sum(c["graph_break"].values()))}
+
+
+def counters_since(before: dict[str, int]) -> dict[str, int]:
+    """:func:`capture_counters` now minus ``before``, with ``fallbacks_to_eager`` (frames total minus frames ok, as
+    torch's benchmarks count it)."""
+    now = capture_counters()
+    out = {k: now[k] - before.get(k, 0) for k in now}
+    out["fallbacks_to_eager"] = out["frames_total"] - out["frames_ok"]
+    return out
+
+
+def has_dynamo_flag(name: str) -> bool:
+    """Whether this torch's dynamo config has ``name`` (``nested_graph_breaks``: 2.13 and 2.15 have it, off by default)."""
+    return hasattr(_require("torch._dynamo", "config"), name)

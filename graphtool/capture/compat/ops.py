@@ -76,10 +76,6 @@ def op_arguments(op: Any) -> list:
     return list(op._schema.arguments)
 
 
-def modes_can_take_higher_order_ops() -> bool:
-    """Whether a ``TorchDispatchMode`` can declare ``supports_higher_order_operators`` (else a
-    higher-order op under any mode raises NotImplementedError)."""
-    return hasattr(dispatch_mode_base(), "supports_higher_order_operators")
 
 
 def saved_values(grad_fn: Any) -> list[tuple[str, Any]]:

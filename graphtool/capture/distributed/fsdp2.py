@@ -187,11 +187,10 @@ class Fsdp2Session(GroupSession):
 
     def _optimizer(self, model: Any, spec: Any) -> Any:
         """The script's ``get_optimizer(model)``, called on the sharded model (its state is sharded too)."""
-        import sys
+        from graphtool.capture.memory.optimizer_state import optimizer_factory
 
-        module = sys.modules.get(getattr(spec, "module_name", None) or "")
-        factory = getattr(module, OPTIMIZER_FACTORY, None)
-        if not callable(factory):
+        factory = optimizer_factory(spec)
+        if factory is None:
             return None
         from graphtool.capture.user.boundary import running_user_code
 

@@ -13,6 +13,7 @@ the storage (a weak reference to it expires). The peak is over the bytes live wh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from graphtool.capture import compat
@@ -133,6 +134,81 @@ def eager_step_peak(spec) -> Optional[int]:
         return live.peak
     except Exception:
         return None
+
+
+@dataclass(frozen=True)
+class OwnStepPeaks:
+    """One eager run of a step that runs its own backward and optimizer (``model = train_step``), counted live:
+    bytes made over what was live when the step began, at the forward-and-backward's peak (``backward``; None for
+    an optimizer's ``step`` alone) and at the peak of its optimizer's steps (``optimizer``, gradients and the
+    step's outputs included); ``own``, the optimizer's steps' own peak over what was live when each began (its
+    temporaries); ``state``, the bytes of the optimizers' state (each storage once)."""
+
+    backward: Optional[int]
+    optimizer: Optional[int]
+    own: Optional[int]
+    state: int
+
+
+def own_step_peaks(spec, kind: str = "train_step") -> Optional[OwnStepPeaks]:
+    """Run the step once, eagerly, as written (its own ``backward()``, ``opt.step()``, ``zero_grad``), under a
+    live-bytes count split at each optimizer's ``step`` (torch's global optimizer step hooks); every parameter
+    starts without a gradient, as after ``zero_grad(set_to_none=True)``, and a foreach-capable optimizer left to
+    choose is stepped with ``foreach=True``, as on a GPU. Everything the step writes is put back afterwards
+    (parameters, gradients, the optimizers' state). It runs on the step's own tensors: the trace already ran it,
+    so its optimizer's state exists, as in every later step. None when the step raises here."""
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    from graphtool.capture.bench.modes import step_state
+    from graphtool.capture.memory.optimizer_state import state_bytes
+    from graphtool.capture.train_step import optimizers_reached
+    from graphtool.capture.user.input_names import named_state
+
+    optimizers = [opt for _name, opt in optimizers_reached(spec.model)]
+    restore = step_state(torch, spec.model)
+    chosen = [g for opt in optimizers for g in opt.param_groups
+              if "foreach" in g and g["foreach"] is None and not g.get("fused")]
+    live = LiveBytes()
+    marks = {"backward": 0, "optimizer": None, "own": None, "start": 0}
+
+    def pre(opt, args, kwargs):
+        live._sweep()
+        if marks["optimizer"] is None:  # the first optimizer's step ends the forward and backward
+            marks["backward"] = live.peak
+        marks["start"], live.peak = live.now, live.now
+
+    def post(opt, args, kwargs):
+        marks["optimizer"] = max(marks["optimizer"] or 0, live.peak)
+        marks["own"] = max(marks["own"] or 0, live.peak - marks["start"])
+
+    handles = []
+    try:
+        for _name, p in named_state(spec.model)[0]:
+            p.grad = None
+        for opt in optimizers:
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    p.grad = None
+        for g in chosen:
+            g["foreach"] = True
+        handles = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
+        with torch.enable_grad(), live, compat.region_budgets_in_eager():
+            out = spec.model(*spec.args, **spec.kwargs)
+            del out
+        if marks["optimizer"] is None:  # no optimizer's step ran
+            marks["backward"] = live.peak
+        state = sum(state_bytes(opt) for opt in optimizers)
+    except Exception:
+        return None
+    finally:
+        for h in handles:
+            h.remove()
+        for g in chosen:
+            g["foreach"] = None
+        restore()
+    return OwnStepPeaks(None if kind == "optimizer_step" else marks["backward"], marks["optimizer"], marks["own"],
+                        state)
 
 
 def optimizer_step(spec) -> Optional[tuple[int, int]]:

@@ -29,9 +29,8 @@ def stepped_optimizer(spec: Any, prepare: Any = None, around_step: Any = None) -
 
     from graphtool.capture.user.boundary import running_user_code
 
-    module = sys.modules.get(getattr(spec, "module_name", "") or "")
-    factory = getattr(module, OPTIMIZER_FACTORY, None) if module is not None else None
-    if not callable(factory):
+    factory = optimizer_factory(spec)
+    if factory is None:
         return None
     with running_user_code(f"calling {OPTIMIZER_FACTORY}(model) and stepping it once", where=str(spec.path)):
         optimizer = factory(spec.model)
@@ -40,6 +39,17 @@ def stepped_optimizer(spec: Any, prepare: Any = None, around_step: Any = None) -
         with around_step() if around_step is not None else contextlib.nullcontext():
             optimizer.step()
     return optimizer
+
+
+def optimizer_factory(spec: Any) -> Any:
+    """What builds the loop's optimizer from the model: the ``optimizer=`` given with the model, else the script's
+    ``get_optimizer``; None when there is neither."""
+    given = getattr(spec, "optimizer", None)
+    if callable(given):
+        return given
+    module = sys.modules.get(getattr(spec, "module_name", "") or "")
+    factory = getattr(module, OPTIMIZER_FACTORY, None) if module is not None else None
+    return factory if callable(factory) else None
 
 
 def state_bytes(optimizer: Any) -> int:

@@ -36,7 +36,6 @@ from graphtool.capture import compat
 from graphtool.capture.tensors import iter_tensors
 from graphtool.capture.user.input_names import all_named_inputs, named_modules, named_state
 from graphtool.capture.user.script import ModelSpec, model_call_error
-from graphtool.errors import GraphtoolBug
 
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 
@@ -90,6 +89,9 @@ class EagerCapture:
     training: bool
     outputs_requiring_grad: int = 0
     notes: list[str] = field(default_factory=list)
+    #: why nothing was recorded: torch cannot run the forward eagerly the way graphtool watches it (a higher-order
+    #: op); ``saved`` is then empty and only the parameters and buffers are known
+    not_measured: str | None = None
 
 
 def _dtype(t) -> str:
@@ -225,16 +227,20 @@ def _named_storages(spec: ModelSpec, named: dict, inputs: list) -> tuple[dict, l
     return owners, params, buffers
 
 
-def higher_order_limit(exc: BaseException, hop: str, doing: str) -> GraphtoolBug:
-    """graphtool's limit, said once and plainly (exit 3): it cannot yet ``doing`` through ``hop``."""
+def higher_order_unmeasured(exc: BaseException, hop: str) -> str:
+    """Why the eager column of a model whose forward runs ``hop`` is empty, in words, with the user's line and
+    torch's own error: eager ``torch.cond`` whose branch reads a tensor it is not handed (a submodule's
+    parameter) fails under any dispatch mode (torch 2.13, 2.15), and graphtool's eager recording is one."""
     from graphtool.capture.user.boundary import user_frames
+    from graphtool.display_paths import display_path
 
     frames = user_frames(exc)
-    where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
+    where = f" at {display_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
     what = f"torch.{hop}" if hop in ("cond", "while_loop", "map") else hop
-    return GraphtoolBug(f"{where}graphtool cannot yet {doing} through {what} (a higher-order op)",
-                        hint="the compiled graphs are traced as torch.compile traces them: `graphtool trace` and "
-                             "`graphtool cudagraphs` show them")
+    said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    said = said.split(". Found in ")[0][:160]
+    return (f"{what}{where} does not run eagerly under the dispatch mode graphtool records autograd's saved tensors "
+            f"with (torch: {type(exc).__name__}: {said})")
 
 
 def _module_hooks(spec: ModelSpec, origins: _Origins) -> list:
@@ -301,20 +307,25 @@ def capture_saved(spec: ModelSpec) -> EagerCapture:
             out = run()
     except Exception as exc:
         hop = compat.higher_order_in_traceback(exc)
-        if hop is not None:
-            raise higher_order_limit(exc, hop, "measure what eager autograd saves") from None
+        if hop is not None:  # graphtool's limit, not the model's: the compiled side is still measured
+            device = "meta" if fake else next((t.device.type for _, t in named.items()), "cpu")
+            return EagerCapture([], [], params, buffers, device, _training(spec, params), 0,
+                                not_measured=higher_order_unmeasured(exc, hop))
         raise model_call_error(spec, exc, "the model raised on its example inputs"
                                + (" (run on fake tensors made from its meta ones)" if fake else "")) from None
     finally:
         for h in hooks:
             h.remove()
     wanting = sum(1 for t in iter_tensors(out) if t.requires_grad)
-    training = any(p.requires_grad for p in params) or any(
-        t.requires_grad for t in iter_tensors((spec.args, spec.kwargs)))
+    training = _training(spec, params)
     device = next((str(t.device.type) for t in iter_tensors(out)), "meta" if fake else "cpu")
     keep.clear()  # the saved tensors go with the forward's graph
     notes = [_region_budget_note(budgets.entered)] if budgets.entered else []
     return EagerCapture(saved, origins.checkpointed, params, buffers, device, training, wanting, notes)
+
+
+def _training(spec: ModelSpec, params: list[Tensor]) -> bool:
+    return any(p.requires_grad for p in params) or any(t.requires_grad for t in iter_tensors((spec.args, spec.kwargs)))
 
 
 def _region_budget_note(entered) -> str:

@@ -1,2 +1,3 @@
-"""``graphtool lint``'s child processes: running jobs in children, each with its timeout (:mod:`.children`),
-the job and result that cross the process boundary (:mod:`.lint_job`), and the worker a child runs (:mod:`.lint_worker`)."""
+"""graphtool's child processes: running jobs in children, each with its timeout (:mod:`.children`); ``graphtool
+lint``'s job and result (:mod:`.lint_job`) and the worker its child runs (:mod:`.lint_worker`); ``graphtool
+compile``'s job (:mod:`.compile_job`) and worker (:mod:`.compile_worker`)."""

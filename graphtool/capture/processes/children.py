@@ -40,6 +40,7 @@ def run_jobs(
     parallel: int = 1,
     timeout: float | None = None,
     on_done: Callable[[int, dict], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
     poll: float = 0.05,
     grace: float = 1.0,
 ) -> list[dict]:
@@ -49,7 +50,8 @@ def run_jobs(
     child is done (a subprocess the user's code started goes with it), when it times out, and when
     graphtool itself stops (an exception, Ctrl-C, SIGTERM); the temporary folder goes too. A child
     that wrote its result but does not exit (a non-daemon thread the user's code started) is
-    killed ``grace`` seconds later, its result kept.
+    killed ``grace`` seconds later, its result kept. ``on_tick`` is called every ``poll`` seconds while
+    children run (``graphtool compile`` reads a child's progress from its files there).
 
     Jobs and results are JSON dicts here; :mod:`graphtool.capture.processes.lint_job` gives them types."""
     results: list[dict | None] = [None] * len(jobs)
@@ -63,6 +65,8 @@ def run_jobs(
                     index, job = pending.pop(0)
                     _start(index, job, tmpdir, worker, running)
                 time.sleep(poll)  # children are polled, never reaped early: see _exited
+                if on_tick:
+                    on_tick()
                 for r in list(running):
                     elapsed = time.perf_counter() - r.started
                     if not _exited(r.proc):

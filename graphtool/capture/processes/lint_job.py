@@ -40,6 +40,8 @@ class LintJob:
     fsdp2: Optional[int] = None
     # ``--schedule``: after the example inputs, run each step the script's get_input_schedule() yields
     schedule: bool = False
+    # ``--coverage``/``--min-coverage``: also measure capture coverage (graphtool.capture.coverage)
+    coverage: bool = False
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -52,7 +54,8 @@ class LintJob:
         return cls(path=d["path"], entry=d.get("entry"), run=bool(d.get("run")), args=tuple(d.get("args", ())),
                    dynamic=bool(d.get("dynamic")), debug=bool(d.get("debug")), reset=bool(d.get("reset")),
                    ddp=(int(d["ddp"][0]), float(d["ddp"][1])) if d.get("ddp") else None,
-                   fsdp2=int(d["fsdp2"]) if d.get("fsdp2") else None, schedule=bool(d.get("schedule")))
+                   fsdp2=int(d["fsdp2"]) if d.get("fsdp2") else None, schedule=bool(d.get("schedule")),
+                   coverage=bool(d.get("coverage")))
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,11 @@ class LintResult:
     schedule: Optional[dict] = None
     # dynamo's own words when a frame hit ``recompile_limit`` and ran eagerly from then on
     limit_hit: Optional[str] = None
+    # dynamo's counters for the example inputs' call (a --run script: the whole script): calls_captured,
+    # fallbacks_to_eager, unique_graphs, ... (graphtool.capture.compat.counters_since)
+    counters: Optional[dict] = None
+    # ``--coverage``: graphtool.capture.coverage.CoverageCounts as a dict
+    coverage: Optional[dict] = None
 
     @classmethod
     def failed(cls, error: str, detail: Optional[str] = None, exit_code: int = 2, seconds: float = 0.0) -> LintResult:
@@ -132,6 +140,8 @@ class LintResult:
             no_graph=d.get("no_graph"),
             schedule=d.get("schedule"),
             limit_hit=d.get("limit_hit"),
+            counters=d.get("counters"),
+            coverage=d.get("coverage"),
         )
 
 

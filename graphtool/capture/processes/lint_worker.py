@@ -27,7 +27,14 @@ from pathlib import Path
 
 from graphtool.capture import compat
 from graphtool.capture.dynamic_inputs import run_variant
-from graphtool.capture.graph_breaks import BreakRecorder, StackFrame, hit_recompile_limit, is_user_file, quiet_torch_logs, user_site
+from graphtool.capture.graph_breaks import (
+    BreakRecorder,
+    StackFrame,
+    at_user_code,
+    guard_site,
+    hit_recompile_limit,
+    quiet_torch_logs,
+)
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
 from graphtool.capture.processes.lint_job import BreakRecord, FrameRecord, LintJob, LintResult
 from graphtool.capture.stack_room import call_with_stack_room
@@ -92,17 +99,24 @@ def lint_one(job: LintJob) -> LintResult:
     if job.reset:  # a fresh child process has nothing compiled yet
         compat.dynamo_reset()
     original = torch.compile  # before the user's code runs: a script may replace it on import
-    dynamic_failed = ran = None
+    dynamic_failed = ran = coverage = None
+    counted: dict = {}
     with quiet_torch_logs(not job.debug), BreakRecorder() as rec, contextlib.redirect_stdout(sys.stderr):
         if job.run:
+            before = compat.capture_counters()
             seen, called_at = _run_script(torch, job.path, list(job.args), backend), None
+            counted = compat.counters_since(before)
         else:
             with _session(job) as session:
                 entry, factory_args = session.entry(job.path, job.entry)
                 spec = load_model(job.path, entry=entry, factory_args=factory_args)
                 compiled = torch.compile(spec.model, backend=backend)
                 session.use_backend(backend)
-                dynamic_failed, ran = _run_model(spec, session.wrap(compiled, spec), compiled, job, rec, graphs)
+                dynamic_failed, ran = _run_model(spec, session.wrap(compiled, spec), compiled, job, rec, graphs, counted)
+            if job.coverage and job.ddp is None and job.fsdp2 is None:
+                mark = rec.mark()  # its compiles are not lint's: what they record is forgotten
+                coverage = _coverage(spec)
+                rec.rewind(mark)
             seen = CompileSeen(expected=original, found=torch.compile)
             # graphtool makes the call on the user's behalf: the script's example inputs stand for the call site
             called_at = StackFrame(str(Path(spec.path).resolve()), spec.line, spec.entry) if spec.line else None
@@ -111,6 +125,7 @@ def lint_one(job: LintJob) -> LintResult:
             result = replace(result, no_graph=no_graph_cause(rec, seen))
         if ran is not None:
             result = replace(result, schedule=ran)
+        result = replace(result, counters=counted or None, coverage=coverage)
     if dynamic_failed is not None:
         result = _beside(result, dynamic_failed)
     return result
@@ -142,17 +157,32 @@ def _session(job: LintJob):
     return Alone()
 
 
-def _run_model(spec, runner, compiled, job: LintJob, rec: BreakRecorder, graphs: list) -> tuple[GraphtoolError | None, dict | None]:
-    """Run the example inputs (their failure raises), then with ``--schedule`` each step of the script's schedule
-    (a step's failure raises, naming the step), then with ``--dynamic`` the other size: its failure is returned,
-    so what the first run found is still reported, with what the schedule's run did (``steps``, ``source``,
-    ``left_out``)."""
+def _run_model(spec, runner, compiled, job: LintJob, rec: BreakRecorder, graphs: list,
+               counted: dict) -> tuple[GraphtoolError | None, dict | None]:
+    """Run the example inputs (their failure raises; ``counted`` gets dynamo's counters for that one call), then
+    with ``--schedule`` each step of the script's schedule (a step's failure raises, naming the step), then with
+    ``--dynamic`` the other size: its failure is returned, so what the first run found is still reported, with what
+    the schedule's run did (``steps``, ``source``, ``left_out``)."""
+    before = compat.capture_counters()
     try:
         runner(*spec.args, **spec.kwargs)
     except Exception as exc:
         raise explain_failure(spec, exc) from None
+    counted.update(compat.counters_since(before))
     ran = _run_schedule(spec, runner) if job.schedule else None
     return (_run_variant(spec, compiled, rec, graphs) if job.dynamic else None), ran
+
+
+def _coverage(spec) -> dict:
+    """``--coverage``: the model's capture coverage (graphtool.capture.coverage), after lint's own run."""
+    from dataclasses import asdict
+
+    from graphtool.capture.coverage import measure_coverage
+
+    try:
+        return asdict(measure_coverage(spec.model, spec.args, spec.kwargs))
+    except Exception as exc:
+        raise explain_failure(spec, exc) from None
 
 
 def _run_schedule(spec, runner) -> dict:
@@ -206,9 +236,13 @@ def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: 
     original = torch.compile
     with quiet_torch_logs(not debug), BreakRecorder() as rec, contextlib.redirect_stdout(sys.stderr):
         compiled = torch.compile(spec.model, backend=_recording_backend(graphs))
+        counted: dict = {}
         try:
-            for args in calls if calls is not None else [spec.args]:
+            for step, args in enumerate(calls if calls is not None else [spec.args]):
+                before = compat.capture_counters()
                 compiled(*args, **spec.kwargs)
+                if step == 0:  # dynamo's counters for one compiled call: the first
+                    counted = compat.counters_since(before)
         except Exception as exc:
             raise explain_failure(spec, exc) from None
         dynamic_failed = _run_variant(spec, compiled, rec, graphs) if dynamic else None
@@ -216,6 +250,7 @@ def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: 
         result = _result(rec, graphs, time.perf_counter() - started, called_at)
         if not graphs:
             result = replace(result, no_graph=no_graph_cause(rec, CompileSeen(expected=original, found=torch.compile)))
+        result = replace(result, counters=counted or None)
         if dynamic_failed is not None:
             result = _beside(result, dynamic_failed)
     compat.dynamo_reset()  # the recording backend's frames are not the caller's
@@ -290,7 +325,7 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
         sites.setdefault((r.file, r.line, r.reason, r.library_file, r.library_line), []).append(r)
     breaks = tuple(replace(same[0], occurrences=len(same)) for same in sites.values())
     recompiles = tuple(
-        _frame_record(f.co_name, f.co_filename, f.co_firstlineno, f.recompile_reason, f.stack, called_at)
+        _frame_record(f.co_name, f.co_filename, f.co_firstlineno, f.recompile_reason, f.stack, called_at, guarded=True)
         for f in rec.frames if f.recompile_reason
     )
     skipped = tuple(
@@ -305,33 +340,21 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
 def _break_record(b, called_at: StackFrame | None) -> BreakRecord:
     # a break with no user frame on its stack (a library model's own code) stays at the library line that
     # broke: ``called_at``, the factory's def line, never led to it and names no line worth reading
-    file, line, library_file, library_line = _at_user_code(b.file, b.line, b.stack, None)
+    file, line, library_file, library_line = at_user_code(b.file, b.line, b.stack, None)
     here = (file, line) == (b.file, b.line)  # the columns are of torch's place, not of a user's call that led there
     return BreakRecord(reason=b.reason, code=b.code, file=file, line=line, source_text=_source_text(file, line), hint=b.hint,
                        library_file=library_file, library_line=library_line,
                        col=b.col if here else None, end_col=b.end_col if here else None)
 
 
-def _frame_record(function, file, line, reason, stack, called_at: StackFrame | None) -> FrameRecord:
-    file, line, library_file, library_line = _at_user_code(file, line, stack, called_at)
+def _frame_record(function, file, line, reason, stack, called_at: StackFrame | None, *, guarded: bool = False) -> FrameRecord:
+    """A recompile (``guarded``) sits where the failed guard's value is used, when torch names that line: the frame
+    resuming after a graph break begins at the break's line, yet it guards a value its own code reads later."""
+    site = guard_site(reason) if guarded else None
+    if site is not None:
+        file, line = site
+    file, line, library_file, library_line = at_user_code(file, line, stack, called_at)
     return FrameRecord(function, file, line, reason, library_file=library_file, library_line=library_line)
-
-
-def _at_user_code(file: str | None, line: int | None, stack, called_at: StackFrame | None) -> tuple:
-    """``(file, line, library_file, library_line)``: unchanged when torch named the user's own code,
-    else the innermost user frame of ``stack`` (or ``called_at``) with torch's place as the library's.
-
-    >>> _at_user_code("/app/m.py", 4, (), None)
-    ('/app/m.py', 4, None, None)
-    >>> _at_user_code("/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py", 67, (), StackFrame("/app/m.py", 9, "m"))
-    ('/app/m.py', 9, '/venv/lib/python3.11/site-packages/torch/_dynamo/external_utils.py', 67)
-    """
-    if file is None or is_user_file(file):
-        return file, line, None, None
-    site = user_site(stack) or called_at
-    if site is None:  # no user frame anywhere: torch's place is the best there is
-        return file, line, None, None
-    return site.file, site.line, file, line
 
 
 def main(argv: list[str]) -> int:

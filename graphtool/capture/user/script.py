@@ -52,6 +52,8 @@ class ModelSpec:
     #: the caller's own object (``graphtool.trace(model, x)``), not a script graphtool loaded: a trace
     #: that needs the model elsewhere copies it (:func:`~graphtool.capture.standin.meta.copy_to_meta`), never moves it
     borrowed: bool = False
+    #: the optimizer the loop builds, as a script's ``get_optimizer(model)`` (``graphtool.load(..., optimizer=)``)
+    optimizer: Any = None
 
     @property
     def location(self) -> str:
