@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import example
+from tests.log.recorded import DDP_213
 from tests.reliability.conftest import graphtool_env, write
 
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -98,7 +99,8 @@ def test_every_output_of_every_command_is_renamed_into_place(cli, tmp_path):
     lint_json, baseline = out / "lint.json", out / "gb.json"
     formats = {fmt: out / f"lint.{fmt}" for fmt in ("sarif", "junit", "github", "html", "table")}
     saved = out / "saved.html"
-    _old(page, svg, png, dot, *trace_files, lint_json, baseline, *formats.values(), saved)
+    log_page, diff_page = out / "log.html", out / "diff.html"
+    _old(page, svg, png, dot, *trace_files, lint_json, baseline, *formats.values(), saved, log_page, diff_page)
     write(baseline, '{"version": 2, "breaks": []}\n')
 
     commands = [
@@ -109,6 +111,8 @@ def test_every_output_of_every_command_is_renamed_into_place(cli, tmp_path):
         (("trace", example("mlp.py"), "--format", "json", "--out", traced), trace_files),
         (("lint", example("mlp.py"), "--format", "json", "-o", lint_json, "--baseline", baseline, "--update-baseline"),
          [lint_json, baseline]),
+        (("log", DDP_213 / "trace", "-o", log_page), [log_page]),  # a recorded TORCH_TRACE folder, no torch run
+        (("diff", traced / "report.json", traced / "report.json", "--format", "html", "-o", diff_page), [diff_page]),
     ]
     for argv, written in commands:
         with audited() as events:
