@@ -160,6 +160,13 @@ class _Run:
         from graphtool.analysis.compile_time import CompileReport
         from graphtool.analysis.repeated_blocks import hazards, judge_blocks, raw_facts
 
+        if warm:
+            from graphtool.capture.processes.compile_job import caches_off_here
+
+            off = caches_off_here()
+            if off:
+                self.progress.note(f"{', '.join(off)} turns inductor's caches off here: --warm turns them on in its own "
+                                   "two processes (a private cache folder), so your runs with this environment compile cold")
         raw, full, stopped = self._stage("whole", "compiling the whole model", caches=warm)
         blocks = tuple(judge_blocks(raw.get("blocks") or [], raw.get("graphs") or []))
         warm_run = regional_run = None
