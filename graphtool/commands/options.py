@@ -245,6 +245,8 @@ COMMANDS = {c.name: c for c in (
                "predicts it."),
         Option("log", None, "A real run's TORCH_TRACE logs (a folder, .log or .log.gz; repeatable): a section with each "
                "fact of the run beside this prediction, as graphtool log --against.", metavar="PATH", type=Optional[STRS]),
+        Option("compile", False, "A 'Compile time' section: the model compiled for real in fresh processes (inductor, "
+               "caches off), as graphtool compile: where the time goes, the repeated blocks."),
     ), cached=False),
 )}
 

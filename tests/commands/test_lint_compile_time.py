@@ -171,3 +171,24 @@ def test_compile_is_a_session_question_and_an_api_door(monkeypatch):
         graphtool.compile(torch.nn.Linear(2, 2), torch.ones(1, 2))
     with pytest.raises(UsageError, match="--device meta has no data to run"):
         graphtool.load(MLP, device="meta").compile()
+
+
+def test_report_compile_takes_a_script():
+    import torch
+
+    import graphtool
+    from graphtool.errors import UsageError
+
+    with pytest.raises(UsageError, match="a model object cannot be handed"):
+        graphtool.report(torch.nn.Linear(2, 2), torch.ones(1, 2), compile=True)
+
+
+@pytest.mark.slow  # a report (trace, stand-in, pictures) and a real compile in a fresh process (inductor, a view)
+def test_report_compile_has_the_compile_time_section_and_capture_coverage(cli, tmp_path):
+    page = tmp_path / "r.html"
+    rc, out, err = cli("report", VIEWS, "--no-memory", "--compile", "-o", page)
+    assert rc == 0, err
+    html = page.read_text()
+    assert '<section id="compile"><h2>Compile time</h2>' in html and "inductor" in html
+    assert "made by: graphtool report" in html and "--compile" in html
+    assert "Capture coverage: 1 call captured, 0 fallbacks to eager" in html
