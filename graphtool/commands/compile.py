@@ -25,7 +25,7 @@ from typing import Optional
 
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
-from graphtool.commands.session import targets
+from graphtool.commands.session import per_model, targets
 from graphtool.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, GraphtoolError, UsageError
 
 #: torch.compile's modes (``torch._inductor.list_mode_options``), checked before any child starts
@@ -120,6 +120,25 @@ class _Ticker:
         if text != self.said:
             self.said = text
             self.progress.phase(text)
+
+
+#: ``graphtool compile`` of each model (a Session each), as ``graphtool.commands.cudagraphs.cudagraphs`` is
+compile = per_model("compile")
+
+
+def run(session, *, backend: str, mode: Optional[str], regional: bool, warm: bool, steps: int) -> CompileResult:
+    """``session.compile()``: :func:`compile_model` on the session's script with its entry, device, ``inference``,
+    ``timeout`` (all the children together), debug and progress. The compile runs in fresh processes, so a model
+    object (``graphtool.load(model, x)``) cannot be handed to it: it needs the script's path."""
+    if session.is_object:
+        raise UsageError("graphtool compile compiles a model script in fresh processes: a model object cannot be handed "
+                         "to them", hint="graphtool.load('model.py').compile(), or graphtool compile model.py")
+    if session.device == "meta":
+        raise UsageError("graphtool compile compiles and runs the model for real: --device meta has no data to run",
+                         hint="cpu, or cuda[:N] (the default: cuda when present, else cpu)")
+    return compile_model(session.target, entry=session.entry, backend=backend, mode=mode, device=session.device,
+                         inference=session.inference, warm=warm, regional=regional, steps=steps, timeout=session.timeout,
+                         debug=session.debug, progress=session.progress)
 
 
 def compile_model(model: Optional[str] = None, *, entry: Optional[str] = None, backend: str = "inductor",
