@@ -12,7 +12,7 @@ The public API works on model objects and scripts (see :mod:`graphtool.api`), an
     graphtool.trace(model, x)        graphtool.mutations(model, x)   graphtool.devices(model, x)
     graphtool.cudagraphs(model, x)   graphtool.memory(model, x)      graphtool.lint(model, x)
     graphtool.render(model, x)       graphtool.report(model, x)      graphtool.shapes(model, x, schedule=...)
-    graphtool.bench(model, x)
+    graphtool.bench(model, x)        graphtool.compile("model.py")   (a real compile, in fresh processes)
 
 with test assertions in :mod:`graphtool.testing` and a pytest plugin in :mod:`graphtool.pytest_plugin`.
 ``graphtool.render`` is also the presentation package (``graphtool.render.dot``...): calling it calls
@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 SUPPORTED_TORCH = ((2, 11), (2, 15))
 
 _API = frozenset({"trace", "mutations", "devices", "cudagraphs", "memory", "lint", "report", "shapes", "bench",
-                  "Result", "Session", "load"})
+                  "compile", "Result", "Session", "load"})
 __all__ = sorted(_API | {"render", "testing", "__version__"})
 
 

@@ -34,8 +34,8 @@ from graphtool.commands.options import COMMANDS, LOAD, split
 from graphtool.commands.result import Result
 from graphtool.commands.session import Session
 
-__all__ = ["Result", "Session", "bench", "cudagraphs", "devices", "load", "lint", "memory", "mutations", "render",
-           "report", "shapes", "trace"]
+__all__ = ["Result", "Session", "bench", "compile", "cudagraphs", "devices", "load", "lint", "memory", "mutations",
+           "render", "report", "shapes", "trace"]
 
 
 def load(model=None, *inputs, **options) -> Session:
@@ -70,6 +70,6 @@ def _door(name: str):
 
 
 _signature(load, LOAD, None)
-trace, mutations, devices, cudagraphs, memory, shapes, render, bench, lint, report = (
+trace, mutations, devices, cudagraphs, memory, shapes, render, bench, lint, report, compile = (
     _door(n) for n in ("trace", "mutations", "devices", "cudagraphs", "memory", "shapes", "render", "bench", "lint",
-                       "report"))
+                       "report", "compile"))

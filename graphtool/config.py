@@ -2,6 +2,8 @@
 
     max_graph_breaks: 0          # defaults for every model
     max_recompiles: 1
+    min_coverage: 0.9            # lint: the share of torch calls inside compiled graphs (--min-coverage)
+    max_compile_seconds: 120     # lint: the cold compile (graphtool compile) must take no longer
     baseline: graphtool-baseline.json
     models:
       - path: examples/mlp.py
@@ -14,7 +16,8 @@
 
 Read with yaml safe loading and validated: an unknown key, a wrong type or a missing file is a
 :class:`ConfigError` naming the file, the key and the line (exit 2). Numbers are checked too: budgets
-0 or more, ``jobs`` 1 or more, ``timeout`` seconds above 0 (not NaN). A file that is not UTF-8, nests
+0 or more, ``jobs`` 1 or more, ``timeout`` and ``max_compile_seconds`` seconds above 0 (not NaN), ``min_coverage``
+a share from 0 to 1. A file that is not UTF-8, nests
 deeper than :data:`MAX_DEPTH` or expands (YAML anchors and aliases) to more than :data:`MAX_NODES`
 values is refused the same way, before it can cost memory. Paths are relative to the config
 file's folder.
@@ -32,13 +35,17 @@ from graphtool.errors import ConfigError
 
 MODEL_KEYS = {
     "path": str, "entry": str, "max_graph_breaks": int, "max_recompiles": int, "max_skipped_frames": int, "dynamic": bool,
-    "allowed_breaks": list, "allow_mutations": list, "max_peak_memory": str,
+    "allowed_breaks": list, "allow_mutations": list, "max_peak_memory": str, "min_coverage": (int, float),
+    "max_compile_seconds": (int, float),
 }
 TOP_KEYS = {
     "models": list, "max_graph_breaks": int, "max_recompiles": int, "max_skipped_frames": int, "dynamic": bool,
-    "allowed_breaks": list, "allow_mutations": list, "max_peak_memory": str,
-    "baseline": str, "jobs": int, "timeout": (int, float),
+    "allowed_breaks": list, "allow_mutations": list, "max_peak_memory": str, "min_coverage": (int, float),
+    "max_compile_seconds": (int, float), "baseline": str, "jobs": int, "timeout": (int, float),
 }
+#: the budgets a model takes from its own entry, else from the top of the config (lint's ``Budget`` of the same names)
+BUDGET_KEYS = ("max_graph_breaks", "max_recompiles", "max_skipped_frames", "max_peak_memory", "min_coverage",
+               "max_compile_seconds")
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class ModelEntry:
     max_skipped_frames: int | None = None
     allow_mutations: tuple[str, ...] = ()  # what `mutations --check` accepts: kinds or FQN patterns
     max_peak_memory: str | None = None  # the training step's predicted peak must fit this size or GPU (lint)
+    min_coverage: float | None = None  # the share of torch calls that must run inside compiled graphs (lint)
+    max_compile_seconds: float | None = None  # the cold compile's seconds (lint, graphtool compile)
 
 
 @dataclass(frozen=True)
@@ -264,13 +273,10 @@ def _validate(path: Path, data: Any, lines: dict) -> Config:
         models.append(ModelEntry(
             path=model_path,
             entry=m.get("entry"),
-            max_graph_breaks=m.get("max_graph_breaks", data.get("max_graph_breaks")),
-            max_recompiles=m.get("max_recompiles", data.get("max_recompiles")),
             dynamic=bool(m.get("dynamic", data.get("dynamic", False))),
             allowed_breaks=allowed,
-            max_skipped_frames=m.get("max_skipped_frames", data.get("max_skipped_frames")),
             allow_mutations=allow_mutations,
-            max_peak_memory=m.get("max_peak_memory", data.get("max_peak_memory")),
+            **{k: m.get(k, data.get(k)) for k in BUDGET_KEYS},
         ))
     baseline = data.get("baseline")
     return Config(
@@ -311,9 +317,12 @@ def _check_keys(data: dict, allowed: dict, prefix: tuple, fail) -> None:
             fail(prefix + (key,), f"must be {names}, got {type(value).__name__}")
         if not numeric:
             continue
-        if key == "timeout":  # seconds: a real number above 0 (TOML and YAML both spell nan and inf)
+        if key in ("timeout", "max_compile_seconds"):  # seconds: a real number above 0 (TOML and YAML spell nan, inf)
             if not (math.isfinite(value) and value > 0):
                 fail(prefix + (key,), f"must be a number of seconds greater than 0, got {value}")
+        elif key == "min_coverage":
+            if not (math.isfinite(value) and 0 <= value <= 1):
+                fail(prefix + (key,), f"must be a share from 0 to 1 (0.9 for 90%), got {value}")
         elif value < 0:
             fail(prefix + (key,), "must not be negative")
         elif key == "jobs" and value < 1:

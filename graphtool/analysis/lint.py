@@ -46,6 +46,7 @@ class Budget:
     max_skipped_frames: int | None = None  # frames dynamo gave up on and ran eagerly
     max_peak_memory: str | None = None  # a size or GPU name the training step's predicted peak must fit
     min_coverage: float | None = None  # the share of torch calls that must run inside compiled graphs (analysis.coverage)
+    max_compile_seconds: float | None = None  # the cold compile's seconds (analysis.compile_time, graphtool compile)
 
 
 def no_graph_finding(cause: str) -> str:
@@ -163,6 +164,7 @@ class ModelLint:
     peak_memory: dict | None = None  # max_peak_memory: the predicted step peak, the budget, graphtool memory's verdict
     counters: dict | None = None  # dynamo's counters for the example inputs' call (calls_captured, fallbacks_to_eager)
     coverage: dict | None = None  # --coverage: analysis.coverage.Coverage.to_dict()
+    compile_time: dict | None = None  # max_compile_seconds: the cold compile's seconds, the budget, whether it fits
 
     @property
     def passed(self) -> bool:
@@ -209,6 +211,7 @@ class ModelLint:
                 "max_skipped_frames": t.budget.max_skipped_frames,
                 "max_peak_memory": t.budget.max_peak_memory,
                 "min_coverage": t.budget.min_coverage,
+                "max_compile_seconds": t.budget.max_compile_seconds,
                 "allowed_breaks": list(t.budget.allowed_breaks),
             },
             "failures": list(self.failures),
@@ -219,6 +222,7 @@ class ModelLint:
             "calls_captured": (self.counters or {}).get("calls_captured"),
             "fallbacks_to_eager": (self.counters or {}).get("fallbacks_to_eager"),
             "coverage": self.coverage,
+            "compile_time": self.compile_time,
             "seconds": self.seconds,
         }
 
@@ -363,6 +367,32 @@ def with_peak_memory(model: ModelLint, fit: dict | None, error: str | None = Non
         return replace(model, peak_memory=said)
     failure = f"predicted step peak {format_bytes(peak)}, budget {budget} (max_peak_memory): {verdict}"
     return replace(model, peak_memory=said, status="over_budget", failures=(*model.failures, failure))
+
+
+def with_compile_time(model: ModelLint, compiled=None, error: str | None = None) -> ModelLint:
+    """``model`` judged against its ``max_compile_seconds`` too: ``compiled`` is ``graphtool compile``'s
+    :class:`~graphtool.analysis.compile_time.CompileReport` for the same model (or ``error``, why it could not be had).
+    A cold compile over the budget, or one that did not finish, fails.
+
+    >>> from graphtool.analysis.compile_time import CompileReport, CompileRun
+    >>> m = ModelLint(LintTarget("m.py", budget=Budget(max_compile_seconds=60)), "ok", None, None, 1, (), (), (), (), (), 1.0)
+    >>> r = CompileReport("m.py", None, "0", "2.13", "cpu", "inductor", None, True, "off", CompileRun("whole", 70.1, 0.5))
+    >>> j = with_compile_time(m, r)
+    >>> j.status, j.failures, j.compile_time["seconds"]
+    ('over_budget', ('compile took 69.6 s, budget 60 s: over by 9.6 s (max_compile_seconds)',), 69.6)
+    """
+    budget = model.target.budget.max_compile_seconds
+    if budget is None or model.status == "error":
+        return model
+    if error is not None:
+        return replace(model, status="error", error=f"max_compile_seconds {budget:g}: the compile could not be measured: {error}")
+    from graphtool.analysis.compile_time import judge_compile_budget
+
+    judged = judge_compile_budget(compiled, budget)
+    if judged.ok:
+        return replace(model, compile_time=judged.to_dict())
+    return replace(model, compile_time=judged.to_dict(), status="over_budget",
+                   failures=(*model.failures, f"{judged.text} (max_compile_seconds)"))
 
 
 def _budget_failures(budget: Budget, no_graph: str | None, breaks: int, recompiles: int, skipped: int,

@@ -79,6 +79,11 @@ class SteadyState:
         return self.recordings + int(self.pool_capture)
 
     @property
+    def recompiles(self) -> int:
+        """Frames dynamo compiled again over the steps (a guard failed): the loop's recompiles."""
+        return sum(len(f.recompiles) for f in self.per_step)
+
+    @property
     def graphs_run_last_step(self) -> int:
         last = self.per_step[-1] if self.per_step else None
         return (last.recordings + last.replays) if last else 0
@@ -117,8 +122,7 @@ class SteadyState:
     def _summary(self) -> str:
         from graphtool.text import count
 
-        recompiles = sum(len(f.recompiles) for f in self.per_step)
-        extra = f" ({count(recompiles, 'recompile')})" if recompiles else ""
+        extra = f" ({count(self.recompiles, 'recompile')})" if self.recompiles else ""
         head = (f"over {count(self.steps, 'step')}: dynamo compiled {count(self.graphs_compiled, 'graph')}"
                 f"{extra}, cudagraph trees record "
                 f"{count(self.recordings, 'CUDA graph')} of {count(self.functions_graphed, 'function')}")

@@ -61,6 +61,11 @@ def lint(
         help="Fail when fewer of the model's torch calls run inside compiled graphs than this share (0.9: 90%; "
              "measures capture coverage, graphtool trace --coverage's figures; default: no budget).",
     ),
+    max_compile_seconds: Optional[float] = typer.Option(
+        None, "--max-compile-seconds", metavar="SECONDS",
+        help="Fail when a model's cold compile (graphtool compile: a fresh process, inductor's caches off) takes longer "
+             "(one more process per model, one model at a time; default: no budget).",
+    ),
     coverage: bool = typer.Option(
         False, "--coverage", help="Also measure capture coverage: calls captured, fallbacks to eager, the share of torch calls in graphs."),
     schedule: bool = typer.Option(
@@ -103,7 +108,8 @@ def lint(
                       max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames, dynamic=dynamic, config=config, baseline=baseline,
                       update_baseline=update_baseline, strict=strict, jobs=jobs, timeout=timeout, debug=options.debug_enabled(),
                       progress=progress, ddp=launch, schedule=schedule,
-                      max_peak_memory=max_peak_memory, min_coverage=min_coverage, coverage=coverage, log=log)
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage, coverage=coverage, log=log,
+                      max_compile_seconds=max_compile_seconds)
     _emit(outcome, fmt, output)
     if outcome.baseline_refused:  # after the report, which says what failed
         raise UsageError(outcome.baseline_refused, hint="fix or remove the models that could not be linted, then update")

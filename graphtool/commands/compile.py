@@ -25,7 +25,7 @@ from typing import Optional
 
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
-from graphtool.commands.session import targets
+from graphtool.commands.session import per_model, targets
 from graphtool.errors import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, GraphtoolError, UsageError
 
 #: torch.compile's modes (``torch._inductor.list_mode_options``), checked before any child starts
@@ -122,6 +122,25 @@ class _Ticker:
             self.progress.phase(text)
 
 
+#: ``graphtool compile`` of each model (a Session each), as ``graphtool.commands.cudagraphs.cudagraphs`` is
+compile = per_model("compile")
+
+
+def run(session, *, backend: str, mode: Optional[str], regional: bool, warm: bool, steps: int) -> CompileResult:
+    """``session.compile()``: :func:`compile_model` on the session's script with its entry, device, ``inference``,
+    ``timeout`` (all the children together), debug and progress. The compile runs in fresh processes, so a model
+    object (``graphtool.load(model, x)``) cannot be handed to it: it needs the script's path."""
+    if session.is_object:
+        raise UsageError("graphtool compile compiles a model script in fresh processes: a model object cannot be handed "
+                         "to them", hint="graphtool.load('model.py').compile(), or graphtool compile model.py")
+    if session.device == "meta":
+        raise UsageError("graphtool compile compiles and runs the model for real: --device meta has no data to run",
+                         hint="cpu, or cuda[:N] (the default: cuda when present, else cpu)")
+    return compile_model(session.target, entry=session.entry, backend=backend, mode=mode, device=session.device,
+                         inference=session.inference, warm=warm, regional=regional, steps=steps, timeout=session.timeout,
+                         debug=session.debug, progress=session.progress)
+
+
 def compile_model(model: Optional[str] = None, *, entry: Optional[str] = None, backend: str = "inductor",
                   mode: Optional[str] = None, device: Optional[str] = None, inference: bool = False, warm: bool = False,
                   regional: bool = False, steps: int = 3, timeout: Optional[float] = None, debug: bool = False,
@@ -160,6 +179,13 @@ class _Run:
         from graphtool.analysis.compile_time import CompileReport
         from graphtool.analysis.repeated_blocks import hazards, judge_blocks, raw_facts
 
+        if warm:
+            from graphtool.capture.processes.compile_job import caches_off_here
+
+            off = caches_off_here()
+            if off:
+                self.progress.note(f"{', '.join(off)} turns inductor's caches off here: --warm turns them on in its own "
+                                   "two processes (a private cache folder), so your runs with this environment compile cold")
         raw, full, stopped = self._stage("whole", "compiling the whole model", caches=warm)
         blocks = tuple(judge_blocks(raw.get("blocks") or [], raw.get("graphs") or []))
         warm_run = regional_run = None

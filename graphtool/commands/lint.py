@@ -101,14 +101,16 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
          jobs: Optional[int] = None, timeout: Optional[float] = None, debug: bool = False,
          progress: Progress = SILENT, ddp: Optional[dict] = None, fsdp2: Optional[dict] = None,
          schedule: bool = False, max_peak_memory: Optional[str] = None, min_coverage: Optional[float] = None,
-         coverage: bool = False, log: Optional[Sequence[str]] = None) -> LintOutcome:
+         coverage: bool = False, log: Optional[Sequence[str]] = None, max_compile_seconds: Optional[float] = None) -> LintOutcome:
     """Lint every target; judge each against its budget and the baseline. ``max_peak_memory`` (a size or GPU name,
     as ``memory --fit`` takes it): each model's training step, predicted by ``graphtool memory --fit`` in a child
     of its own, must fit it. ``schedule``: after the example inputs,
     each model runs every step its script's ``get_input_schedule()`` yields, so recompiles are the loop's own, and
     a frame that hits ``recompile_limit`` fails whatever the budget. ``coverage`` measures each model's capture
     coverage (:mod:`graphtool.capture.coverage`); ``min_coverage`` (a share, 0.9) fails a model whose torch calls
-    run inside compiled graphs less often. ``log`` (a TORCH_TRACE folder or files): judge a real run's breaks and
+    run inside compiled graphs less often. ``max_compile_seconds``: each model's cold compile, measured by ``graphtool
+    compile`` in fresh children after its lint child (one model at a time), must take no longer. ``log`` (a TORCH_TRACE
+    folder or files): judge a real run's breaks and
     recompiles instead of running anything (``graphtool lint --log DIR``): one target, named by the first path, its
     baseline entries under that name.
 
@@ -120,17 +122,18 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
 
     check_min_coverage(min_coverage)
 
-    check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles,
-                   max_skipped_frames=max_skipped_frames, jobs=jobs, timeout=timeout)
+    check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
+                  jobs=jobs, timeout=timeout, max_compile_seconds=max_compile_seconds)
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
     override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
-                      max_peak_memory=max_peak_memory, min_coverage=min_coverage)
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage, max_compile_seconds=max_compile_seconds)
     launch = launch_of(ddp, fsdp2)
     if log:
-        if models or run or schedule or dynamic or max_peak_memory or coverage or min_coverage is not None or launch.wrapped:
+        if models or run or schedule or dynamic or max_peak_memory or coverage or min_coverage is not None or launch.wrapped \
+                or max_compile_seconds is not None:
             raise UsageError("--log judges a run's logs: MODEL, --run, --schedule, --dynamic, --max-peak-memory, --coverage, "
-                             "--min-coverage, --ddp and --fsdp2 are for runs lint makes itself")
+                             "--min-coverage, --max-compile-seconds, --ddp and --fsdp2 are for runs lint makes itself")
         from graphtool.analysis.lint import LintTarget
 
         targets = [LintTarget(path=str(log[0]), budget=override)]
@@ -154,7 +157,7 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
     limit = timeout or (cfg.timeout if cfg else None)
     results = _run(targets, parallel, limit, debug, progress) if not log else [_from_log(log, progress)]
     judged = [baselines.judge(t, r, base, strict=strict) for t, r in zip(targets, results)]
-    judged = _peak_memories(judged, parallel, limit, progress)
+    judged = _compile_times(_peak_memories(judged, parallel, limit, progress), limit, debug, progress)
     report = LintReport(tuple(judged), display_path(str(baseline_path)) if baseline_path else None)
     if not update_baseline:
         return LintOutcome(report)
@@ -181,6 +184,8 @@ def _check_peak_budgets(targets, run) -> None:
     """Each ``max_peak_memory`` is a size or GPU name ``memory --fit`` knows, before anything runs."""
     from graphtool.commands.fit import check_fit
 
+    if run and targets[0].budget.max_compile_seconds is not None:
+        raise UsageError("--max-compile-seconds compiles a model script (graphtool compile); a script run with --run is none")
     for t in targets:
         if t.budget.max_peak_memory is None:
             continue
@@ -212,6 +217,25 @@ def _peak_memories(judged: list, parallel: int, limit: Optional[float], progress
     out = list(judged)
     for i, raw in zip(asked, run_jobs(jobs, worker=PEAK_WORKER, parallel=parallel, timeout=limit)):
         out[i] = with_peak_memory(judged[i], raw.get("fit"), None if raw.get("ok") else raw.get("error") or "no result")
+    return out
+
+
+def _compile_times(judged: list, limit: Optional[float], debug: bool, progress: Progress) -> list:
+    """Each model judged against its ``max_compile_seconds`` too: ``graphtool compile`` asked of a Session on it (its
+    fresh children, ``--timeout`` each model), one model at a time, so that no two compiles share the CPU they time."""
+    from graphtool.analysis.lint import with_compile_time
+    from graphtool.commands.session import Session
+    from graphtool.errors import GraphtoolError
+
+    out = list(judged)
+    for i, m in enumerate(judged):
+        if m.target.budget.max_compile_seconds is not None and m.status != "error":
+            progress.phase(f"compiling {display_path(m.target.path)} for real (max_compile_seconds)...")
+            try:
+                with Session(m.target.path, entry=m.target.entry, timeout=limit, debug=debug, progress=progress) as s:
+                    out[i] = with_compile_time(m, s.compile().report)
+            except GraphtoolError as exc:
+                out[i] = with_compile_time(m, error=exc.message)
     return out
 
 
@@ -251,7 +275,7 @@ def check_numbers(**values) -> None:
         if value is None:
             continue
         flag = "--" + name.replace("_", "-")
-        if name == "timeout":
+        if name in ("timeout", "max_compile_seconds"):
             from graphtool.capture.user.deadline import check_timeout
 
             check_timeout(value, flag)
@@ -292,19 +316,11 @@ def _targets(models, run, extra_args, cfg, override, dynamic) -> list:
 
 
 def _merge(entry, override):
-    from graphtool.analysis.lint import Budget
+    """A model's budget: each flag given, else its config entry's (``BUDGET_KEYS``)."""
+    from graphtool.config import BUDGET_KEYS
 
-    def pick(flag, attr):
-        return flag if flag is not None else (getattr(entry, attr) if entry else None)
-
-    return Budget(
-        max_graph_breaks=pick(override.max_graph_breaks, "max_graph_breaks"),
-        max_recompiles=pick(override.max_recompiles, "max_recompiles"),
-        max_skipped_frames=pick(override.max_skipped_frames, "max_skipped_frames"),
-        max_peak_memory=pick(override.max_peak_memory, "max_peak_memory"),
-        min_coverage=override.min_coverage,
-        allowed_breaks=tuple(entry.allowed_breaks) if entry else (),
-    )
+    picked = {k: getattr(override, k) if getattr(override, k) is not None else getattr(entry, k, None) for k in BUDGET_KEYS}
+    return replace(override, **picked, allowed_breaks=tuple(entry.allowed_breaks) if entry else ())
 
 
 def _run(targets, parallel: int, limit: Optional[float], debug: bool, progress: Progress) -> list:

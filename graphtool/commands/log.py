@@ -146,15 +146,16 @@ def log(paths: Sequence[str], *, against: Optional[str] = None, entry: Optional[
 
 def predict(script: str, *, entry: Optional[str] = None, progress: Progress = SILENT):
     """graphtool's prediction for ``script``, as :class:`~graphtool.analysis.run_log.against.Prediction`: the one
-    place ``--against`` asks graphtool's own commands (a Session's trace); the rest reads plain values.
+    place ``--against`` asks graphtool's own commands; the rest reads plain values.
 
-    One trace of the script with inductor's AOT stage and the CUDA-graph verdict (the stand-in, reduce-overhead),
-    as ``graphtool trace SCRIPT --cudagraphs inductor`` gives them."""
+    One Session on the script, asked what ``graphtool trace SCRIPT`` and ``graphtool cudagraphs SCRIPT`` print: the
+    trace (graphs, breaks), and the CUDA-graph verdict (the stand-in, reduce-overhead) with its steady state, whose
+    steps give the recompiles; the same answers, from the same load, as those commands'."""
     from graphtool.analysis.run_log.against import prediction_from
     from graphtool.commands.session import Session
 
-    result = Session(script, entry=entry, progress=progress).trace(cudagraphs="inductor")
-    return prediction_from(script, result.report, result.verdict)
+    with Session(script, entry=entry, progress=progress) as s:
+        return prediction_from(script, s.trace().report, s.cudagraphs().report)
 
 
 # -- pictures ------------------------------------------------------------------------------------------------------

@@ -204,6 +204,15 @@ COMMANDS = {c.name: c for c in (
         Option("in_place", False, "Time the model where the script (or the caller) put it, as trace --bench does "
                "(default: on --device, else on CUDA when there is one).", flag=None),
         FORMAT), cached=False),
+    Command("compile", "Compile the model for real: where the time goes, which blocks repeat, regional vs whole.",
+            ("entry", "device", "inference", "timeout"), (
+        Option("backend", "inductor", "torch.compile backend (inductor, aot_eager, eager, ...)."),
+        Option("mode", None, "torch.compile mode: default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs.",
+               type=OPT_STR),
+        Option("regional", False, "Also compile the repeated blocks one by one in a second fresh process."),
+        Option("warm", False, "Also compile again in another process with inductor's caches on (the hits)."),
+        Option("steps", 3, "Timed steps after the first call; the step time is their median.", metavar="N"),
+        FORMAT), timed=False),  # fresh children, each within what is left of the Session's timeout
     Command("lint", "A CI gate for graph breaks, recompiles and skipped frames.", ("entry", "device", "timeout"), (
         Option("steps", None, "The model's inputs per call (each a tuple of positional arguments, or one tensor): "
                "recompiles are what a loop over them triggers.", flag=None),
@@ -236,6 +245,8 @@ COMMANDS = {c.name: c for c in (
                "predicts it."),
         Option("log", None, "A real run's TORCH_TRACE logs (a folder, .log or .log.gz; repeatable): a section with each "
                "fact of the run beside this prediction, as graphtool log --against.", metavar="PATH", type=Optional[STRS]),
+        Option("compile", False, "A 'Compile time' section: the model compiled for real in fresh processes (inductor, "
+               "caches off), as graphtool compile: where the time goes, the repeated blocks."),
     ), cached=False),
 )}
 

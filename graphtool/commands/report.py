@@ -89,6 +89,7 @@ class ReportResult(Result):
     shapes: Optional[ShapeReport] = None  # ``--schedule``: the loop over the script's get_input_schedule()
     made_by: str = ""  # the command that makes this report again, as the page says it
     beside_run: Optional[tuple] = None  # (RunLog, Comparison) with ``--log``: a real run's logs beside this prediction
+    compile_time: Optional[object] = None  # ``--compile``: graphtool compile's CompileReport for the same script
 
     def summary(self) -> str:
         t = self.trace
@@ -127,6 +128,7 @@ class ReportResult(Result):
                     *([page.fit_section(self.fit)] if self.fit is not None else []),
                     *([page.shapes_section(self.shapes)] if self.shapes is not None else []),
                     *([page.beside_run_section(self.beside_run)] if self.beside_run is not None else []),
+                    *([_compile_section(self.compile_time)] if self.compile_time is not None else []),
                     page.regions_section(t, self.devices), page.model_section(t, self.stand_in, self.made_by, made)]
         mode = "training" if t.training else "inference"
         line = f"{t.device}, {mode}, backend {t.backend}; torch {made.get('torch', '?')}; made by: {self.made_by}"
@@ -163,6 +165,12 @@ class ReportResult(Result):
         return list(self.trace.mutations.mutated)
 
 
+def _compile_section(compiled) -> str:
+    from graphtool.render.compile import compile_section
+
+    return compile_section(compiled)
+
+
 def versions() -> dict:
     """What made the page: graphtool's, torch's and Python's versions."""
     import torch
@@ -177,14 +185,15 @@ report = per_model("report")
 
 
 def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[str],
-        budgets: Optional[str], schedule: bool, log: Optional[list]) -> ReportResult:
+        budgets: Optional[str], schedule: bool, log: Optional[list], compile: bool = False) -> ReportResult:
     """Every fact about the model in one :class:`ReportResult`, its pictures laid out (SVG), the page written to
     ``output`` when given; a picture whose layout takes longer than ``layout_timeout`` seconds is left out, and the page
     says so. Under the session's launch (``--ddp``, ``--fsdp2``) both traces run under the wrapper, and the page has its
     section. ``memory``: what training saves (``fit``/``budgets``: and a "Will it fit" section, as ``memory --fit``);
     ``schedule``: a section with the loop over the script's ``get_input_schedule()`` (``graphtool shapes``'); ``log`` (a
     TORCH_TRACE folder or files of a real run of the same script): a section with each fact of the run beside graphtool's
-    prediction (``graphtool log --against``)."""
+    prediction (``graphtool log --against``); ``compile``: a "Compile time" section, ``graphtool compile``'s answer asked
+    of the same session (a real compile in fresh processes, the script's path: not a model object)."""
     from graphtool.capture.user.deadline import check_timeout
     from graphtool.commands.fit import check_fit
     from graphtool.errors import UsageError
@@ -196,6 +205,10 @@ def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[s
                          hint=f"drop {flag}")
     check_timeout(layout_timeout, "--layout-timeout")
     session.launch.check("report", schedule=schedule)
+    if compile and (session.is_object or session.device == "meta"):  # before any trace: the compile runs a script
+        raise UsageError("--compile compiles a model script for real in fresh processes: "
+                         + ("a model object cannot be handed to them" if session.is_object else "--device meta has no data"),
+                         hint="graphtool report model.py --compile (on cpu or cuda)")
     logged = None
     if log:  # read first: a wrong path costs no trace
         from graphtool.analysis.run_log import read_logs
@@ -212,6 +225,13 @@ def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[s
 
         predicted = prediction_from(str(session.target), result.trace, result.verdict)
         result = replace(result, beside_run=(logged, compare(logged, predicted)))
+    if compile:  # a compile whose child could not run is a note on the page, as memory's is
+        from graphtool.errors import GraphtoolError
+
+        try:
+            result = replace(result, compile_time=session.compile().report)
+        except GraphtoolError as exc:
+            result = replace(result, notes=(*result.notes, f"Compile time not measured: {exc.message}"))
     if output is not None:
         result.save(output)
     return result

@@ -111,9 +111,10 @@ class Session:
                 raise unknown_option(f"Session.{command}()", name, _OWN[command])
         run = importlib.import_module(f"graphtool.commands.{command}").run
         asked = {o.name: o.default for o in COMMANDS[command].keywords} | options  # the defaults: the table's alone
+        timed = COMMANDS[command].timed
         if not COMMANDS[command].cached:
-            return self._asked(run, asked, COMMANDS[command].timed)
-        return self._keep((command, _frozen(asked)), lambda: self._asked(run, asked))  # one question, however put
+            return self._asked(run, asked, timed)
+        return self._keep((command, _frozen(asked)), lambda: self._asked(run, asked, timed))  # one question, however put
 
     def _asked(self, run, options: dict, timed: bool = True):
         """The question at the top runs within ``timeout``, with the caller's model object entered (its state

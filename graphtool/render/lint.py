@@ -96,15 +96,19 @@ def lint_view(report, verdict: str | None = None) -> Group:
 
     rows = []
     covered = any(m.coverage for m in report.models)  # --coverage: the share of torch calls in graphs, beside the breaks
+    compiled = any(m.compile_time for m in report.models)  # --max-compile-seconds: the cold compile's seconds
     for m in report.models:
         style = "status.ok" if m.status == "ok" else "status.bad"
         share = (m.coverage or {}).get("share")
+        secs = (m.compile_time or {}).get("seconds")
         rows.append((_rel(m.target.name), Text(m.status.replace("_", " "), style=style), str(m.graph_count),
                      str(len(m.counted_breaks)), *((f"{share:.0%}" if share is not None else "-",) if covered else ()),
-                     str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}"))
+                     str(len(m.recompiles)), str(len(m.skipped_frames)), f"{m.seconds:.1f}",
+                     *((f"{secs:.1f}" if secs is not None else "-",) if compiled else ())))
     cols = [Col("model", ident=True), Col("status"), Col("graphs", justify="right", drop=2), Col("breaks", justify="right"),
             *((Col("coverage", justify="right", drop=5),) if covered else ()),
-            Col("recompiles", justify="right", drop=3), Col("skipped", justify="right", drop=4), Col("seconds", justify="right", drop=1)]
+            Col("recompiles", justify="right", drop=3), Col("skipped", justify="right", drop=4), Col("seconds", justify="right", drop=1),
+            *((Col("compile s", justify="right", drop=6),) if compiled else ())]
     parts = [FitTable("graphtool lint", cols, rows)]
     diags = lint_diagnostics(report)
     if diags:
@@ -187,6 +191,15 @@ def format_sarif(report) -> str:
                 "message": {"text": f"{m.target.name}: {m.no_graph_finding}"},
                 "locations": [_sarif_location(m.target.path, None)],
             })
+        if m.compile_time:
+            rules.setdefault("compile-time", {"id": "compile-time", "name": "CompileTime", "shortDescription": {
+                "text": "the model's cold torch.compile against max_compile_seconds (graphtool compile)"}})
+            results.append({
+                "ruleId": "compile-time",
+                "level": "note" if m.compile_time["ok"] else "error",
+                "message": {"text": f"{m.target.name}: {m.compile_time['text']}"},
+                "locations": [_sarif_location(m.target.path, None)],
+            })
         if m.error:
             rules.setdefault("lint-error", {"id": "lint-error", "name": "LintError", "shortDescription": {"text": "graphtool could not lint this model"}})
             results.append({
@@ -240,6 +253,7 @@ def format_junit(report) -> str:
             ([m.no_graph_finding] if m.no_graph else [])
             + [f"{_where(b)}: {b.reason}" for b in m.counted_breaks]
             + [f"{_place(s['file'], s['line'])}: {_skipped_text(s)}" for s in m.skipped_frames]
+            + ([m.compile_time["text"]] if m.compile_time else [])
         )
         if m.status == "over_budget":
             out.append(f'      <failure message={quoteattr("; ".join(m.failures))} type="over_budget">{escape(details)}</failure>')

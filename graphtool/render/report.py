@@ -477,11 +477,32 @@ def regions_section(t, devices=None) -> str:
                  f'for {escape(devices.shown_device)} on the meta stand-in (the pictures and the Devices table), where '
                  "inductor's pattern passes skip nodes on meta: the stand-in's graphs can keep nodes (pairs of views, "
                  'for one) that a compile for the real device removes.</p>')
+    body += _coverage_note(t)
     breaks = "".join(f'<li><span class="where">{escape(_place(f"{b.file}:{b.line}" if b.file else None))}</span> {escape(b.reason)}'
                      f'{_see(b.url)}</li>' for b in t.breaks)
     if breaks:
         body += f"<h3>Graph breaks between regions</h3><ul>{breaks}</ul>"
     return _section("regions", "Compiled regions", body)
+
+
+def _coverage_note(t) -> str:
+    """Capture coverage beside the breaks, as torch's counters give it for the traced call (``calls_captured``,
+    ``fallbacks_to_eager``), and the share of torch calls in graphs when it was measured (``trace --coverage``).
+
+    >>> from types import SimpleNamespace as NS
+    >>> _coverage_note(NS(counters={"calls_captured": 7, "fallbacks_to_eager": 0}, coverage=None))
+    '<p class="note">Capture coverage: 7 calls captured, 0 fallbacks to eager (as torch counts them for the traced call)</p>'
+    """
+    counters = t.counters or {}
+    if counters.get("calls_captured") is None and t.coverage is None:
+        return ""
+    from graphtool.text import count
+
+    text = (f"{count(counters['calls_captured'], 'call')} captured, {count(counters.get('fallbacks_to_eager') or 0, 'fallback')} "
+            "to eager (as torch counts them for the traced call)") if counters.get("calls_captured") is not None else ""
+    if t.coverage is not None:
+        text += ("; " if text else "") + t.coverage.line()
+    return f'<p class="note">Capture coverage: {escape(text)}</p>'
 
 
 def python_version() -> str:

@@ -167,6 +167,14 @@ def test_a_log_document_by_issue_46s_names():
     assert report.exit_code() == 1
 
 
+def test_a_log_documents_capture_coverage_is_diffed_like_a_traces():
+    log = {"graphs_compiled": 3, "graph_breaks": [], "recompiles": [], "compile_time": {}, "cudagraph_skips": [],
+           "calls_captured": 12, "fallbacks_to_eager": 0, "log": {"torch_version": "2.15.0"}}
+    later = dict(log, calls_captured=8, fallbacks_to_eager=1)
+    assert diff(log, later, "coverage").failed["coverage"] == ["calls captured 12 -> 8", "fallbacks to eager 0 -> 1"]
+    assert diff(log, dict(log, calls_captured=None), "coverage").exit_code() == 0  # a figure the log could not give
+
+
 @pytest.mark.parametrize("doc, says", [
     ([1], "holds a JSON array, not an object"),
     ({"a": 1}, "has no 'graphtool' header"),

@@ -81,6 +81,9 @@ def check_loop(folder: Path, facts) -> None:
     assert facts.graphs_compiled == c["stats"]["unique_graphs"]
     assert facts.compile_ids == c["frames"]["total"]
     assert sum(x.graphs > 0 for x in facts.compiles) == c["frames"]["ok"]
+    # capture coverage, as torch's benchmarks record it (pytorch#191357): read from the log, equal to the counters
+    assert facts.calls_captured == c["stats"]["calls_captured"]
+    assert facts.fallbacks_to_eager == c["frames"]["total"] - c["frames"]["ok"] == 1  # the frame past recompile_limit
     assert {(b.file, b.line) for b in facts.graph_breaks} == {tuple(s) for s in t["graph_break_sites"]}
     assert facts.break_records == sum(c["graph_break"].values())
     assert [(r.frame, r.file, r.line) for r in facts.recompiles] == [tuple(r[:3]) for r in t["recompiles"]]
@@ -95,6 +98,8 @@ def check_ddp(folder: Path, facts) -> None:
         t = truth(folder, f"truth_rank_{r.rank}.json")
         assert r.graphs_compiled == t["counters"]["stats"]["unique_graphs"]
         assert r.compile_ids == t["counters"]["frames"]["total"]
+        assert r.calls_captured == t["counters"]["stats"]["calls_captured"]
+        assert r.fallbacks_to_eager == t["counters"]["frames"]["total"] - t["counters"]["frames"]["ok"]
         assert {(b.file, b.line) for b in facts.graph_breaks if r.rank in b.ranks} == {tuple(s) for s in t["graph_break_sites"]}
     assert [r.rank for r in facts.ranks] == [0, 1]
     assert [d.kind for d in facts.desync] == ["graphs", "graph_breaks"]

@@ -51,10 +51,22 @@ def test_cudagraph_skips_a_cpu_log_cannot_hold():
 
 
 @pytest.mark.slow  # graphtool imports torch and traces the script (about 5 s of CPU, more on a busy machine)
-def test_against_a_real_prediction(cli):
-    """One real prediction (graphtool traces loop_model.py: no inductor code generation) beside the recorded run."""
+def test_against_a_real_prediction(cli, monkeypatch):
+    """One real prediction (graphtool traces loop_model.py: no inductor code generation) beside the recorded run:
+    one Session, the script run once, asked what ``graphtool trace`` and ``graphtool cudagraphs`` print."""
+    from graphtool.commands.session import Session
+
+    asked, close = [], Session.close
+
+    def closing(self):
+        asked.append((self.loads.runs, {k[0] for k in self._kept if isinstance(k[0], str)}))
+        close(self)
+
+    monkeypatch.setattr(Session, "close", closing)
     rc, out, err = cli("log", LOOP_213 / "trace", "--against", MODEL, "--format", "json")
     assert rc == 0, err
+    ((runs, kept),) = asked
+    assert runs == 1 and {"trace", "cudagraphs"} <= kept
     doc = json.loads(out)["against"]
     rows = {(r["fact"], r["what"]): r for r in doc["rows"]}
     assert doc["prediction"]["graphs"] == 2 and doc["prediction"]["recompiles"] == 0

@@ -56,6 +56,26 @@ def test_a_failed_frame_and_a_compile_without_a_graph():
     (s,) = f.skipped_frames
     assert (s.frame, s.line, s.reason, s.recompile_limit) == ("rnn_step", 40, "Attempted to wrap RNN", False)
     assert f.graphs_compiled == 3
+    assert (f.calls_captured, f.fallbacks_to_eager) == (6, 1)  # graph_op_count summed; the failed frame fell back
+
+
+def test_capture_coverage_a_log_cannot_give_is_null_with_why():
+    """A compile cut short has no metrics (neither figure); one that failed after its graph reached the backend had
+    its calls counted by torch, and its metrics carry no count: null and a note, never a guess."""
+    cut = small_log() + record("dynamo_start", {"stack": []}, frame_id=5, frame_compile_id=0, attempt=0)
+    f = facts(("x.log", cut))
+    assert (f.calls_captured, f.fallbacks_to_eager) == (None, None)
+    assert f.notes == ("calls_captured and fallbacks_to_eager not given: compile 5/0 has no compilation_metrics (a log cut "
+                       "short, or a process that died compiling)",)
+    backend = record("dynamo_output_graph", {"sizes": {}}, "class GraphModule(torch.nn.Module): x", frame_id=5,
+                     frame_compile_id=0, attempt=0) + record(
+        "compilation_metrics", metrics("5/0", fail_type="BackendCompilerFailed", graph_op_count=None), frame_id=5,
+        frame_compile_id=0, attempt=0)
+    f = facts(("x.log", cut + backend))
+    assert (f.calls_captured, f.fallbacks_to_eager) == (None, 1) and "failed after dynamo handed its graph" in f.notes[0]
+    d = f.to_dict()
+    assert d["calls_captured"] is None and d["fallbacks_to_eager"] == 1 and d["ranks"][0]["fallbacks_to_eager"] == 1
+    assert "calls captured" not in f.summary() and "1 fallback to eager" in f.summary()
 
 
 def test_compiled_autograd_compile_ids():

@@ -6,7 +6,7 @@
   each, the graph's readable code with its shapes hashed): graphtool's probe compiles them in order without a reset
   and reads which graphs ran, a different method;
 - the regional/whole ratio is within 25% of an independent measurement of the same two compiles in fresh processes
-  with torch alone (tests/truth/compile_ratio.py), on a transformers decoder and a plain stack of 8 blocks, in CPU
+  with torch alone (tests/truth/compile_ratio.py), on a transformers decoder, in CPU
   seconds: on a shared 2-core machine one compile's wall time moved 5.9 -> 10.4 s between two runs, its CPU time
   1.72 -> 1.71 s (with one OpenMP thread: spinning threads burn CPU time while they wait).
 """
@@ -31,8 +31,11 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "compile"
 
 @pytest.fixture(scope="module")
 def mlp_inductor():
-    """One real inductor compile (caches on in an empty private folder), then --warm's second process."""
-    return compile_model("examples/mlp.py", steps=1, warm=True).report
+    """One real inductor compile (caches on in an empty private folder), then --warm's second process; under an
+    environment that turns the FX graph cache off (as a CI runner may: --warm then measured two cold compiles)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+        return compile_model("examples/mlp.py", steps=1, warm=True).report
 
 
 def test_phases_add_up_to_torchs_own_totals(mlp_inductor):
@@ -105,7 +108,9 @@ def _independent(script: Path, how: str, backend: str, blocks: str) -> float:
 
 
 @pytest.mark.one_torch  # the compiles are torch's; what is checked is graphtool's clock against a plain one
-@pytest.mark.parametrize("script, blocks", [("decoder.py", "model.layers"), ("stack8.py", "blocks")])
+# the transformers decoder only: stack8.py's compiles take ~1 s of CPU each, where two runs of the same plain
+# measurement gave ratios of 0.65 and 0.99 (a loaded CI machine): too little signal for a 25% tolerance
+@pytest.mark.parametrize("script, blocks", [("decoder.py", "model.layers")])
 def test_the_regional_ratio_matches_an_independent_measurement(script, blocks, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # graphtool's children and the plain script alike (CI's workers set it)
     backend = "aot_eager"  # dynamo and AOT autograd, where regional compilation saves: seconds, not minutes, in CI

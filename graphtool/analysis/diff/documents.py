@@ -333,7 +333,7 @@ def _lint_model(m: dict) -> Facts:
 
 def _log_facts(d: dict, name: str) -> Facts:
     """A ``graphtool log`` document (issue 46's names): graph breaks with ``gb_id`` and ``count``, recompiles by
-    ``frame``, ``graphs_compiled``, ``compile_time`` and ``cudagraph_skips``."""
+    ``frame``, ``graphs_compiled``, ``compile_time``, ``cudagraph_skips``, ``calls_captured`` and ``fallbacks_to_eager``."""
     skips = d.get("cudagraph_skips")
     cuda = None
     if isinstance(skips, list):
@@ -341,7 +341,8 @@ def _log_facts(d: dict, name: str) -> Facts:
                         if isinstance(s, (str, dict))})
         cuda = Cudagraphs(None, None, None, None, None, tuple(texts))
     return Facts("the run", breaks=_breaks(d.get("graph_breaks"), code="gb_id"), recompiles=_frames(d.get("recompiles"), "frame"),
-                 graphs=_int(d.get("graphs_compiled")), cudagraphs=cuda, compile_seconds=_seconds(d.get("compile_time")))
+                 graphs=_int(d.get("graphs_compiled")), cudagraphs=cuda, compile_seconds=_seconds(d.get("compile_time")),
+                 **_coverage_fields(d))
 
 
 def _seconds(value) -> float | None:

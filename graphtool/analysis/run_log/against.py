@@ -68,17 +68,15 @@ class Comparison:
 
 def prediction_from(script: str, report, verdict) -> Prediction:
     """A :class:`Prediction` from graphtool's own reports of ``script``: its
-    :class:`~graphtool.analysis.trace_report.TraceReport` and CUDA-graph verdict (``graphtool.commands.log.predict``
-    makes them; ``graphtool report --log`` has them already)."""
-    skips: tuple[str, ...] = ()
-    recompiles = 0
-    if verdict is not None:
-        skips = tuple(dict.fromkeys(r.message for r in verdict.reasons if r.skips))
-        steady = getattr(verdict, "steady", None)
-        recompiles = int(getattr(steady, "recompiles", 0) or 0) if steady is not None else 0
+    :class:`~graphtool.analysis.trace_report.TraceReport` (``graphtool trace``'s) and the CUDA-graph
+    :class:`~graphtool.analysis.cudagraphs.verdict.Verdict` with its steady state (``graphtool cudagraphs``'), whose
+    steps give the recompiles (``graphtool.commands.log.predict`` asks a Session for both; ``graphtool report --log``
+    has them already)."""
+    skips = tuple(dict.fromkeys(r.message for r in verdict.reasons if r.skips))
+    recompiles = verdict.steady.recompiles if verdict.steady is not None else 0
     breaks = tuple((b.file, b.line, b.code, b.reason) for b in report.breaks)
     return Prediction(script, report.torch_version, len(report.regions), breaks, len(report.skipped_frames), recompiles,
-                      skips)
+                      skips, verdict.backend)
 
 
 def _same_file(a: str | None, b: str | None) -> bool:

@@ -10,7 +10,10 @@ What each fact is read from (torch 2.11-2.15):
 - a recompile: an ``artifact`` named ``recompile_reasons``, the guards that failed; a compile refused past
   ``recompile_limit`` has a ``compilation_metrics`` whose ``fail_reason`` says so;
 - graphs compiled: the graphs of a compile's last attempt, unless the compile failed (torch's
-  ``counters["stats"]["unique_graphs"]`` counts a graph only once the backend returns).
+  ``counters["stats"]["unique_graphs"]`` counts a graph only once the backend returns);
+- capture coverage (:func:`captured`): ``calls_captured``, the sum of ``compilation_metrics``' ``graph_op_count``
+  (dynamo counts both with ``count_calls`` on the graph it compiles), and ``fallbacks_to_eager``, the compiles that
+  failed (``fail_type``: torch's ``frames`` total minus ok, a frame whose conversion raised).
 """
 
 from __future__ import annotations
@@ -148,9 +151,10 @@ class RunLogBuilder:
         recompiles = [r for fi in sorted(per_file) for r in file_recompiles[fi]]
         limit = tuple(_skipped(c) for c in compiles if c.outcome == "recompile limit")
         skipped = tuple(_skipped(c) for c in compiles if c.outcome == "failed")
-        ranks = _ranks(files, per_file, self.processes, file_recompiles)
         info = _info(self.reader, self.processes)
-        notes = []
+        counted = {fi: captured(self.processes[fi], info.bad_lines) for fi in sorted(per_file)}
+        ranks = _ranks(files, per_file, self.processes, file_recompiles, counted)
+        notes = list(dict.fromkeys(why for *_, why in counted.values() if why))
         if self.pictures_left_out:
             notes.append(f"{self.pictures_left_out} more AOT graphs are in the log than the page draws ({PICTURE_LIMIT * 2})")
         claimed = defaultdict(list)
@@ -181,6 +185,8 @@ class RunLogBuilder:
             desync=tuple(desyncs(per_file, sites, recompiles, rank_of, files)),
             graph_code=tuple(self.graph_code),
             notes=tuple(notes),
+            calls_captured=_total(c[0] for c in counted.values()),
+            fallbacks_to_eager=_total(c[1] for c in counted.values()),
         )
 
 
@@ -403,7 +409,52 @@ def _guard(reason: str) -> str:
     return first.split("  #")[0].strip()
 
 
-def _ranks(files, per_file: dict, processes: dict, recompiles: dict) -> list[RankFacts]:
+def captured(p: _Process, bad_lines: int = 0) -> tuple[int | None, int | None, str | None]:
+    """``(calls_captured, fallbacks_to_eager, why not)`` of one process, as torch's counters give them: ``graph_op_count``
+    summed over its compiles (dynamo adds ``count_calls`` of each graph it compiles to ``calls_captured``, and logs the
+    same count in the compile's metrics), and the compiles that failed (``frames`` total minus ok counts the frames
+    whose conversion raised; each logs its ``fail_type``). A figure the log cannot give exactly is None, with why: a
+    compile without metrics (a log cut short), a compile that failed after handing its graph to the backend (torch
+    counted its calls; its metrics have no count), several graphs in one compile, or damaged lines.
+
+    >>> p = _Process({(None, 0, 0): _Compile(graphs={0: ["a"]}, metrics={"graph_op_count": 4, "fail_type": None})})
+    >>> captured(p)
+    (4, 0, None)
+    """
+    if bad_lines:
+        why = f"{bad_lines} damaged line{'s' if bad_lines != 1 else ''}: a compile's metrics may be among them"
+        return None, None, f"calls_captured and fallbacks_to_eager are not given: {why}"
+    calls: int | None = 0
+    fallbacks: int | None = 0
+    why = None
+    for key, c in sorted(p.compiles.items(), key=_order):
+        if key[1] is None:  # compiled autograd's own records: no frame dynamo converted
+            continue
+        m, graphs = c.metrics, c.graphs.get(c.last_attempt, [])
+        if m is None:
+            calls = fallbacks = None
+            why = why or f"compile {_cid(key)} has no compilation_metrics (a log cut short, or a process that died compiling)"
+            continue
+        if m.get("fail_type"):
+            fallbacks = None if fallbacks is None else fallbacks + 1
+            if graphs:  # torch counted the graph's calls before the backend failed; the metrics carry no count
+                calls = None
+                why = why or f"compile {_cid(key)} failed after dynamo handed its graph to the backend: its calls are not in the log"
+        elif len(graphs) > 1 or not isinstance(m.get("graph_op_count"), int):
+            calls = None
+            why = why or f"compile {_cid(key)} logged {len(graphs)} graphs and one graph_op_count"
+        elif calls is not None:
+            calls += m["graph_op_count"]
+    return calls, fallbacks, (f"{'calls_captured' if fallbacks is not None else 'calls_captured and fallbacks_to_eager'} "
+                              f"not given: {why}" if why else None)
+
+
+def _total(values) -> int | None:
+    values = list(values)
+    return None if any(v is None for v in values) else sum(values)
+
+
+def _ranks(files, per_file: dict, processes: dict, recompiles: dict, counted: dict) -> list[RankFacts]:
     out = []
     for fi, made in sorted(per_file.items()):
         f = files[fi]
@@ -411,7 +462,8 @@ def _ranks(files, per_file: dict, processes: dict, recompiles: dict) -> list[Ran
         sites = {(b.file, b.line, b.code) if b else None for _, b, _ in p.breaks}
         seconds = sum((c.seconds or 0.0) + (c.backward_seconds or 0.0) for c in made)
         out.append(RankFacts(f.rank, (f.path,), sum(c.graphs for c in made), len(p.breaks), len(sites),
-                             len(recompiles.get(fi, ())), seconds, len({c.frame_id for c in made}), len(made)))
+                             len(recompiles.get(fi, ())), seconds, len({c.frame_id for c in made}), len(made),
+                             *counted[fi][:2]))
     out.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
     return out
 

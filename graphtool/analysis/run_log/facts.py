@@ -200,6 +200,8 @@ class RankFacts:
     compile_seconds: float
     frames: int
     compile_ids: int
+    calls_captured: int | None = None  # torch's counters["stats"]["calls_captured"], from the log (None: not to be had)
+    fallbacks_to_eager: int | None = None  # counters["frames"] total minus ok
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -287,19 +289,26 @@ class RunLog:
     desync: tuple[Desync, ...]
     graph_code: tuple[GraphCode, ...] = ()  # only when pictures were asked for
     notes: tuple[str, ...] = ()
+    # capture coverage as torch's counters give it (build.captured): None where the log cannot say (a note says why)
+    calls_captured: int | None = None
+    fallbacks_to_eager: int | None = None
 
     @property
     def distributed(self) -> bool:
         return any(r.rank is not None for r in self.ranks)
 
     def summary(self) -> str:
-        """``6 graphs compiled in 7 compiles, 1 graph-break site (2 breaks), 4 recompiles (1 past recompile_limit),
-        45.6 s compiling``."""
+        """``6 graphs compiled in 7 compiles, 1 graph-break site (2 breaks), 10 calls captured, 1 fallback to eager,
+        4 recompiles (1 past recompile_limit), 45.6 s compiling``."""
         from graphtool.text import count
 
         parts = [f"{count(self.graphs_compiled, 'graph')} compiled in {count(self.compile_ids, 'compile')}"]
         sites = self.graph_breaks
         parts.append(count(len(sites), "graph-break site") + (f" ({count(self.break_records, 'break')})" if sites else ""))
+        if self.calls_captured is not None:  # beside the breaks: what the graphs hold (nested breaks add both)
+            parts.append(count(self.calls_captured, "call") + " captured")
+        if self.fallbacks_to_eager is not None:
+            parts.append(count(self.fallbacks_to_eager, "fallback") + " to eager")
         rec = count(len(self.recompiles), "recompile")
         if self.recompile_limit:
             rec += f" ({len(self.recompile_limit)} past recompile_limit)"
@@ -324,6 +333,8 @@ class RunLog:
             "recompile_limit": [s.to_dict() for s in self.recompile_limit],
             "skipped_frames": [s.to_dict() for s in self.skipped_frames],
             "compile_time": self.compile_time.to_dict(),
+            "calls_captured": self.calls_captured,
+            "fallbacks_to_eager": self.fallbacks_to_eager,
             "cudagraph_skips": [c.to_dict() for c in self.cudagraph_skips],
             "cudagraph_limits": list(CUDAGRAPH_LIMITS),
             "ranks": [r.to_dict() for r in self.ranks],

@@ -17,6 +17,9 @@ Example::
     True
     >>> job.environment()["TORCHINDUCTOR_FORCE_DISABLE_CACHES"]
     '1'
+    >>> {k: v for k, v in CompileJob("m.py", "warm", "/t", "/s", caches=True).environment().items() if k in CACHES_ON}
+    {'TORCHINDUCTOR_FORCE_DISABLE_CACHES': '0', 'TORCH_COMPILE_FORCE_DISABLE_CACHES': '0', \
+'TORCHINDUCTOR_FX_GRAPH_CACHE': '1', 'TORCHINDUCTOR_AUTOGRAD_CACHE': '1'}
 """
 
 from __future__ import annotations
@@ -36,6 +39,23 @@ STAGES = ("whole", "warm", "regional")
 #: graphtool's own artifact in the child's TORCH_TRACE log: its payload names the stage whose records follow
 #: (``whole``, ``warm``, ``regional``, ``probe``)
 STAGE_ARTIFACT = "graphtool_stage"
+
+#: what ``--warm``'s two children set so that inductor's FX graph cache and AOT autograd's cache are on whatever the
+#: user's environment says: with any of these turned off there (a CI runner's ``TORCHINDUCTOR_FX_GRAPH_CACHE=0``),
+#: the "cold" child counted no miss and the "warm" one no hit, and --warm measured two cold compiles
+CACHES_ON = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "0", "TORCH_COMPILE_FORCE_DISABLE_CACHES": "0",
+             "TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}
+
+
+def caches_off_here(environ=None) -> list[str]:
+    """The variables of ``environ`` (this process's) that turn inductor's caches off: ``--warm`` overrides them in
+    its children and says so.
+
+    >>> caches_off_here({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"})
+    ['TORCHINDUCTOR_FX_GRAPH_CACHE=0']
+    """
+    environ = os.environ if environ is None else environ
+    return [f"{k}={environ[k]}" for k, on in CACHES_ON.items() if k in environ and environ[k] != on]
 
 
 @dataclass(frozen=True)
@@ -73,7 +93,9 @@ class CompileJob:
         if self.cache_dir:
             env["TORCHINDUCTOR_CACHE_DIR"] = self.cache_dir
             env["TRITON_CACHE_DIR"] = os.path.join(self.cache_dir, "triton")
-        if not self.caches:
+        if self.caches:
+            env.update(CACHES_ON)
+        else:
             env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
         return env
 
