@@ -240,6 +240,7 @@ graphtool.api.lint = lint
 
 
 @pytest.mark.slow  # three pytest sessions of three processes each
+@pytest.mark.one_torch  # the hand-over to xdist's controller is graphtool's; what the traces find is checked on every torch above
 def test_xdist_runs_write_one_baseline_that_a_single_process_writes_too(pytester):
     # each xdist worker collected every marked test but ran half, so each found the other half missing and
     # none wrote: `pytest -n 2 --graphtool-baseline` never wrote a baseline
