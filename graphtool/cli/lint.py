@@ -56,18 +56,9 @@ def lint(
     max_skipped_frames: Optional[int] = _table("max_skipped_frames"),
     dynamic: bool = _table("dynamic"),
     max_peak_memory: Optional[str] = _table("max_peak_memory"),
-    min_coverage: Optional[float] = typer.Option(
-        None, "--min-coverage", metavar="SHARE",
-        help="Fail when fewer of the model's torch calls run inside compiled graphs than this share (0.9: 90%; "
-             "measures capture coverage, graphtool trace --coverage's figures; default: no budget).",
-    ),
-    max_compile_seconds: Optional[float] = typer.Option(
-        None, "--max-compile-seconds", metavar="SECONDS",
-        help="Fail when a model's cold compile (graphtool compile: a fresh process, inductor's caches off) takes longer "
-             "(one more process per model, one model at a time; default: no budget).",
-    ),
-    coverage: bool = typer.Option(
-        False, "--coverage", help="Also measure capture coverage: calls captured, fallbacks to eager, the share of torch calls in graphs."),
+    min_coverage: Optional[float] = _table("min_coverage"),
+    max_compile_seconds: Optional[float] = _table("max_compile_seconds"),
+    coverage: bool = _table("coverage"),
     schedule: bool = typer.Option(
         False, "--schedule",
         help="Also run each step the script's get_input_schedule() yields (as graphtool shapes reads it): recompiles are "

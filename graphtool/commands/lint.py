@@ -242,16 +242,25 @@ def _compile_times(judged: list, limit: Optional[float], debug: bool, progress: 
 def run(session, *, steps: Optional[Sequence], max_graph_breaks: Optional[int],
         max_recompiles: Optional[int], max_skipped_frames: Optional[int],
         max_peak_memory: Optional[str], allowed_breaks: Sequence[str], dynamic: bool,
-        baseline, name: Optional[str]) -> LintOutcome:
+        baseline, name: Optional[str], min_coverage: Optional[float] = None, coverage: bool = False,
+        max_compile_seconds: Optional[float] = None) -> LintOutcome:
     """Lint the session's model in this process, as ``graphtool lint`` lints a script in its child: run once on its
     inputs, or once per entry of ``steps`` (each a tuple of positional arguments); judged against the budgets and
     ``baseline`` (a file or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name``
-    (default: the model's source file) are accepted. ``max_peak_memory``: the session's ``memory(fit=...)`` must fit."""
-    from graphtool.analysis.lint import Budget, LintReport, LintTarget, with_peak_memory
+    (default: the model's source file) are accepted. ``max_peak_memory``: the session's ``memory(fit=...)`` must fit;
+    ``min_coverage`` (or ``coverage``): its capture coverage measured here; ``max_compile_seconds``: the session's
+    ``compile()`` (a script's fresh processes) must not take longer."""
+    from graphtool.analysis.coverage import check_min_coverage
+    from graphtool.analysis.lint import Budget, LintReport, LintTarget, with_compile_time, with_peak_memory
     from graphtool.capture.processes.lint_worker import lint_spec
 
     session.launch.check("lint", alone=True)
-    check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames)
+    check_min_coverage(min_coverage)
+    check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
+                  max_compile_seconds=max_compile_seconds)
+    if max_compile_seconds is not None and session.is_object:
+        raise UsageError("max_compile_seconds compiles a model script in fresh processes (graphtool compile); "
+                         "a model object has none: lint its script, or time it with graphtool.load(path).compile()")
     if max_peak_memory is not None:
         from graphtool.commands.fit import check_fit
 
@@ -259,13 +268,17 @@ def run(session, *, steps: Optional[Sequence], max_graph_breaks: Optional[int],
     base = baselines.accepted(baseline)
     spec = session.spec()
     calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]
-    result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=session.debug)
+    result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=session.debug,
+                       coverage=coverage or min_coverage is not None)
     budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_peak_memory=max_peak_memory,
-                    max_skipped_frames=max_skipped_frames, allowed_breaks=tuple(allowed_breaks))
+                    max_skipped_frames=max_skipped_frames, allowed_breaks=tuple(allowed_breaks), min_coverage=min_coverage,
+                    max_compile_seconds=max_compile_seconds)
     target = LintTarget(path=name or str(spec.path), entry=None if name else spec.entry, dynamic=dynamic, budget=budget)
     judged = baselines.judge(target, result, base)
     if max_peak_memory is not None and judged.status != "error":
         judged = with_peak_memory(judged, session.memory(fit=max_peak_memory).fit.to_dict())
+    if max_compile_seconds is not None and judged.status != "error":
+        judged = with_compile_time(judged, session.compile().report)
     return LintOutcome(LintReport((judged,), None))
 
 

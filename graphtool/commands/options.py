@@ -223,6 +223,14 @@ COMMANDS = {c.name: c for c in (
                "(default: no budget).", type=OPT_INT),
         Option("max_peak_memory", None, "Fail when the training step's predicted peak (graphtool memory --fit) does "
                "not fit this size or GPU: 24GiB, 80GB, H100 (default: no budget).", metavar="SIZE|GPU", type=OPT_STR),
+        Option("min_coverage", None, "Fail when fewer of the model's torch calls run inside compiled graphs than this "
+               "share (0.9: 90%; measures capture coverage, graphtool trace --coverage's figures; default: no budget).",
+               metavar="SHARE", type=OPT_FLOAT),
+        Option("coverage", False, "Also measure capture coverage: calls captured, fallbacks to eager, the share of torch "
+               "calls in graphs."),
+        Option("max_compile_seconds", None, "Fail when a model's cold compile (graphtool compile: a fresh process, "
+               "inductor's caches off) takes longer (one more process per model, one model at a time; default: no "
+               "budget).", metavar="SECONDS", type=OPT_FLOAT),
         Option("allowed_breaks", (), "Break reasons or gb ids accepted (the config's allowed_breaks).", flag=None),
         Option("dynamic", False, "Also run differently-sized inputs (the script's dynamic_inputs or dynamic_dims, "
                "else token ids one longer, else batch + 1) to catch recompiles."),

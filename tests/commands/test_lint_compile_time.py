@@ -192,3 +192,39 @@ def test_report_compile_has_the_compile_time_section_and_capture_coverage(cli, t
     assert '<section id="compile"><h2>Compile time</h2>' in html and "inductor" in html
     assert "made by: graphtool report" in html and "--compile" in html
     assert "Capture coverage: 1 call captured, 0 fallbacks to eager" in html
+
+
+def test_session_lint_takes_every_budget_the_gate_takes(monkeypatch):
+    """In Python, ``graphtool.load(model).lint(...)`` judges the same budgets as ``graphtool lint``: capture coverage
+    measured in this process (a graph break leaves calls outside the graphs), the compile asked of the same Session
+    (its child replaced here), and a model object, which has no script to compile, refused."""
+    import torch
+
+    import graphtool
+    import graphtool.commands.compile as compile_command
+    from graphtool.errors import UsageError
+
+    @torch.compiler.disable
+    def eager(x):  # dynamo runs it as it is: its torch calls are outside every graph
+        return torch.sin(x) * 3
+
+    class Breaks(torch.nn.Module):
+        def forward(self, x):
+            return torch.tanh(eager(torch.relu(x) + 1)) * 2
+
+    with graphtool.load(Breaks(), torch.randn(4)) as s:
+        gated = s.lint(min_coverage=1.0)
+        measured = s.lint(coverage=True)
+        with pytest.raises(UsageError, match="a model object has none"):
+            s.lint(max_compile_seconds=60)
+        with pytest.raises(UsageError, match="--min-coverage must be a share"):
+            s.lint(min_coverage=2)
+    (m,) = gated.report.models
+    assert m.coverage["in_graphs"] < m.coverage["torch_calls"] and not gated.passed and m.status == "over_budget"
+    assert m.failures[0].startswith("op coverage 67% (4 of 6 torch calls") and m.target.budget.min_coverage == 1.0
+    assert measured.report.models[0].coverage == m.coverage and measured.passed
+    monkeypatch.setattr(compile_command, "run", lambda session, **options: CompileResult(_report(70.1)))
+    with graphtool.load(MLP) as s:
+        over = s.lint(max_compile_seconds=60)
+    assert not over.passed and over.report.models[0].failures[-1] == ("compile took 70.1 s, budget 60 s: over by 10.1 s "
+                                                                      "(max_compile_seconds)")

@@ -219,10 +219,12 @@ def _run_variant(spec, compiled, rec: BreakRecorder, graphs: list) -> GraphtoolE
     return None
 
 
-def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: bool = False) -> LintResult:
+def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: bool = False,
+              coverage: bool = False) -> LintResult:
     """Lint a model in this process (``graphtool.lint(model, x)``): torch's compiled frames are reset
     first, then the model runs under the recording backend once, or once per ``calls`` entry (each a
-    tuple of positional arguments: a training loop's steps, whose recompiles are what it counts).
+    tuple of positional arguments: a training loop's steps, whose recompiles are what it counts);
+    ``coverage``: its capture coverage measured after, as the lint child measures it.
 
     >>> import torch
     >>> from graphtool.capture.model_object import object_spec
@@ -254,6 +256,8 @@ def lint_spec(spec, *, calls: list | None = None, dynamic: bool = False, debug: 
         if dynamic_failed is not None:
             result = _beside(result, dynamic_failed)
     compat.dynamo_reset()  # the recording backend's frames are not the caller's
+    if coverage:
+        result = replace(result, coverage=_coverage(spec))
     return result
 
 
