@@ -23,6 +23,11 @@ _DESYNC_HELP = ("ranks that compile differently run their collectives in another
                 "others wait in an all-reduce it never joins (a hang), or a recompile stalls one rank each step")
 
 
+def _n(value: int | None) -> str:
+    """A count the log may not give (None: a note says why)."""
+    return "-" if value is None else str(value)
+
+
 def _s(seconds: float | None) -> str:
     if not seconds:
         return "-" if seconds is None or seconds == 0 else "0"
@@ -148,9 +153,10 @@ def _damage_part(info) -> list:
 def _ranks_table(facts) -> FitTable | None:
     if not facts.distributed and len(facts.ranks) < 2:
         return None
-    rows = [(("-" if r.rank is None else str(r.rank)), str(r.graphs_compiled), str(r.graph_breaks), str(r.recompiles),
-             _s(r.compile_seconds), ", ".join(display_path(f) or f for f in r.files)) for r in facts.ranks]
-    cols = [Col("rank"), Col("graphs", justify="right"), Col("breaks", justify="right"),
+    # calls captured per rank: ranks whose graphs hold different numbers of torch calls compiled different code
+    rows = [(("-" if r.rank is None else str(r.rank)), str(r.graphs_compiled), str(r.graph_breaks), _n(r.calls_captured),
+             str(r.recompiles), _s(r.compile_seconds), ", ".join(display_path(f) or f for f in r.files)) for r in facts.ranks]
+    cols = [Col("rank"), Col("graphs", justify="right"), Col("breaks", justify="right"), Col("calls", justify="right"),
             Col("recompiles", justify="right"), Col("compile s", justify="right"), Col("file", ident=True, drop=1, breaks="/")]
     return FitTable("ranks", cols, rows)
 
@@ -281,8 +287,10 @@ def log_sections(result) -> list[str]:
                         f'<pre class="diagnostics">{escape(text)}</pre>' if found else '<p class="ok">None in the log.</p>',
                         len(found)))
     if len(f.ranks) > 1 or f.distributed:
-        out.append(_section("ranks", "Ranks", _table(["rank", "graphs", "breaks", "recompiles", "compile s", "file"], [
-            ["-" if r.rank is None else r.rank, r.graphs_compiled, r.graph_breaks, r.recompiles, _s(r.compile_seconds),
+        out.append(_section("ranks", "Ranks", _table(["rank", "graphs", "breaks", "calls captured", "recompiles", "compile s",
+                                                      "file"], [
+            ["-" if r.rank is None else r.rank, r.graphs_compiled, r.graph_breaks, _n(r.calls_captured), r.recompiles,
+             _s(r.compile_seconds),
              ", ".join(r.files)] for r in f.ranks])))
     t = f.compile_time
     phases = [[p.title, _s(t.forward_phases.get(p.key, 0.0)), _s(t.backward_phases.get(p.key, 0.0))] for p in PHASES]

@@ -40,6 +40,8 @@ def test_ddp_run_at_80_columns():
     assert "tests/fixtures/torch_trace/record.py:47:13: GT-B001 graph break: Failed to trace\n    builtin operator" in text
     assert '47 |             print("rank-only branch")  # graph break on this rank only' in text
     assert "   = seen: once, in forward (0/0); rank 1" in text
+    # each rank's calls captured (the counters the recorded truth holds: 4 on each rank)
+    assert [ln.split("│")[4].strip() for ln in lines if ln.startswith("│ 0 ") or ln.startswith("│ 1 ")] == ["4", "4"]
     long = [ln for ln in lines if len(ln) > 80]
     # only what a diagnostic never cuts may pass 80 columns: a path:line:col head
     assert all(":" in ln.split(" ")[0] for ln in long), long
@@ -72,7 +74,7 @@ def test_page_draws_each_compiles_aot_graphs(cli, tmp_path):
     assert rc == 0, err
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>") and "<title>graphtool log:" in html and "<h1>graphtool log:" in html
-    assert 'id="desync"' in html and 'id="viewer"' in html
+    assert 'id="desync"' in html and 'id="viewer"' in html and "<th>calls captured</th>" in html
     assert html.count('class="tab"') + html.count('class="tab active"') == 6  # each rank's compiles, forward and backward
     assert "page written to" in err and "desync:" in out
 
