@@ -133,6 +133,26 @@ def pytest_configure(config):
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    config.stash[_TORCH_ENV] = _torch_env()
+
+
+_TORCH_ENV = pytest.StashKey[dict]()
+
+
+def _torch_env() -> dict:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k.startswith(("TORCH", "PYTORCH"))}
+
+
+def pytest_collection_finish(session):
+    """Collecting imports every module under the test paths (``--doctest-modules``): one that sets a torch variable
+    at import (a helper script's ``os.environ[...] = ...``) changes every later child of the worker. In CI that
+    turned inductor's caches off in a notebook kernel and in graphtool compile --warm's children."""
+    changed = {k: v for k, v in _torch_env().items() if session.config.stash[_TORCH_ENV].get(k) != v}
+    if changed:
+        raise pytest.UsageError(f"collecting the tests set {changed} in this process: a module under the test paths "
+                                "sets it at import; set it under `if __name__ == '__main__':` instead")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -12,9 +12,6 @@ import os
 import sys
 import time
 
-os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
-
-import torch
 
 
 def step(model, args, kwargs):
@@ -31,6 +28,8 @@ def cpu() -> float:
 
 
 def main(path, how, backend, blocks):
+    import torch
+
     spec = importlib.util.spec_from_file_location("model_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -55,4 +54,7 @@ def main(path, how, backend, blocks):
 
 
 if __name__ == "__main__":
+    # here, not at import: pytest's --doctest-modules imports this file into a test worker, where the variable
+    # leaked into every later child (a notebook kernel warned in its cells; --warm's children compiled cold)
+    os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     main(*sys.argv[1:])
