@@ -55,7 +55,7 @@ def _door(name: str):
 
     def door(model, *inputs, **options):
         shared, own = split(name, options)
-        with Session(model, *inputs, **shared) as session:
+        with Session(model, *inputs, one_question=True, **shared) as session:
             answer = session.ask(name, own)
         if name == "render":  # a picture: the file written, else its text
             return answer.output if answer.output is not None else answer.text

@@ -98,5 +98,5 @@ def asked(name: str, given: dict, progress) -> list:
 
     load = {o.name: given.pop(o.name) for o in LOAD if o.name in COMMANDS[name].load}
     entry = load.pop("entry", None)
-    return [Session(target, entry=ent, progress=progress, debug=debug_enabled(), **load)
+    return [Session(target, entry=ent, progress=progress, debug=debug_enabled(), one_question=True, **load)
             for target, ent in targets(given.pop("model"), entry)]

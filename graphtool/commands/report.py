@@ -284,19 +284,24 @@ def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
             memory, fitted, note = measured.report, measured.fit, None
         except GraphtoolError as exc:
             note = f"not available: {exc.message}"
+    # what the page reads of the own-device trace, taken now: a one-question session forgets that trace before the
+    # stand-in's is made, whose memory it then reuses (a 5,502-module model's report held both at its peak)
+    trace, breaks, entry = build_trace_report(capture), capture.breaks, capture.spec.entry
+    rank_memory = launch.rank_memory(memory, wrapped, capture)
+    del capture
+    session.done_with_own_trace()
     # the verdict, the devices and the pictures: the stand-in's, as cudagraphs and devices give them
     verdict, judged, _accel, standin_wrapped = session.verdict(session.backend if session.backend != "aot_eager" else "inductor")
     wrapped = launch.judged(wrapped, verdict, judged, standin_report=standin_wrapped)
     devices = session.devices().report
     standin, accel, _ = session.first_step()
     pictures, marks = _pictures(standin, accel, lay_out, session.progress, devices.show)
-    trace = build_trace_report(capture)
     index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
-    findings = build_findings(trace, capture.breaks, verdict, devices, index, marks)
+    findings = build_findings(trace, breaks, verdict, devices, index, marks)
     notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
-    return ReportResult(session.target if isinstance(session.target, str) else capture.spec.entry, trace, verdict,
+    return ReportResult(session.target if isinstance(session.target, str) else entry, trace, verdict,
                         devices, memory, note, tuple(pictures), findings, accel, notes, wrapped=launch.part(wrapped),
-                        rank_memory=launch.rank_memory(memory, wrapped, capture), fit=fitted,
+                        rank_memory=rank_memory, fit=fitted,
                         made_by=f"graphtool.load({session.name!r}).report()")
 
 

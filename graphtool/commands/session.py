@@ -39,7 +39,7 @@ class Session:
     """One model (a script's path, or a model object and its inputs), loaded once, with the options every command
     shares; one method per command, each answer kept. See the module."""
 
-    def __init__(self, model: Any = None, *inputs, **options):
+    def __init__(self, model: Any = None, *inputs, one_question: bool = False, **options):
         from graphtool.commands.launch import launch_from
 
         for name in options:
@@ -82,6 +82,9 @@ class Session:
             self.object = self.target = ModelObject(model, tuple(inputs), dict(o["model_kwargs"] or {}))
             self.object.spec.optimizer = self.optimizer
         self._kept: dict = {}
+        #: the session answers one question and closes (the CLI's, :func:`each`'s, ``graphtool.report(model)``'s):
+        #: a trace that question no longer reads is forgotten before the next one is made
+        self.one_question = one_question
         self._asking = 0
         self._torch_ready = False
 
@@ -227,6 +230,13 @@ class Session:
         launch, kept."""
         return self._keep(("own",), lambda: self.launch.trace_own(self))
 
+    def done_with_own_trace(self) -> None:
+        """The question being answered reads the own-device trace no more. A one-question session forgets it, so the
+        stand-in's trace reuses its memory (issue 49: ``report`` on a 5,502-module model held both traces' graphs at
+        its peak); a session the caller keeps keeps it for the next question."""
+        if self.one_question:
+            self._kept.pop(("own",), None)
+
     def standin_trace(self, backend: Optional[str] = None, steps: int = STEPS, dynamic: bool = False):
         """``(capture, accelerator, what the wrapper did)``: the accelerator view under the launch, ``steps`` steps
         as a loop runs them, kept; ``accelerator`` is ``"meta"`` for the stand-in."""
@@ -344,7 +354,7 @@ def each(command: str, model: Any = None, options: Optional[dict] = None, *, fir
         found = [(model, None)]
     answers = []
     for target, entry in found[:1] if first else found:
-        with Session(target, **({"entry": entry} if entry else {}), **load) as s:
+        with Session(target, **({"entry": entry} if entry else {}), one_question=True, **load) as s:
             answers.append(s.ask(command, own))
     return answers[0] if first else answers
 

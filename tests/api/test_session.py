@@ -56,6 +56,38 @@ def test_a_session_answers_what_the_separate_commands_answer(asked):
     assert answers["cudagraphs"].to_dict() == alone.to_dict()
 
 
+def test_a_one_question_report_forgets_the_own_trace_before_the_stand_ins():
+    """The CLI's sessions and ``graphtool.report(model)``'s answer one question: report takes what it reads of the
+    own-device trace, then forgets it, so the stand-in's trace reuses its memory (issue 49: a 5,502-module model's
+    report held both traces' graphs at its peak); a session the caller keeps keeps it for the next question."""
+    import gc
+    import weakref
+
+    from graphtool.commands.session import Session
+
+    for one_question in (True, False):
+        kept_at_standin = []
+        real = Session.standin_trace
+
+        def watched(self, *a, _real=real, _kept=kept_at_standin, **k):
+            gc.collect()
+            _kept.append(("own",) in self._kept)
+            return _real(self, *a, **k)
+
+        Session.standin_trace = watched
+        try:
+            with graphtool.load(torch.nn.Linear(4, 4), torch.randn(2, 4), one_question=one_question) as s:
+                traced = s.trace()
+                own = weakref.ref(s.own_trace()[0])
+                page = s.report(memory=False)
+                gc.collect()
+                gone = own() is None
+        finally:
+            Session.standin_trace = real
+        assert kept_at_standin and kept_at_standin[0] is not one_question and gone is one_question
+        assert page.trace.to_dict() == traced.report.to_dict()  # what the page says of it, taken before it went
+
+
 def test_every_cli_option_has_its_api_keyword_and_one_declaration():
     """The Typer commands and the API read one table: each CLI flag is a keyword of ``graphtool.load()`` or of the
     command's method, or a view the result itself answers (``--format``: ``to_dict()``, ``--check``: ``found``)."""
