@@ -13,7 +13,6 @@ import sys
 import time
 
 
-
 def step(model, args, kwargs):
     for p in model.parameters():
         p.grad = None
