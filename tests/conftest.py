@@ -139,10 +139,15 @@ def pytest_configure(config):
 _TORCH_ENV = pytest.StashKey[dict]()
 
 
+#: what torch writes into the environment itself: inductor's cache_dir() exports its default folder for the
+#: compile workers it starts (as soon as a collected module makes torch compute it)
+_TORCH_OWN = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
+
+
 def _torch_env() -> dict:
     import os
 
-    return {k: v for k, v in os.environ.items() if k.startswith(("TORCH", "PYTORCH"))}
+    return {k: v for k, v in os.environ.items() if k.startswith(("TORCH", "PYTORCH")) and k not in _TORCH_OWN}
 
 
 def pytest_collection_finish(session):
