@@ -259,14 +259,16 @@ def log_view(result) -> Group:
 
 
 def _section(sid: str, title: str, body: str, n: int | None = None) -> str:
-    badge = f' <span class="count">{n}</span>' if n is not None else ""
-    return f'<section id="{sid}"><h2>{escape(title)}{badge}</h2>\n{body}\n</section>'
+    from graphtool.render.report import _section as section  # the page's modules load only when a page is made
+
+    return section(sid, title, body, n)
 
 
-def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
-    th = "".join(f"<th>{escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+def _table(head: list[str], rows: list[list], cls: str = "") -> str:
+    """The report page's table, whose cells are HTML: these are plain values, escaped here."""
+    from graphtool.render.report import _table as table
+
+    return table(head, [[escape(str(c)) for c in r] for r in rows], cls)
 
 
 def log_sections(result) -> list[str]:
