@@ -79,22 +79,11 @@ def _root(
 
 
 def _register() -> None:
-    from graphtool.cli import bench, cudagraphs, devices, lint, log, memory, mutations, render, report, shapes, trace
+    import importlib
 
-    trace.register(app)
-    mutations.register(app)
-    devices.register(app)
-    cudagraphs.register(app)
-    render.register(app)
-    bench.register(app)
-    lint.register(app)
-    memory.register(app)
-    report.register(app)
-    shapes.register(app)
-    log.register(app)
-    __import__("graphtool.cli.diff", fromlist=["register"]).register(app)  # graphtool diff (issue 47)
-    from graphtool.cli import compile as compile_cli
-    compile_cli.register(app)
+    for name in ("trace", "mutations", "devices", "cudagraphs", "render", "bench", "lint", "memory", "report", "shapes",
+                 "log", "diff", "compile"):  # in the order --help lists them
+        importlib.import_module(f"graphtool.cli.{name}").register(app)
 
 
 _register()

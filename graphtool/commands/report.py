@@ -275,6 +275,19 @@ def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
     from graphtool.errors import GraphtoolError
 
     launch = session.launch
+    # the stand-in's first: the verdict, the devices and the pictures (laid out, their facts taken), as cudagraphs and
+    # devices give them; a one-question session then forgets its graphs before the own-device trace is made (issue 49:
+    # a 5,502-module model's report peaked in the second trace, on the first one's leftovers)
+    verdict, judged, _accel, standin_wrapped = session.verdict(session.backend if session.backend != "aot_eager" else "inductor")
+    devices = session.devices().report
+    standin, accel, _ = session.first_step()
+    pictures, marks = _pictures(standin, accel, lay_out, session.progress, devices.show)
+    stopped = standin.stopped
+    judge = functools.partial(launch.judged, verdict=verdict, standin_capture=judged, standin_report=standin_wrapped)
+    del standin, judged
+    if not launch.wrapped:  # a wrapper's graphs are judged on the stand-in's, after the own trace says what it did
+        judge = None
+        session.done_with_standin()
     capture, wrapped, _ = session.own_trace()
     memory = fitted = None
     note = "not measured (--no-memory)" if not want_memory else "not measured: --inference traces no backward"
@@ -284,21 +297,14 @@ def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
             memory, fitted, note = measured.report, measured.fit, None
         except GraphtoolError as exc:
             note = f"not available: {exc.message}"
-    # what the page reads of the own-device trace, taken now: a one-question session forgets that trace before the
-    # stand-in's is made, whose memory it then reuses (a 5,502-module model's report held both at its peak)
     trace, breaks, entry = build_trace_report(capture), capture.breaks, capture.spec.entry
     rank_memory = launch.rank_memory(memory, wrapped, capture)
     del capture
     session.done_with_own_trace()
-    # the verdict, the devices and the pictures: the stand-in's, as cudagraphs and devices give them
-    verdict, judged, _accel, standin_wrapped = session.verdict(session.backend if session.backend != "aot_eager" else "inductor")
-    wrapped = launch.judged(wrapped, verdict, judged, standin_report=standin_wrapped)
-    devices = session.devices().report
-    standin, accel, _ = session.first_step()
-    pictures, marks = _pictures(standin, accel, lay_out, session.progress, devices.show)
+    wrapped = judge(wrapped) if judge is not None else wrapped
     index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
     findings = build_findings(trace, breaks, verdict, devices, index, marks)
-    notes = tuple(n for n in (standin.stopped, *lay_out.notes) if n)
+    notes = tuple(n for n in (stopped, *lay_out.notes) if n)
     return ReportResult(session.target if isinstance(session.target, str) else entry, trace, verdict,
                         devices, memory, note, tuple(pictures), findings, accel, notes, wrapped=launch.part(wrapped),
                         rank_memory=rank_memory, fit=fitted,

@@ -237,6 +237,13 @@ class Session:
         if self.one_question:
             self._kept.pop(("own",), None)
 
+    def done_with_standin(self) -> None:
+        """As :meth:`done_with_own_trace`, for the stand-in's traces and the verdicts that hold them (``report`` takes
+        its verdict, devices and pictures first, then makes the own-device trace in their memory)."""
+        if self.one_question:
+            for key in [k for k in self._kept if k[0] in ("standin", "verdict")]:
+                del self._kept[key]
+
     def standin_trace(self, backend: Optional[str] = None, steps: int = STEPS, dynamic: bool = False):
         """``(capture, accelerator, what the wrapper did)``: the accelerator view under the launch, ``steps`` steps
         as a loop runs them, kept; ``accelerator`` is ``"meta"`` for the stand-in."""

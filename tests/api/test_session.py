@@ -56,36 +56,41 @@ def test_a_session_answers_what_the_separate_commands_answer(asked):
     assert answers["cudagraphs"].to_dict() == alone.to_dict()
 
 
-def test_a_one_question_report_forgets_the_own_trace_before_the_stand_ins():
+def test_a_one_question_report_forgets_each_trace_once_its_facts_are_taken():
     """The CLI's sessions and ``graphtool.report(model)``'s answer one question: report takes what it reads of the
-    own-device trace, then forgets it, so the stand-in's trace reuses its memory (issue 49: a 5,502-module model's
-    report held both traces' graphs at its peak); a session the caller keeps keeps it for the next question."""
+    stand-in's trace (verdict, devices, pictures) and forgets it before the own-device trace is made, then forgets that
+    one too once the page's facts are taken (issue 49: a 5,502-module model's report peaked in its second trace, on the
+    first one's leftovers); a session the caller keeps keeps both for the next question."""
     import gc
     import weakref
 
     from graphtool.commands.session import Session
 
     for one_question in (True, False):
-        kept_at_standin = []
-        real = Session.standin_trace
+        standin_kept_at_own = []
+        real = Session.own_trace
 
-        def watched(self, *a, _real=real, _kept=kept_at_standin, **k):
-            gc.collect()
-            _kept.append(("own",) in self._kept)
-            return _real(self, *a, **k)
+        def watched(self, _real=real, _kept=standin_kept_at_own):
+            _kept.append(any(k[0] in ("standin", "verdict") for k in self._kept))
+            return _real(self)
 
-        Session.standin_trace = watched
+        Session.own_trace = watched
         try:
             with graphtool.load(torch.nn.Linear(4, 4), torch.randn(2, 4), one_question=one_question) as s:
+                verdict = s.cudagraphs()
+                standin = weakref.ref(s.standin_trace()[0])
                 traced = s.trace()
                 own = weakref.ref(s.own_trace()[0])
                 page = s.report(memory=False)
                 gc.collect()
-                gone = own() is None
+                gone = (own() is None, standin() is None)
         finally:
-            Session.standin_trace = real
-        assert kept_at_standin and kept_at_standin[0] is not one_question and gone is one_question
-        assert page.trace.to_dict() == traced.report.to_dict()  # what the page says of it, taken before it went
+            Session.own_trace = real
+        assert standin_kept_at_own[-1] is not one_question  # the report's own call
+        assert gone == (one_question, one_question)
+        # what the page says of each trace, taken before it went
+        assert page.trace.to_dict() == traced.report.to_dict()
+        assert page.verdict.to_dict() == verdict.report.to_dict()
 
 
 def test_every_cli_option_has_its_api_keyword_and_one_declaration():
