@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 
@@ -9,8 +10,15 @@ def display_path(path: str | None) -> str | None:
     """``/repo/models/m.py`` -> ``models/m.py`` when run from ``/repo``."""
     if not path:
         return path
+    return _shown(path, os.getcwd())
+
+
+@functools.lru_cache(maxsize=4096)
+def _shown(path, cwd: str):
+    """:func:`display_path` from the folder ``cwd``: a page of a 5,502-module model shows 23,000 node sources, most of
+    them a few files, and ``os.path.relpath`` cost 0.4 s of its 2 s."""
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, cwd)
     except ValueError:  # another drive on Windows
         return path
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
