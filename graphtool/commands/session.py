@@ -231,9 +231,9 @@ class Session:
         return self._keep(("own",), lambda: self.launch.trace_own(self))
 
     def done_with_own_trace(self) -> None:
-        """The question being answered reads the own-device trace no more. A one-question session forgets it, so the
-        stand-in's trace reuses its memory (issue 49: ``report`` on a 5,502-module model held both traces' graphs at
-        its peak); a session the caller keeps keeps it for the next question."""
+        """The question being answered reads the own-device trace no more. A one-question session forgets it, so what
+        comes next (another trace, the page) reuses its memory (issue 49: ``report`` on a 5,502-module model held both
+        traces' graphs at its peak); a session the caller keeps keeps it for the next question."""
         if self.one_question:
             self._kept.pop(("own",), None)
 
