@@ -282,12 +282,12 @@ def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
     devices = session.devices().report
     standin, accel, _ = session.first_step()
     pictures, marks = _pictures(standin, accel, lay_out, session.progress, devices.show)
-    stopped = standin.stopped
-    judge = functools.partial(launch.judged, verdict=verdict, standin_capture=judged, standin_report=standin_wrapped)
+    stopped, judge = standin.stopped, None
+    if launch.wrapped:  # a wrapper's graphs are judged on the stand-in's, after the own trace says what it did
+        judge = functools.partial(launch.judged, verdict=verdict, standin_capture=judged, standin_report=standin_wrapped)
+    else:
+        session.done_with("standin", "verdict")
     del standin, judged
-    if not launch.wrapped:  # a wrapper's graphs are judged on the stand-in's, after the own trace says what it did
-        judge = None
-        session.done_with_standin()
     capture, wrapped, _ = session.own_trace()
     memory = fitted = None
     note = "not measured (--no-memory)" if not want_memory else "not measured: --inference traces no backward"
@@ -300,7 +300,7 @@ def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
     trace, breaks, entry = build_trace_report(capture), capture.breaks, capture.spec.entry
     rank_memory = launch.rank_memory(memory, wrapped, capture)
     del capture
-    session.done_with_own_trace()
+    session.done_with("own")
     wrapped = judge(wrapped) if judge is not None else wrapped
     index = NodeIndex({(p.region, p.graph): p.facts for p in pictures})
     findings = build_findings(trace, breaks, verdict, devices, index, marks)

@@ -230,18 +230,13 @@ class Session:
         launch, kept."""
         return self._keep(("own",), lambda: self.launch.trace_own(self))
 
-    def done_with_own_trace(self) -> None:
-        """The question being answered reads the own-device trace no more. A one-question session forgets it, so what
-        comes next (another trace, the page) reuses its memory (issue 49: ``report`` on a 5,502-module model held both
-        traces' graphs at its peak); a session the caller keeps keeps it for the next question."""
+    def done_with(self, *kinds: str) -> None:
+        """The question being answered reads the traces kept under ``kinds`` no more (``"own"``; ``"standin"`` and the
+        ``"verdict"`` that holds it). A one-question session forgets them, so what comes next (another trace, the page)
+        reuses their memory (issue 49: ``report`` on a 5,502-module model peaked in its second trace, on the first one's
+        leftovers); a session the caller keeps keeps them for the next question."""
         if self.one_question:
-            self._kept.pop(("own",), None)
-
-    def done_with_standin(self) -> None:
-        """As :meth:`done_with_own_trace`, for the stand-in's traces and the verdicts that hold them (``report`` takes
-        its verdict, devices and pictures first, then makes the own-device trace in their memory)."""
-        if self.one_question:
-            for key in [k for k in self._kept if k[0] in ("standin", "verdict")]:
+            for key in [k for k in self._kept if k[0] in kinds]:
                 del self._kept[key]
 
     def standin_trace(self, backend: Optional[str] = None, steps: int = STEPS, dynamic: bool = False):
