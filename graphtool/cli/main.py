@@ -79,11 +79,10 @@ def _root(
 
 
 def _register() -> None:
-    import importlib
+    from graphtool.cli import bench, compile, cudagraphs, devices, diff, lint, log, memory, mutations, render, report, shapes, trace
 
-    for name in ("trace", "mutations", "devices", "cudagraphs", "render", "bench", "lint", "memory", "report", "shapes",
-                 "log", "diff", "compile"):  # in the order --help lists them
-        importlib.import_module(f"graphtool.cli.{name}").register(app)
+    for command in (trace, mutations, devices, cudagraphs, render, bench, lint, memory, report, shapes, log, diff, compile):
+        command.register(app)  # in the order --help lists them
 
 
 _register()
