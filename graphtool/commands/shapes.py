@@ -97,20 +97,15 @@ class ShapesResult(ModelResult):
 shapes = per_model("shapes")
 
 
-def run(session, *, sizes: Sequence[str], steps: Optional[int], max_steps: int, seed: int,
-        mark_dynamic: Sequence[str], maybe_mark_dynamic: Sequence[str], dynamic: Optional[str],
-        backend: str, settings: Sequence[str], stance: Optional[str], advise: bool,
-        schedule: Optional[Iterable]) -> ShapesResult:
+def run(session, *, schedule: Optional[Iterable], **flags) -> ShapesResult:
     """One :class:`ShapesResult` (a :class:`~graphtool.analysis.shapes.ShapeReport`); ``found`` when the frame passes
     ``recompile_limit``, the loop fails, or a graph is recorded for more sizes than torch warns about.
 
     The schedule is, in order: ``schedule`` (an iterable of the model's inputs per step, as the script's
-    ``get_input_schedule()`` yields them), ``sizes`` (``--sizes``), the script's ``get_input_schedule()``; the other
-    options are :func:`check_options`'."""
+    ``get_input_schedule()`` yields them), ``sizes`` (``--sizes``), the script's ``get_input_schedule()``; ``flags``
+    are the table's other shapes options, as :func:`check_options` takes them."""
     session.launch.check("shapes", alone=True)
-    opts = check_options(sizes=sizes, steps=steps, max_steps=max_steps, seed=seed, mark_dynamic=mark_dynamic,
-                         maybe_mark_dynamic=maybe_mark_dynamic, dynamic=dynamic, settings=settings,
-                         inference=session.inference, backend=backend, advise=advise, stance=stance)
+    opts = check_options(inference=session.inference, **flags)
     report, header = _one_model(session, schedule, opts)
     return ShapesResult(header, report, bool(report.limit_step or report.failed or report.warnings))
 
