@@ -114,7 +114,18 @@ def _independent(script: Path, how: str, backend: str, blocks: str) -> float:
 def test_the_regional_ratio_matches_an_independent_measurement(script, blocks, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # graphtool's children and the plain script alike (CI's workers set it)
     backend = "aot_eager"  # dynamo and AOT autograd, where regional compilation saves: seconds, not minutes, in CI
-    report = compile_model(str(FIXTURES / script), backend=backend, regional=True, steps=1).report
-    ours = report.regional.cpu_seconds / report.full.cpu_seconds
-    theirs = _independent(FIXTURES / script, "regional", backend, blocks) / _independent(FIXTURES / script, "whole", backend, blocks)
-    assert ours == pytest.approx(theirs, rel=0.25), (ours, theirs)
+    # CPU seconds only grow when the other xdist worker shares the cores (CI's clean clone once saw 0.53 against
+    # 0.37 where a quiet machine gives 0.40 and 0.40 three times over): each quantity is the least of its samples,
+    # as timeit takes the minimum, and a round is added (three at most) while the two ratios disagree
+    samples: dict[str, list[float]] = {"ours regional": [], "ours whole": [], "theirs regional": [], "theirs whole": []}
+    for _ in range(3):
+        report = compile_model(str(FIXTURES / script), backend=backend, regional=True, steps=1).report
+        samples["ours regional"].append(report.regional.cpu_seconds)
+        samples["ours whole"].append(report.full.cpu_seconds)
+        for how in ("regional", "whole"):
+            samples[f"theirs {how}"].append(_independent(FIXTURES / script, how, backend, blocks))
+        ours = min(samples["ours regional"]) / min(samples["ours whole"])
+        theirs = min(samples["theirs regional"]) / min(samples["theirs whole"])
+        if ours == pytest.approx(theirs, rel=0.25):
+            break
+    assert ours == pytest.approx(theirs, rel=0.25), (ours, theirs, samples)
