@@ -123,6 +123,10 @@ class LoadOnce:
             return self._run(key, again=True), "meta"
         return copied, "meta"
 
+    def accelerator(self, key: Key) -> str:
+        """Where :meth:`standin` traces ``key``'s model: ``"cuda"`` (the model itself, on its GPU) or ``"meta"``."""
+        return self._load(key).accel
+
     def _put_back(self, loaded: _Loaded) -> None:
         if loaded.dirty:
             loaded.state.restore(final=False)

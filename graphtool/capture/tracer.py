@@ -106,10 +106,27 @@ class Capture:
     own_step: Any = None
     # dynamo's own counters for the traced call (compat.counters_since): calls_captured, fallbacks_to_eager, ...
     counters: dict | None = None
+    # a trace of several steps: the fields above as they stood when its first step ended (what a one-step trace
+    # finds), read through first_step()
+    first: dict | None = None
 
     @property
     def regions_judged(self) -> int:
         return len(self.regions)
+
+    def first_step(self) -> Capture:
+        """This capture as its first step left it: the regions, breaks, skipped frames, metadata changes, counters
+        and no-graph cause a trace of that one step finds (a recompile at a later step left out), the step log kept.
+
+        >>> c = Capture(None, ["r1", "r2"], True, "cuda", [], first={"regions": ["r1"], "breaks": []})
+        >>> c.first_step().regions, c.first_step().first_step().regions
+        (['r1'], ['r1'])
+        """
+        if not self.first:
+            return self
+        later = len(self.regions) - len(self.first["regions"])
+        return dataclasses.replace(self, **self.first, first=None, regions_compiled=None if self.regions_compiled is None
+                                   else self.regions_compiled - later)
 
 
 def wants_training(spec: ModelSpec, inference: bool) -> bool:
@@ -278,9 +295,16 @@ def trace_model(
             meta_constants, young_generations_only():
         grad_enabled = torch.is_grad_enabled()  # a script's own torch.set_grad_enabled(False) included
         counted = compat.capture_counters()
+        first: dict = {}
+
+        def first_step_ended() -> None:
+            if steps > 1:
+                first.update(_facts(spec, keeping, recorder, record_breaks, before, names, counted, stopped=None, copy=True))
+
         try:
             out = _run_examples(torch, spec, keeping, training=training, dynamic=dynamic, standin=standin,
                                 steps=steps, frames=recorder.frames, schedule=schedule, compile_dynamic=compile_dynamic,
+                                first_step_ended=first_step_ended,
                                 wrap=functools.partial(wrapper.wrap, spec=spec) if wrapper is not None else None)
         except GraphtoolError:
             raise
@@ -301,23 +325,33 @@ def trace_model(
                 region.backward = region.partitioned_backward
     return Capture(
         spec=spec,
-        regions=keeping.regions,
         backend=backend,
         training=training,
         device=model_device(spec),
-        breaks=recorder.breaks if record_breaks else [],
-        skipped_frames=recorder.skipped_frames() if record_breaks else [],
-        no_graph=None if keeping.regions or stopped else _no_graph(recorder),
         outputs=out,
-        metadata_changes=_metadata_changes(spec, before, names),
         stopped=stopped,
         no_backward=_no_backward(out) if training and keeping.regions and not stopped else None,
         steps=getattr(keeping, "step_log", None),
         own_step=getattr(keeping, "own_step", None),
         module_training=module_training(spec),
         grad_enabled=grad_enabled,
-        counters=compat.counters_since(counted),
+        first=first or None,
+        **_facts(spec, keeping, recorder, record_breaks, before, names, counted, stopped=stopped),
     )
+
+
+def _facts(spec, keeping, recorder, record_breaks, before, names, counted, *, stopped, copy: bool = False) -> dict:
+    """The fields of a :class:`Capture` that grow with each step, as they stand now (``copy``: lists that later
+    steps will not extend)."""
+    keep = list if copy else (lambda items: items)
+    return {
+        "regions": keep(keeping.regions),
+        "breaks": keep(recorder.breaks) if record_breaks else [],
+        "skipped_frames": recorder.skipped_frames() if record_breaks else [],
+        "no_graph": None if keeping.regions or stopped else _no_graph(recorder),
+        "metadata_changes": _metadata_changes(spec, before, names),
+        "counters": compat.counters_since(counted),
+    }
 
 
 def _compiled_autograd_on() -> bool:
@@ -354,10 +388,11 @@ def _no_graph(recorder: BreakRecorder) -> str:
 
 
 def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: bool, standin: bool, steps: int = 1,
-                  frames: list | None = None, wrap=None, schedule=None, compile_dynamic: bool | None = None):
+                  frames: list | None = None, wrap=None, schedule=None, compile_dynamic: bool | None = None,
+                  first_step_ended: Callable[[], None] | None = None):
     """Compile the model with ``backend`` and run the example inputs (backward too, in training);
     then steps 2..``steps`` of a loop (:func:`graphtool.capture.steady_state.run_steps`). ``wrap``
-    (``--ddp``) wraps the compiled model before it runs."""
+    (``--ddp``) wraps the compiled model before it runs; ``first_step_ended`` is called between the two."""
     with standin_warnings_silenced() if standin else contextlib.nullcontext():
         compiled = torch.compile(spec.model, backend=backend, dynamic=compile_dynamic)
         runner = wrap(compiled) if wrap is not None else compiled
@@ -375,6 +410,8 @@ def _run_examples(torch, spec: ModelSpec, backend, *, training: bool, dynamic: b
             more = variant()
             if training:
                 _run_backward(torch, more)
+        if first_step_ended is not None:
+            first_step_ended()
         backend.step_log = run_steps(spec, runner, backend.calls, out, steps=steps, training=training,
                                      reset=backend.own_step is None,
                                      backward=functools.partial(_run_backward, torch),

@@ -174,6 +174,16 @@ class Session:
             self._import_torch()
             return self.loads.standin(self._key(entry, factory_args))
 
+    def on_gpu(self) -> bool:
+        """The model lives on a GPU, so its stand-in is itself (:meth:`standin_spec`'s ``"cuda"``)."""
+        from graphtool.capture.standin.meta import accelerator_of
+
+        if self.object is not None:
+            return self.device != "meta" and accelerator_of(self.object.spec) == "cuda"
+        with quiet_stdout():
+            self._import_torch()
+            return self.loads.accelerator(self._key(None, ())) == "cuda"
+
     def fresh_spec(self, entry: Optional[str], factory_args: tuple):
         """The model built afresh, as another rank's process builds it (its script may read its rank): the script
         runs again; a caller's object is copied."""
@@ -227,8 +237,17 @@ class Session:
 
     def own_trace(self):
         """``(capture, what the wrapper did, the launch it ran in)``: the trace on the model's own device under the
-        launch, kept."""
-        return self._keep(("own",), lambda: self.launch.trace_own(self))
+        launch, kept. A session kept for more questions, of a model alone on its GPU, reads it from the first step of
+        :meth:`standin_trace` (which traces on the GPU itself): one trace answers trace, mutations, devices and
+        cudagraphs, where a model on the CPU needs two (its own device's graphs, and the accelerator's on meta)."""
+        def own():
+            if not self.one_question and not self.launch.wrapped and self.on_gpu():
+                from graphtool.commands.launch import Opened
+
+                capture, _accel, wrapped = self.first_step()
+                return capture, wrapped, Opened(None, self.entry)
+            return self.launch.trace_own(self)
+        return self._keep(("own",), own)
 
     def done_with(self, *kinds: str) -> None:
         """The question being answered reads the traces kept under ``kinds`` no more (``"own"``; ``"standin"`` and the
@@ -247,18 +266,11 @@ class Session:
                           lambda: self.launch.standin(self, backend, steps=steps, dynamic=dynamic))
 
     def first_step(self, backend: Optional[str] = None):
-        """:meth:`standin_trace`'s capture and accelerator as its first step compiled them (the regions a
-        recompile added at a later step left out): what ``devices``, ``render`` and the report's pictures read."""
-        from dataclasses import replace
-
+        """:meth:`standin_trace`'s capture and accelerator as its first step left them (what a later step added, a
+        recompile's region, left out; :meth:`Capture.first_step`): what ``devices``, ``render`` and the report's
+        pictures read, and on a GPU the session's own-device trace too."""
         capture, accel, wrapped = self.standin_trace(backend)
-        first = getattr(capture.steps, "region_steps", ()) or ()
-        if any(s > 1 for s in first):
-            regions = [r for r, s in zip(capture.regions, first) if s == 1]
-            later = len(capture.regions) - len(regions)
-            capture = replace(capture, regions=regions, regions_compiled=None if capture.regions_compiled is None
-                              else capture.regions_compiled - later)
-        return capture, accel, wrapped
+        return capture.first_step(), accel, wrapped
 
     def verdict(self, backend: str = "inductor", steps: int = STEPS, dynamic: bool = False, settings=()):
         """``(verdict, capture, accelerator, what the wrapper did)``: would CUDA graphs be applied under ``backend``,

@@ -56,6 +56,35 @@ def test_a_session_answers_what_the_separate_commands_answer(asked):
     assert answers["cudagraphs"].to_dict() == alone.to_dict()
 
 
+#: on a GPU one trace serves: step 2 recompiles (its region left out), graph breaks, a step that runs its own optimizer
+ON_GPU = (str(FIXTURES / "steady" / "int_attribute.py"), example("graph_breaks.py"), str(FIXTURES / "train_step" / "adamw.py"))
+
+
+@pytest.mark.parametrize("path", ON_GPU, ids=lambda p: p.rsplit("/", 1)[-1])
+def test_a_session_of_a_model_on_its_gpu_reads_trace_from_the_cudagraphs_trace(path, monkeypatch):
+    """A model on its GPU is its own stand-in: trace and mutations read the first step of the three-step trace that
+    devices and cudagraphs read, one trace in all, and answer what a one-step trace answers. Here the CPU model is
+    taken for a GPU's (where the model lives is the one fact the path reads); tests/gpu runs it on a real one."""
+    import graphtool.capture.standin.meta as meta
+    from graphtool.commands.session import Session
+
+    with graphtool.load(path) as s:
+        alone = s.trace().to_dict(), s.mutations().to_dict()
+    steps = []
+    real = Session.trace_spec
+
+    def counted(self, spec, **options):
+        steps.append(options.get("steps", 1))
+        return real(self, spec, **options)
+
+    monkeypatch.setattr(Session, "trace_spec", counted)
+    monkeypatch.setattr(meta, "accelerator_of", lambda spec: "cuda")
+    with graphtool.load(path) as s:
+        assert (s.trace().to_dict(), s.mutations().to_dict()) == alone
+        s.devices(), s.cudagraphs()
+    assert steps == [3]
+
+
 def test_a_one_question_report_forgets_each_trace_once_its_facts_are_taken():
     """The CLI's sessions and ``graphtool.report(model)``'s answer one question: report takes what it reads of the
     stand-in's trace (verdict, devices, pictures) and forgets it before the own-device trace is made, then forgets that

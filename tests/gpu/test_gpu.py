@@ -153,3 +153,33 @@ def test_bench_times_a_dropout_model_in_every_mode_on_gpu(cli):
     data = json.loads(out)
     assert rc == 0 and [m["status"] for m in data["modes"]] == ["ok"] * 4, data["modes"]
     assert data["random_ops"]["check"] == "dropout off" and all(m["median_ms"] for m in data["modes"])
+
+
+def test_a_session_of_a_model_on_the_gpu_traces_it_once():
+    """On the GPU the model is its own stand-in: trace, mutations, devices and cudagraphs of one session read one
+    three-step trace (trace and mutations its first step), and trace answers what a one-step trace answers
+    (tests/api/test_session.py checks the same path on CPU, the model taken for a GPU's)."""
+    import graphtool
+    from graphtool.capture.user.script import load_model
+    from graphtool.commands.session import Session
+    from tests.helpers import example
+
+    spec = load_model(example("mlp.py"))
+    model, args = spec.model.cuda(), tuple(a.cuda() for a in spec.args)
+    alone = graphtool.trace(model, *args).to_dict()  # one question: a one-step trace
+    steps = []
+    real = Session.trace_spec
+
+    def counted(self, spec, **options):
+        steps.append(options.get("steps", 1))
+        return real(self, spec, **options)
+
+    Session.trace_spec = counted
+    try:
+        with graphtool.load(model, *args) as s:
+            assert s.trace().to_dict() == alone
+            s.mutations(), s.devices()
+            assert s.cudagraphs().report.eligible  # mlp.py: recorded on the GPU (docs/gpu-results.md)
+    finally:
+        Session.trace_spec = real
+    assert steps == [3]
