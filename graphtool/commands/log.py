@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Optional
 
 from graphtool.commands.progress import SILENT, Progress
@@ -224,9 +223,3 @@ def _lay_out(drawing, timeout: float) -> tuple[Optional[str], Optional[str]]:
         return None, "missing"
     except UsageError as exc:
         return None, (f"its layout took longer than {timeout:g} s" if "took longer" in exc.message else exc.message)
-
-
-def default_page(paths: Sequence[str]) -> Path:
-    first = Path(str(paths[0]))
-    stem = first.name.split(".")[0] if first.is_file() else first.name or "trace"
-    return Path(f"{stem}-log.html")
