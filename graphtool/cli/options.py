@@ -55,6 +55,12 @@ def flag(option) -> typer.models.OptionInfo:
     return typer.Option(default, *decls, help=option.help, **({"metavar": option.metavar} if option.metavar else {}))
 
 
+def parameters(table_options) -> list[inspect.Parameter]:
+    """Table options as the keyword parameters of a Typer command's signature."""
+    return [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=flag(o), annotation=o.type or type(o.default))
+            for o in table_options]
+
+
 #: the table's ``--entry`` and ``--format`` as typer's, for the commands that load no model in this process (log,
 #: compile and diff read files or run children, so they ask no Session)
 EntryOpt = flag(next(o for o in LOAD if o.name == "entry"))
@@ -67,8 +73,7 @@ def register(app: typer.Typer, name: str, help: str, show=None, ask=None) -> Non
     them); then ``show(answers, view)`` (default: each view, or one document, and ``--check``'s exit code)."""
     cmd = COMMANDS[name]
     params = [inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, default=ModelArg, annotation=Optional[str])]
-    params += [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=flag(o), annotation=o.type or type(o.default))
-               for o in [o for o in LOAD if o.name in cmd.load] + [o for o in cmd.options if o.flag is not None]]
+    params += parameters([o for o in LOAD if o.name in cmd.load] + [o for o in cmd.options if o.flag is not None])
 
     def command(**given):
         from graphtool.cli import console

@@ -4,8 +4,9 @@ docs/options.md all read this table.
 :data:`LOAD` are a :class:`~graphtool.commands.session.Session`'s own (what to load and how to launch it:
 ``graphtool.load(model, *inputs, **LOAD)``); each :class:`Command` lists the ones its CLI takes and its own
 (``Session.trace(**options)``). An option's Python name is the keyword (``settings``), its flag what the CLI
-calls it (``--set``); ``flag=None``: Python only (a callable, a list of inputs); ``view``: how the CLI shows the
-result (``--format``, ``--check``), which the result itself answers (``to_dict()``, ``found``).
+calls it (``--set``); ``flag=None``: Python only (a callable, a list of inputs); ``view``: the CLI's alone, how it shows
+the result (``--format``, ``--check``), which the result itself answers (``to_dict()``, ``found``), or lint's gate over
+many models (``--run``, ``--jobs``).
 
     >>> COMMANDS["cudagraphs"].option("settings").cli
     '--set'
@@ -37,7 +38,7 @@ class Option:
     metavar: str = ""
     type: Any = None  # the CLI's type where the default does not say it (Optional[str], list[str])
     off: str = ""  # a switch's off flag ("--no-memory")
-    view: bool = False  # the CLI's way of showing the result: no keyword argument
+    view: bool = False  # the CLI's alone (how it shows the result, lint's gate): no keyword argument
 
     @property
     def cli(self) -> str:
@@ -213,7 +214,11 @@ COMMANDS = {c.name: c for c in (
         Option("warm", False, "Also compile again in another process with inductor's caches on (the hits)."),
         Option("steps", 3, "Timed steps after the first call; the step time is their median.", metavar="N"),
         FORMAT), timed=False),  # fresh children, each within what is left of the Session's timeout
-    Command("lint", "A CI gate for graph breaks, recompiles and skipped frames.", ("entry", "device", "timeout"), (
+    Command("lint", "A CI gate for graph breaks, recompiles and skipped frames.",
+            ("ddp", "fsdp2", "world_size", "bucket_cap_mb"), (
+        # view=True here: the CLI's gate over many models, each in a child (graphtool.load(m).lint() lints one, here)
+        Option("run", None, "Run this script unchanged (as __main__), every torch.compile redirected; arguments after "
+               "--.", type=OPT_STR, view=True),
         Option("steps", None, "The model's inputs per call (each a tuple of positional arguments, or one tensor): "
                "recompiles are what a loop over them triggers.", flag=None),
         Option("max_graph_breaks", None, "Fail when a model has more graph breaks (default: no budget; breaks are "
@@ -234,9 +239,27 @@ COMMANDS = {c.name: c for c in (
         Option("allowed_breaks", (), "Break reasons or gb ids accepted (the config's allowed_breaks).", flag=None),
         Option("dynamic", False, "Also run differently-sized inputs (the script's dynamic_inputs or dynamic_dims, "
                "else token ids one longer, else batch + 1) to catch recompiles."),
+        Option("schedule", False, "Also run each step the script's get_input_schedule() yields (as graphtool shapes "
+               "reads it): recompiles are the loop's own, and a frame that hits torch's recompile_limit fails lint "
+               "whatever the budget.", view=True),
         Option("baseline", None, "Fail only on breaks not in this baseline file (or its content, in Python).",
                type=OPT_PATH),
+        Option("update_baseline", False, "Write the current breaks to the baseline file and pass.", view=True),
+        Option("strict", False, "Also fail when a baselined break no longer occurs (keeps the baseline tight).",
+               view=True),
         Option("name", None, "The model's name in the baseline (default: its source file).", flag=None),
+        Option("config", None, "Config file (default: graphtool.yaml or [tool.graphtool] in pyproject.toml).",
+               type=OPT_PATH, view=True),
+        Option("format", "text", "text, json, sarif, junit, github or html (one self-contained page).", short="-f",
+               view=True),
+        Option("output", None, "Write the report here; the terminal still gets the summary.", short="-o",
+               type=OPT_PATH, view=True),
+        Option("jobs", None, "Models linted in parallel, each in its own process (default 1).", short="-j",
+               type=OPT_INT, view=True),
+        Option("timeout", None, "Seconds each model may take (default: no limit).", type=OPT_FLOAT, view=True),
+        Option("log", None, "Judge a real run's TORCH_TRACE logs (a folder, .log or .log.gz; repeatable) instead of "
+               "running a model: its breaks and recompiles, every rank, with the same budgets, baseline and formats.",
+               metavar="PATH", type=Optional[STRS], view=True),
     ), cached=False),
     Command("report", "Write one self-contained HTML report of everything.", _MODEL + _LAUNCH, (
         Option("output", None, "The HTML file (default: MODEL-report.html here; in Python, written only when given).",
