@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 
 from graphtool.analysis.coverage import coverage_of
+from graphtool.analysis.trace_report import BreakInfo
 from graphtool.capture.processes.lint_job import LintJob, LintResult
 from graphtool.display_paths import display_path as _rel
 from graphtool.text import count
@@ -101,21 +102,12 @@ class LintTarget:
 
 
 @dataclass(frozen=True)
-class Break:
-    reason: str
-    code: str | None
-    file: str | None
-    line: int | None
-    source_text: str | None
-    hint: str | None
-    occurrences: int = 1
+class Break(BreakInfo):
+    """A graph break as lint judges it: the one record (:class:`~graphtool.capture.processes.lint_job.BreakRecord`,
+    placed as trace places it, with trace's help) and whether the baseline knew it and a config allowed it."""
+
     new: bool | None = None  # None without a baseline
     allowed: bool = False
-    # where torch saw it when that is library code; ``file``/``line`` are then the user's frame
-    library_file: str | None = None
-    library_line: int | None = None
-    col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
-    end_col: int | None = None
 
     @property
     def kind(self) -> str:
@@ -124,14 +116,6 @@ class Break:
     @property
     def library(self) -> str | None:
         return library_place(self.library_file, self.library_line)
-
-    @property
-    def help(self) -> str:
-        """What to do about it, for its cause, as every command says it (:func:`~graphtool.analysis.diagnostics.break_help`)."""
-        from graphtool.analysis.diagnostics import break_help
-
-        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.file, self.library_file),
-                          source=self.source_text)
 
     def key(self) -> tuple:
         # the library place keeps apart breaks that one user call led to
@@ -291,9 +275,7 @@ def judge(target: LintTarget, result: LintResult, budget: Budget | None = None, 
     root = baseline_root(baseline) if baseline is not None else ""
     breaks = []
     for d in result.breaks:
-        b = Break(d.reason, d.code, d.file, d.line, d.source_text, d.hint, d.occurrences,
-                  library_file=d.library_file, library_line=d.library_line, col=d.col, end_col=d.end_col)
-        b = replace(b, allowed=any(p.search(b.reason) for p in patterns))
+        b = Break.of(d, allowed=any(p.search(d.reason) for p in patterns))
         if known is not None:
             b = replace(b, new=_break_key(b, root) not in known)
         breaks.append(b)

@@ -6,11 +6,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from graphtool.analysis.graph_summary import GraphSummary, summarize_graph
 from graphtool.analysis.mutations import MutationReport, analyze_mutations
+from graphtool.capture.graph_breaks import BreakRecord
 
 SCHEMA_VERSION = 1
 
@@ -30,20 +31,15 @@ class RegionReport:
 
 
 @dataclass(frozen=True)
-class BreakInfo:
-    """One graph break, where it points as ``graphtool lint`` places it (:func:`graphtool.capture.graph_breaks.at_user_code`):
-    ``file``/``line`` the user's own line, ``library_*`` torch's place when that is library code the user's line led into."""
+class BreakInfo(BreakRecord):
+    """One graph break (the one record every command shows, :class:`~graphtool.capture.processes.lint_job.BreakRecord`:
+    ``file``/``line`` the user's own line, ``library_*`` torch's place when that is library code the user's line led
+    into, ``source_text`` that line when traced, what graphtool diff matches a moved break by), as trace shows it."""
 
-    file: str | None
-    line: int | None
-    reason: str
-    code: str | None = None  # torch's graph-break id (gb0124)
-    hint: str | None = None  # torch's suggested fix
-    col: int | None = None  # 0-based column range of the expression that broke (the diagnostic's caret)
-    end_col: int | None = None
-    library_file: str | None = None  # a break in library code: where torch saw it
-    library_line: int | None = None
-    source_text: str | None = None  # the stripped line at ``file:line`` when traced: what graphtool diff matches a moved break by
+    @classmethod
+    def of(cls, record: BreakRecord, **more):
+        """``record`` seen as this class (lint's :class:`~graphtool.analysis.lint.Break` adds ``new`` and ``allowed``)."""
+        return cls(**{f.name: getattr(record, f.name) for f in fields(BreakRecord)}, **more)
 
     @property
     def url(self) -> str | None:
@@ -57,8 +53,8 @@ class BreakInfo:
         """What to do about it, for its cause, as every command says it (:func:`~graphtool.analysis.diagnostics.break_help`)."""
         from graphtool.analysis.diagnostics import break_help, read_line
 
-        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.library_file, self.file),
-                          source=read_line(self.file, self.line) if self.file and self.line else None)
+        source = self.source_text or (read_line(self.file, self.line) if self.file and self.line else None)
+        return break_help(self.reason, code=self.code, hint=self.hint, files=(self.library_file, self.file), source=source)
 
     def to_dict(self) -> dict:
         d = {"file": self.file, "line": self.line, "reason": self.reason, "code": self.code, "hint": self.hint,
@@ -78,15 +74,9 @@ class BreakInfo:
 
 def break_info(b) -> BreakInfo:
     """A captured graph break (:class:`~graphtool.capture.graph_breaks.GraphBreak`) where it points."""
-    import linecache
+    from graphtool.capture.graph_breaks import placed
 
-    from graphtool.capture.graph_breaks import at_user_code
-
-    file, line, library_file, library_line = at_user_code(b.file, b.line, getattr(b, "stack", ()))
-    here = library_file is None  # the columns are of torch's place, not of a user's call that led there
-    return BreakInfo(file, line, b.reason, getattr(b, "code", None), getattr(b, "hint", None),
-                     getattr(b, "col", None) if here else None, getattr(b, "end_col", None) if here else None,
-                     library_file, library_line, (linecache.getline(file, line).strip() or None) if file and line else None)
+    return BreakInfo.of(placed(b))
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,29 @@ class GraphBreak:
     end_col: int | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class BreakRecord:
+    """One graph break where it points, for every command (:func:`placed`): the user's
+    own line, torch's place as the library's when the user's line led into library code. trace's view of it is
+    :class:`~graphtool.analysis.trace_report.BreakInfo`, lint's :class:`~graphtool.analysis.lint.Break`; a lint
+    child's are deduplicated by (file, line, reason), ``occurrences`` counting them."""
+
+    reason: str
+    code: str | None = None  # torch's gbNNNN id
+    file: str | None = None
+    line: int | None = None
+    source_text: str | None = None  # the stripped line at ``file:line`` when traced (graphtool diff matches by it)
+    hint: str | None = None  # torch's suggested fix
+    occurrences: int = 1
+    # where torch saw the break when that is library code (torch, an installed package); ``file`` and
+    # ``line`` are then the user's own frame that led there
+    library_file: str | None = None
+    library_line: int | None = None
+    # 0-based column range of the expression that broke on ``line`` (Python 3.11+), when torch says
+    col: int | None = None
+    end_col: int | None = None
+
+
 @dataclass
 class FrameEvent:
     """One dynamo compile of a frame (from ``compilation_metrics``)."""
@@ -434,6 +457,25 @@ def at_user_code(file: str | None, line: int | None, stack, called_at: StackFram
     if site is None:  # no user frame anywhere: torch's place is the best there is
         return file, line, None, None
     return site.file, site.line, file, line
+
+
+def placed(b, called_at: StackFrame | None = None):
+    """A captured break (:class:`GraphBreak`) as the one record every command shows
+    (:class:`BreakRecord`), where :func:`at_user_code` places it: the columns
+    only where it stays at torch's place (they are of that line), the source text of the line it points to.
+
+    >>> r = placed(GraphBreak("/app/m.py", 4, "print", col=8, end_col=16))
+    >>> (r.file, r.line, r.col, r.library_file)
+    ('/app/m.py', 4, 8, None)
+    """
+    import linecache
+
+    file, line, library_file, library_line = at_user_code(b.file, b.line, getattr(b, "stack", ()), called_at)
+    here = library_file is None
+    return BreakRecord(reason=b.reason, code=getattr(b, "code", None), file=file, line=line,
+                       source_text=(linecache.getline(file, line).strip() or None) if file and line else None,
+                       hint=getattr(b, "hint", None), library_file=library_file, library_line=library_line,
+                       col=getattr(b, "col", None) if here else None, end_col=getattr(b, "end_col", None) if here else None)
 
 
 class quiet_torch_logs:

@@ -36,7 +36,8 @@ def _infos():
     out = []
     for reason, code, hint, file, line, called, _ in BREAKS:
         file = OPTIMIZER_PY if file == "OPTIMIZER" else file
-        out.append(BreakInfo(*(called or (file, line)), reason, code, hint, library_file=file if called else None,
+        at = called or (file, line)
+        out.append(BreakInfo(reason, code, *at, hint=hint, library_file=file if called else None,
                              library_line=line if called else None))
     return out
 

@@ -108,9 +108,9 @@ def test_the_page_lists_the_graph_breaks_above_one_finding_for_the_optimizer():
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import BreakInfo, TraceReport
 
-    breaks = (BreakInfo(STEP, 54, "Unsupported Tensor.backward() call", "gb0123"),
-              BreakInfo("torch/optim/optimizer.py", 79, "Call to `torch._dynamo.graph_break()`", "gb0025"),
-              BreakInfo(STEP, 56, "Attempted to inline function marked as skipped", "gb0008"))
+    breaks = (BreakInfo("Unsupported Tensor.backward() call", "gb0123", STEP, 54),
+              BreakInfo("Call to `torch._dynamo.graph_break()`", "gb0025", "torch/optim/optimizer.py", 79),
+              BreakInfo("Attempted to inline function marked as skipped", "gb0008", STEP, 56))
     trace = TraceReport("0", "2.13", STEP, "model", "cpu", True, (), breaks, step_mutations())
     findings = build_findings(trace, breaks, None, None, NodeIndex({}))
     assert [f.kind for f in findings] == ["graph-break"] * 3 + ["mutation"]  # 211 findings before
@@ -144,7 +144,7 @@ def step_trace():
              + [ph(208 + i, "gradient", p + ".grad") for i, p in enumerate(PARAMS)])
     regions = (RegionReport(0, GraphSummary("forward", 300, {"aten.mm": 20}, tuple(forward), (), ()), None),
                RegionReport(1, GraphSummary("forward", 1500, {"aten._foreach_add_.Scalar": 2}, tuple(optim), (), ()), None))
-    breaks = (BreakInfo(STEP, 54, "Unsupported Tensor.backward() call", "gb0123"),)
+    breaks = (BreakInfo("Unsupported Tensor.backward() call", "gb0123", STEP, 54),)
     return TraceReport("0", "2.13.0", STEP, "model", "cpu", True, regions, breaks, step_mutations())
 
 

@@ -130,8 +130,8 @@ TRACE = TraceReport(
     module_training=True,
     regions=(RegionReport(0, FORWARD_0, BACKWARD_0), RegionReport(1, FORWARD_1, None)),
     breaks=(
-        BreakInfo(f"{PROJECT}/{KV_MODEL}", 88, "Unsupported Tensor.item() call with capture_scalar_outputs=False"),
-        BreakInfo(None, None, "Call to `torch._dynamo.graph_break()`"),
+        BreakInfo("Unsupported Tensor.item() call with capture_scalar_outputs=False", file=f"{PROJECT}/{KV_MODEL}", line=88),
+        BreakInfo("Call to `torch._dynamo.graph_break()`"),
     ),
     mutations=MUTATIONS,
 )

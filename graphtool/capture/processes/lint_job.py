@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+from graphtool.capture.graph_breaks import BreakRecord  # the one break record, as a child writes it back
+
 #: the child-process entry point (``python -m WORKER JOB.json RESULT.json``)
 WORKER = "graphtool.capture.processes.lint_worker"
 
@@ -56,26 +58,6 @@ class LintJob:
                    ddp=(int(d["ddp"][0]), float(d["ddp"][1])) if d.get("ddp") else None,
                    fsdp2=int(d["fsdp2"]) if d.get("fsdp2") else None, schedule=bool(d.get("schedule")),
                    coverage=bool(d.get("coverage")))
-
-
-@dataclass(frozen=True)
-class BreakRecord:
-    """One graph-break site as dynamo reported it, deduplicated by (file, line, reason)."""
-
-    reason: str
-    code: Optional[str]  # torch's gbNNNN id
-    file: Optional[str]
-    line: Optional[int]
-    source_text: Optional[str]
-    hint: Optional[str]
-    occurrences: int = 1
-    # where torch saw the break when that is library code (torch, an installed package); ``file`` and
-    # ``line`` are then the user's own frame that led there
-    library_file: Optional[str] = None
-    library_line: Optional[int] = None
-    # 0-based column range of the expression that broke on ``line`` (Python 3.11+), when torch says
-    col: Optional[int] = None
-    end_col: Optional[int] = None
 
 
 @dataclass(frozen=True)

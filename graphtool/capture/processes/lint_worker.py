@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import linecache
 import os
 import runpy
 import sys
@@ -33,6 +32,7 @@ from graphtool.capture.graph_breaks import (
     at_user_code,
     guard_site,
     hit_recompile_limit,
+    placed,
     quiet_torch_logs,
 )
 from graphtool.capture.no_graph import CompileSeen, no_graph_cause
@@ -312,19 +312,14 @@ class _Tail:
         return getattr(self._stream, name)
 
 
-def _source_text(file: str | None, line: int | None) -> str | None:
-    if not file or not line:
-        return None
-    text = linecache.getline(file, line).strip()
-    return text or None
-
-
 def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: StackFrame | None = None) -> LintResult:
     """The recorder's events as records at the user's own code (``called_at``: where no user frame
     is on the stack, the place that stands for the user's call)."""
     sites: dict[tuple, list[BreakRecord]] = {}
     for b in rec.breaks:
-        r = _break_record(b, called_at)
+        # a break with no user frame on its stack (a library model's own code) stays at the library line that
+        # broke: ``called_at``, the factory's def line, never led to it and names no line worth reading
+        r = placed(b)
         # the library place is part of the site: two breaks under one user call stay two
         sites.setdefault((r.file, r.line, r.reason, r.library_file, r.library_line), []).append(r)
     breaks = tuple(replace(same[0], occurrences=len(same)) for same in sites.values())
@@ -339,16 +334,6 @@ def _result(rec: BreakRecorder, graphs: list[int], seconds: float, called_at: St
     limit = next((f.fail_reason for f in rec.frames if f.fail_type and hit_recompile_limit(f.fail_reason)), None)
     return LintResult(ok=True, graph_count=len(graphs), breaks=breaks, recompiles=recompiles, skipped_frames=skipped,
                       seconds=round(seconds, 3), limit_hit=first_line(limit) if limit else None)
-
-
-def _break_record(b, called_at: StackFrame | None) -> BreakRecord:
-    # a break with no user frame on its stack (a library model's own code) stays at the library line that
-    # broke: ``called_at``, the factory's def line, never led to it and names no line worth reading
-    file, line, library_file, library_line = at_user_code(b.file, b.line, b.stack, None)
-    here = (file, line) == (b.file, b.line)  # the columns are of torch's place, not of a user's call that led there
-    return BreakRecord(reason=b.reason, code=b.code, file=file, line=line, source_text=_source_text(file, line), hint=b.hint,
-                       library_file=library_file, library_line=library_line,
-                       col=b.col if here else None, end_col=b.end_col if here else None)
 
 
 def _frame_record(function, file, line, reason, stack, called_at: StackFrame | None, *, guarded: bool = False) -> FrameRecord:
