@@ -116,18 +116,14 @@ def lint(models: Optional[Sequence[str]] = None, *, run: Optional[str] = None, s
 
     With ``update_baseline`` the baseline is written only when every model was linted: a model that
     could not be (an error, a crash, a timeout) leaves the old file exactly as it was."""
-    from graphtool.analysis.coverage import check_min_coverage
-    from graphtool.analysis.lint import Budget, LintReport
+    from graphtool.analysis.lint import LintReport
     from graphtool.config import find_config, load_config
 
-    check_min_coverage(min_coverage)
-
-    check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
-                  jobs=jobs, timeout=timeout, max_compile_seconds=max_compile_seconds)
+    override = budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
+                      max_peak_memory=max_peak_memory, min_coverage=min_coverage, max_compile_seconds=max_compile_seconds)
+    check_numbers(jobs=jobs, timeout=timeout)
     cfg_path = config or (find_config() if not models and not run else None)
     cfg = load_config(cfg_path) if cfg_path else None
-    override = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
-                      max_peak_memory=max_peak_memory, min_coverage=min_coverage, max_compile_seconds=max_compile_seconds)
     launch = launch_of(ddp, fsdp2)
     if log:
         if models or run or schedule or dynamic or max_peak_memory or coverage or min_coverage is not None or launch.wrapped \
@@ -239,47 +235,46 @@ def _compile_times(judged: list, limit: Optional[float], debug: bool, progress: 
     return out
 
 
-def run(session, *, steps: Optional[Sequence], max_graph_breaks: Optional[int],
-        max_recompiles: Optional[int], max_skipped_frames: Optional[int],
-        max_peak_memory: Optional[str], allowed_breaks: Sequence[str], dynamic: bool,
-        baseline, name: Optional[str], min_coverage: Optional[float] = None, coverage: bool = False,
-        max_compile_seconds: Optional[float] = None) -> LintOutcome:
+def run(session, *, steps: Optional[Sequence], allowed_breaks: Sequence[str], dynamic: bool, baseline,
+        name: Optional[str], coverage: bool = False, **budgets) -> LintOutcome:
     """Lint the session's model in this process, as ``graphtool lint`` lints a script in its child: run once on its
-    inputs, or once per entry of ``steps`` (each a tuple of positional arguments); judged against the budgets and
-    ``baseline`` (a file or its content: :func:`graphtool.commands.baseline.accepted`), whose entries for ``name``
-    (default: the model's source file) are accepted. ``max_peak_memory``: the session's ``memory(fit=...)`` must fit;
-    ``min_coverage`` (or ``coverage``): its capture coverage measured here; ``max_compile_seconds``: the session's
-    ``compile()`` (a script's fresh processes) must not take longer."""
-    from graphtool.analysis.coverage import check_min_coverage
-    from graphtool.analysis.lint import Budget, LintReport, LintTarget, with_compile_time, with_peak_memory
+    inputs, or once per entry of ``steps`` (each a tuple of positional arguments); judged against the ``budgets``
+    (:func:`budget`) and ``baseline`` (a file or its content: :func:`graphtool.commands.baseline.accepted`), whose
+    entries for ``name`` (default: the model's source file) are accepted. ``max_peak_memory``: the session's
+    ``memory(fit=...)`` must fit; ``min_coverage`` (or ``coverage``): its capture coverage measured here;
+    ``max_compile_seconds``: the session's ``compile()`` (a script's fresh processes) must not take longer."""
+    from graphtool.analysis.lint import LintReport, LintTarget, with_compile_time, with_peak_memory
     from graphtool.capture.processes.lint_worker import lint_spec
 
     session.launch.check("lint", alone=True)
-    check_min_coverage(min_coverage)
-    check_numbers(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_skipped_frames=max_skipped_frames,
-                  max_compile_seconds=max_compile_seconds)
-    if max_compile_seconds is not None and session.is_object:
+    limits = budget(**budgets, allowed_breaks=tuple(allowed_breaks))
+    if limits.max_compile_seconds is not None and session.is_object:
         raise UsageError("max_compile_seconds compiles a model script in fresh processes (graphtool compile); "
                          "a model object has none: lint its script, or time it with graphtool.load(path).compile()")
-    if max_peak_memory is not None:
-        from graphtool.commands.fit import check_fit
-
-        check_fit(max_peak_memory, None)
+    _check_peak_budgets([LintTarget("", budget=limits)], None)
     base = baselines.accepted(baseline)
     spec = session.spec()
     calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]
     result = lint_spec(spec, calls=calls, dynamic=dynamic, debug=session.debug,
-                       coverage=coverage or min_coverage is not None)
-    budget = Budget(max_graph_breaks=max_graph_breaks, max_recompiles=max_recompiles, max_peak_memory=max_peak_memory,
-                    max_skipped_frames=max_skipped_frames, allowed_breaks=tuple(allowed_breaks), min_coverage=min_coverage,
-                    max_compile_seconds=max_compile_seconds)
-    target = LintTarget(path=name or str(spec.path), entry=None if name else spec.entry, dynamic=dynamic, budget=budget)
+                       coverage=coverage or limits.min_coverage is not None)
+    target = LintTarget(path=name or str(spec.path), entry=None if name else spec.entry, dynamic=dynamic, budget=limits)
     judged = baselines.judge(target, result, base)
-    if max_peak_memory is not None and judged.status != "error":
-        judged = with_peak_memory(judged, session.memory(fit=max_peak_memory).fit.to_dict())
-    if max_compile_seconds is not None and judged.status != "error":
+    if limits.max_peak_memory is not None and judged.status != "error":
+        judged = with_peak_memory(judged, session.memory(fit=limits.max_peak_memory).fit.to_dict())
+    if limits.max_compile_seconds is not None and judged.status != "error":
         judged = with_compile_time(judged, session.compile().report)
     return LintOutcome(LintReport((judged,), None))
+
+
+def budget(**given):
+    """The lint budgets ``given`` as a :class:`~graphtool.analysis.lint.Budget`, checked before anything runs: counts
+    0 or more, seconds above 0, ``min_coverage`` a share (the gate and a Session's lint alike)."""
+    from graphtool.analysis.coverage import check_min_coverage
+    from graphtool.analysis.lint import Budget
+
+    check_min_coverage(given.get("min_coverage"))
+    check_numbers(**{k: v for k, v in given.items() if k.startswith("max_") and k != "max_peak_memory"})
+    return Budget(**given)
 
 
 def check_numbers(**values) -> None:
