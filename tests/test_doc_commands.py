@@ -58,8 +58,8 @@ def parse(argv: list[str]):
 def named_scripts(sub) -> list[str]:
     """The scripts a parsed command reads: MODEL(s) and ``--run`` (after ``--run``, MODELs are its arguments)."""
     p = sub.params
-    if p.get("run_script"):
-        return [p["run_script"]]
+    if p.get("run"):
+        return [p["run"]]
     models = p.get("models") or ([p["model"]] if p.get("model") else [])
     return [m.split(":")[0] for m in models]
 
