@@ -16,25 +16,17 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
 
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
 
+if TYPE_CHECKING:
+    from graphtool.render.pictures import Level
+
 #: seconds one picture's layout may take before it is given up (the page then says so)
 LAYOUT_TIMEOUT = 30.0
-#: graphs with more drawn nodes than this are drawn folded by source line only
-FULL_LIMIT = 1000
-
-
-@dataclass(frozen=True)
-class LogLevel:
-    name: str
-    depth: Optional[int]
-    svg: str
-    boxes: int
-    members: dict
 
 
 @dataclass(frozen=True)
@@ -46,7 +38,7 @@ class LogPicture:
     graph: str  # forward | backward | inference
     nodes: int
     edges: int
-    levels: tuple[LogLevel, ...]
+    levels: tuple[Level, ...]
     default: int
     facts: dict
 
@@ -162,9 +154,10 @@ def predict(script: str, *, entry: Optional[str] = None, progress: Progress = SI
 
 def _pictures(facts, progress: Progress, timeout: float) -> tuple[tuple[LogPicture, ...], list[str]]:
     from graphtool.analysis.run_log.graph_code import code_drawing, code_facts, parse_graph_code
+    from graphtool.render.pictures import Layout
 
     out, notes = [], []
-    missing = False
+    lay_out = Layout(timeout)
     for g in facts.graph_code:
         kind = "forward" if g.kind == "inference" else g.kind
         parsed = parse_graph_code(g.code, backward=kind == "backward")
@@ -174,32 +167,23 @@ def _pictures(facts, progress: Progress, timeout: float) -> tuple[tuple[LogPictu
         drawing = code_drawing(parsed, kind)
         what = f"{g.compile_id} {g.kind}" + (f" (rank {g.rank})" if g.rank is not None else "")
         progress.phase(f"laying out {what} ({len(drawing.nodes)} nodes)...")
-        levels = []
-        for name, depth, shown, members in _level_drawings(drawing):
-            svg, why = _lay_out(shown, timeout)
-            if why == "missing":
-                missing = True
-                break
-            if svg is None:
-                notes.append(f"{what}, {name}: not drawn: {why}")
-                continue
-            levels.append(LogLevel(name, depth, svg, len(shown.nodes), members))
-        if missing:
-            notes.append("no Graphviz layout program was found, so the page has no pictures "
-                         "(install Graphviz, or pip install graphviz-pure)")
+        levels = [lv for lv in (lay_out(shown, name, depth, members, what) for name, depth, shown, members in
+                                _level_drawings(drawing)) if lv is not None]
+        if lay_out.missing:
             break
         if not levels:
             continue
         default = len(levels) - 1 if levels[-1].depth is None and len(drawing.nodes) <= 120 else 0
         out.append(LogPicture(g.rank, g.compile_id, g.kind, len(parsed.nodes), len(drawing.edges), tuple(levels),
                               default, code_facts(parsed)))
-    return tuple(out), notes
+    return tuple(out), notes + lay_out.notes
 
 
 def _level_drawings(drawing):
     """(name, depth, drawing, members) per level: folded by the user's source line when large, then every node."""
     from graphtool.analysis.drawing import COLLAPSE_THRESHOLD
     from graphtool.analysis.node_facts import fold_level
+    from graphtool.render.pictures import FULL_LIMIT
 
     levels = []
     size = sum(1 for n in drawing.nodes if n.kind != "output")
@@ -209,17 +193,3 @@ def _level_drawings(drawing):
     if len(drawing.nodes) <= FULL_LIMIT:
         levels.append(("every node", None, drawing, {}))
     return levels
-
-
-def _lay_out(drawing, timeout: float) -> tuple[Optional[str], Optional[str]]:
-    from graphtool.errors import RendererMissing, UsageError
-    from graphtool.render.dot import to_dot
-    from graphtool.render.report import layout_svg
-
-    drawing = replace(drawing, nodes=tuple(replace(n, tooltip=None) for n in drawing.nodes))
-    try:
-        return layout_svg(to_dot(drawing, legend=False), timeout=timeout), None
-    except RendererMissing:
-        return None, "missing"
-    except UsageError as exc:
-        return None, (f"its layout took longer than {timeout:g} s" if "took longer" in exc.message else exc.message)

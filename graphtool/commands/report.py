@@ -18,7 +18,6 @@ Example::
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -37,34 +36,7 @@ if TYPE_CHECKING:
     from graphtool.analysis.shapes import ShapeReport
     from graphtool.analysis.trace_report import TraceReport
     from graphtool.commands.launch import Part
-
-#: pictures with more boxes than this are not laid out: their layout would take seconds, their page megabytes
-FULL_LIMIT = 1000
-
-
-@dataclass(frozen=True)
-class Level:
-    """One fold level of one graph, laid out."""
-
-    name: str  # "modules at depth 2", "every node"
-    depth: Optional[int]  # None: every node
-    svg: str
-    boxes: int
-    members: dict  # node id folded away -> the box that holds it
-    seconds: float  # layout time
-
-
-@dataclass(frozen=True)
-class Picture:
-    region: int
-    graph: str  # forward | backward
-    nodes: int  # the graph's nodes, counted as trace and devices count them (len(graph.nodes))
-    edges: int
-    levels: tuple[Level, ...]
-    default: int  # the level shown first
-    facts: dict  # node id -> what a click shows
-    drawn: int = 0  # the picture's nodes: the graph's, less the output node, plus one marker per value returned
-
+    from graphtool.render.pictures import Picture
 
 @dataclass(frozen=True, repr=False)
 class ReportResult(Result):
@@ -217,7 +189,9 @@ def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[s
         logged = read_logs(log)
     if not session.is_object:  # a wrapper changes the model in place: the memory's own launch gets a copy
         session.loads.want_plain = True
-    result = _one(session, memory, _Layout(layout_timeout), fit, budgets)
+    from graphtool.render.pictures import Layout
+
+    result = _one(session, memory, Layout(layout_timeout, flag="--layout-timeout"), fit, budgets)
     if schedule:
         result = replace(result, shapes=session.shapes(advise=False).report)
     if logged is not None:
@@ -237,42 +211,11 @@ def run(session, *, output, memory: bool, layout_timeout: float, fit: Optional[s
     return result
 
 
-class _Layout:
-    """Lays out pictures, giving up on one that takes too long and on all when no renderer exists."""
-
-    def __init__(self, timeout: float):
-        self.timeout = timeout
-        self.notes: list[str] = []
-        self.missing = False
-
-    def __call__(self, drawing, name, depth, members, what: str) -> Optional[Level]:
-        from graphtool.errors import RendererMissing, UsageError
-        from graphtool.render.dot import to_dot
-        from graphtool.render.report import layout_svg
-
-        if self.missing:
-            return None
-        # the page shows a node's facts on click: tooltips (folded boxes get them too) would only add bytes
-        drawing = replace(drawing, nodes=tuple(replace(n, tooltip=None) for n in drawing.nodes))
-        start = time.perf_counter()
-        try:
-            svg = layout_svg(to_dot(drawing, legend=False), timeout=self.timeout)
-        except RendererMissing:
-            self.missing = True
-            self.notes.append("no Graphviz layout program was found, so the page has no pictures "
-                              "(install Graphviz, or pip install graphviz-pure)")
-            return None
-        except UsageError as exc:
-            why = f"its layout took longer than {self.timeout:g} s (--layout-timeout)" if "took longer" in exc.message else exc.message
-            self.notes.append(f"{what}, {name}: not drawn: {why}")
-            return None
-        return Level(name, depth, svg, len(drawing.nodes), members, time.perf_counter() - start)
-
-
 def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
     from graphtool.analysis.findings import NodeIndex, build_findings
     from graphtool.analysis.trace_report import build_trace_report
     from graphtool.errors import GraphtoolError
+    from graphtool.render.pictures import fx_pictures
 
     launch = session.launch
     # the stand-in's first: the verdict, the devices and the pictures (laid out, their facts taken), as cudagraphs and
@@ -281,7 +224,7 @@ def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
     verdict, judged, _accel, standin_wrapped = session.verdict(session.backend if session.backend != "aot_eager" else "inductor")
     devices = session.devices().report
     standin, accel, _ = session.first_step()
-    pictures, marks = _pictures(standin, accel, lay_out, session.progress, devices.show)
+    pictures, marks = fx_pictures(standin, accel, lay_out, session.progress, devices.show)
     stopped, judge = standin.stopped, None
     if launch.wrapped:  # a wrapper's graphs are judged on the stand-in's, after the own trace says what it did
         judge = functools.partial(launch.judged, verdict=verdict, standin_capture=judged, standin_report=standin_wrapped)
@@ -309,65 +252,6 @@ def _one(session, want_memory, lay_out, fit=None, budgets=None) -> ReportResult:
                         devices, memory, note, tuple(pictures), findings, accel, notes, wrapped=launch.part(wrapped),
                         rank_memory=rank_memory, fit=fitted,
                         made_by=f"graphtool.load({session.name!r}).report()")
-
-
-def _pictures(capture, accel, lay_out, progress, show_device=None) -> tuple[list[Picture], dict]:
-    from graphtool.analysis.drawing import fx_drawing, fx_highlights
-    from graphtool.analysis.node_facts import graph_facts
-
-    model = capture.spec.model
-    from graphtool.capture.user.script import is_module
-
-    classes = {n: type(m).__name__ for n, m in model.named_modules()} if is_module(model) else {}
-    pictures, marks = [], {}
-    for region in capture.regions:
-        for kind, gm in (("forward", region.forward), ("backward", region.backward)):
-            if gm is None:
-                continue
-            highlights = fx_highlights(region, kind)
-            marks[(region.index, kind)] = highlights
-            drawing = fx_drawing(gm, kind, region, highlights=highlights, classes=classes, main_device=accel)
-            levels, default = _levels(drawing, f"region {region.index} {kind}", lay_out, progress)
-            if not levels:
-                continue
-            pictures.append(Picture(region.index, kind, len(gm.graph.nodes), len(drawing.edges), tuple(levels), default,
-                                    graph_facts(gm, kind, region, show_device), drawn=len(drawing.nodes)))
-    return pictures, marks
-
-
-def _levels(drawing, what: str, lay_out, progress) -> tuple[list[Level], int]:
-    """Every distinct fold level, shallowest first, then every node (when small enough)."""
-    from graphtool.analysis.drawing import opening_depth
-    from graphtool.analysis.node_facts import fold_level
-
-    deepest = max((len(n.module) for n in drawing.nodes), default=0)
-    levels: list[Level] = []
-    seen: set[frozenset] = set()
-    for depth in range(1, deepest + 1):
-        folded, members = fold_level(drawing, depth)
-        ids = frozenset(n.id for n in folded.nodes)
-        if ids in seen or len(folded.nodes) == len(drawing.nodes) or len(folded.nodes) > FULL_LIMIT:
-            continue
-        seen.add(ids)
-        progress.phase(f"laying out {what}: modules at depth {depth} ({len(folded.nodes)} boxes)...")
-        level = lay_out(folded, f"modules at depth {depth}", depth, members, what)
-        if level is not None:
-            levels.append(level)
-    if len(drawing.nodes) <= FULL_LIMIT:
-        progress.phase(f"laying out {what}: every node ({len(drawing.nodes)})...")
-        level = lay_out(drawing, "every node", None, {}, what)
-        if level is not None:
-            levels.append(level)
-    elif not levels:
-        lay_out.notes.append(f"{what}: {len(drawing.nodes)} nodes and no fold by module: too large to draw")
-    if not levels:
-        return levels, 0
-    best = opening_depth(drawing)
-    if best is None and levels[-1].depth is None:  # small enough to read whole
-        return levels, len(levels) - 1
-    best = best or 1
-    shallower = [i for i, lv in enumerate(levels) if lv.depth is not None and lv.depth <= best]
-    return levels, shallower[-1] if shallower else 0
 
 
 def default_output(target: str) -> Path:
