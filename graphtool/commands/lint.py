@@ -178,8 +178,6 @@ def _from_log(paths: Sequence[str], progress: Progress):
 
 def _check_peak_budgets(targets, run) -> None:
     """Each ``max_peak_memory`` is a size or GPU name ``memory --fit`` knows, before anything runs."""
-    from graphtool.commands.fit import check_fit
-
     if run and targets[0].budget.max_compile_seconds is not None:
         raise UsageError("--max-compile-seconds compiles a model script (graphtool compile); a script run with --run is none")
     for t in targets:
@@ -187,10 +185,17 @@ def _check_peak_budgets(targets, run) -> None:
             continue
         if run:
             raise UsageError("--max-peak-memory predicts a model script's training step; a script run with --run has none")
-        try:
-            check_fit(t.budget.max_peak_memory, None)
-        except UsageError as exc:
-            raise UsageError(exc.message.replace("--fit", "max_peak_memory"), hint=exc.hint) from None
+        _check_peak_budget(t.budget.max_peak_memory)
+
+
+def _check_peak_budget(size: str) -> None:
+    """``size`` is a size or GPU name ``memory --fit`` knows; the error names ``max_peak_memory``."""
+    from graphtool.commands.fit import check_fit
+
+    try:
+        check_fit(size, None)
+    except UsageError as exc:
+        raise UsageError(exc.message.replace("--fit", "max_peak_memory"), hint=exc.hint) from None
 
 
 #: the child that predicts one model's step peak (named, not imported: it runs the memory command, another command)
@@ -251,7 +256,8 @@ def run(session, *, steps: Optional[Sequence], allowed_breaks: Sequence[str], dy
     if limits.max_compile_seconds is not None and session.is_object:
         raise UsageError("max_compile_seconds compiles a model script in fresh processes (graphtool compile); "
                          "a model object has none: lint its script, or time it with graphtool.load(path).compile()")
-    _check_peak_budgets([LintTarget("", budget=limits)], None)
+    if limits.max_peak_memory is not None:
+        _check_peak_budget(limits.max_peak_memory)
     base = baselines.accepted(baseline)
     spec = session.spec()
     calls = None if steps is None else [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in steps]

@@ -21,12 +21,10 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from graphtool.commands.progress import SILENT, Progress
 from graphtool.commands.result import Result
+from graphtool.render.pictures import LAYOUT_TIMEOUT
 
 if TYPE_CHECKING:
     from graphtool.render.pictures import Level
-
-#: seconds one picture's layout may take before it is given up (the page then says so)
-LAYOUT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from graphtool.capture.steady_state import DEFAULT_STEPS
 from graphtool.errors import UsageError
+from graphtool.render.pictures import LAYOUT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,7 @@ COMMANDS = {c.name: c for c in (
         Option("output", None, "The HTML file (default: MODEL-report.html here; in Python, written only when given).",
                short="-o", type=OPT_PATH),
         Option("memory", True, "Measure what training saves for backward (one more eager forward).", off="--no-memory"),
-        Option("layout_timeout", 30.0, "Seconds one picture's layout may take; a slower one is left out (the page "
+        Option("layout_timeout", LAYOUT_TIMEOUT, "Seconds one picture's layout may take; a slower one is left out (the page "
                "says so)."),
         Option("fit", None, "A 'Will it fit' section: the training step's predicted peak, its live-bytes timeline as a "
                "picture, and whether it fits this size or GPU (as graphtool memory --fit).", metavar="SIZE|GPU",

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from graphtool.commands.launch import Part
     from graphtool.render.pictures import Picture
 
+
 @dataclass(frozen=True, repr=False)
 class ReportResult(Result):
     """Every fact about one model, and its page: :meth:`html` is the whole ``graphtool report`` page,

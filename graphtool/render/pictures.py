@@ -16,6 +16,8 @@ from typing import Optional
 
 #: pictures with more boxes than this are not laid out: their layout would take seconds, their page megabytes
 FULL_LIMIT = 1000
+#: seconds one picture's layout may take before it is left out (the page then says so): report's and log's default
+LAYOUT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
