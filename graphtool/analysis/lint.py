@@ -103,7 +103,7 @@ class LintTarget:
 
 @dataclass(frozen=True)
 class Break(BreakInfo):
-    """A graph break as lint judges it: the one record (:class:`~graphtool.capture.processes.lint_job.BreakRecord`,
+    """A graph break as lint judges it: the one record (:class:`~graphtool.capture.graph_breaks.BreakRecord`,
     placed as trace places it, with trace's help) and whether the baseline knew it and a config allowed it."""
 
     new: bool | None = None  # None without a baseline

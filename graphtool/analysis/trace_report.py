@@ -32,7 +32,7 @@ class RegionReport:
 
 @dataclass(frozen=True)
 class BreakInfo(BreakRecord):
-    """One graph break (the one record every command shows, :class:`~graphtool.capture.processes.lint_job.BreakRecord`:
+    """One graph break (the one record every command shows, :class:`~graphtool.capture.graph_breaks.BreakRecord`:
     ``file``/``line`` the user's own line, ``library_*`` torch's place when that is library code the user's line led
     into, ``source_text`` that line when traced, what graphtool diff matches a moved break by), as trace shows it."""
 

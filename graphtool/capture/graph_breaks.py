@@ -459,7 +459,7 @@ def at_user_code(file: str | None, line: int | None, stack, called_at: StackFram
     return site.file, site.line, file, line
 
 
-def placed(b, called_at: StackFrame | None = None):
+def placed(b) -> BreakRecord:
     """A captured break (:class:`GraphBreak`) as the one record every command shows
     (:class:`BreakRecord`), where :func:`at_user_code` places it: the columns
     only where it stays at torch's place (they are of that line), the source text of the line it points to.
@@ -470,7 +470,7 @@ def placed(b, called_at: StackFrame | None = None):
     """
     import linecache
 
-    file, line, library_file, library_line = at_user_code(b.file, b.line, getattr(b, "stack", ()), called_at)
+    file, line, library_file, library_line = at_user_code(b.file, b.line, getattr(b, "stack", ()))
     here = library_file is None
     return BreakRecord(reason=b.reason, code=getattr(b, "code", None), file=file, line=line,
                        source_text=(linecache.getline(file, line).strip() or None) if file and line else None,
